@@ -1,0 +1,3 @@
+from zeroplan.cli.app import main
+
+main()

@@ -1,0 +1,79 @@
+"""`zeroplan estimate`: a thin layer from flags to zeroplan.planner and back out through a formatter."""
+
+from __future__ import annotations
+
+from zeroplan.cli import options as opt
+from zeroplan.cli.output_sink import check_format, console_for, write_text
+
+
+def estimate(
+    params: opt.Params = None,
+    model: opt.ModelName = None,
+    gpus: opt.Gpus = 1,
+    gpus_per_node: opt.GpusPerNode = None,
+    gpu: opt.Gpu = None,
+    cluster: opt.Cluster = None,
+    tp: opt.Tp = 1,
+    pp: opt.Pp = 1,
+    stage: opt.Stage = None,
+    offload_optimizer: opt.OffloadOptimizer = None,
+    offload_params: opt.OffloadParams = None,
+    zeropp: opt.ZeroPP = None,
+    hpz_partition_size: opt.HpzPartitionSize = None,
+    precision: opt.Precision = "mixed",
+    optimizer: opt.Optimizer = "adam",
+    largest_layer_params: opt.LargestLayer = None,
+    cpu_memory: opt.CpuMemory = None,
+    nvme: opt.Nvme = None,
+    nvme_bandwidth: opt.NvmeBandwidth = None,
+    intra_node_bandwidth: opt.IntraNodeBandwidth = None,
+    inter_node_bandwidth: opt.InterNodeBandwidth = None,
+    gpu_memory: opt.GpuMemory = None,
+    runtime_reserve: opt.RuntimeReserve = None,
+    fragmentation: opt.Fragmentation = None,
+    activation_reserve: opt.ActivationReserve = None,
+    host_reserve: opt.HostReserve = None,
+    convention: opt.Convention = "paper",
+    zero_init: opt.ZeroInit = True,
+    buffer_factor: opt.BufferFactor = 1.5,
+    output_format: opt.Format = "table",
+    output: opt.Output = None,
+    units: opt.Units = "iec",
+    explain: opt.Explain = False,
+) -> None:
+    """What every GPU holds at each ZeRO stage and offload tier, what each step sends, and what to use."""
+    from zeroplan.planner import EstimateInputs, build_plan
+
+    output_format = check_format(output_format)
+    inputs = EstimateInputs(
+        gpus=gpus, params=params, model=model, gpu=gpu, cluster=cluster, gpus_per_node=gpus_per_node, tp=tp, pp=pp,
+        precision=precision, optimizer=optimizer, convention=convention.strip().lower(), stage=stage,
+        offload_optimizer=offload_optimizer.strip().lower() if offload_optimizer else None,
+        offload_params=offload_params.strip().lower() if offload_params else None,
+        largest_layer_params=largest_layer_params, zero_init=zero_init, buffer_factor=buffer_factor,
+        cpu_memory=cpu_memory, nvme=nvme, nvme_bandwidth=nvme_bandwidth,
+        intra_node_bandwidth=intra_node_bandwidth, inter_node_bandwidth=inter_node_bandwidth, gpu_memory=gpu_memory,
+        runtime_reserve=runtime_reserve, fragmentation=fragmentation, activation_reserve=activation_reserve,
+        host_reserve=host_reserve, zeropp=zeropp, hpz_partition_size=hpz_partition_size, units=units.strip().lower(),
+    )
+    plan = build_plan(inputs)
+    if output_format == "table":
+        from zeroplan.core.explain import explain_lines
+        from zeroplan.output.table import render, render_explain
+
+        console = console_for(output)
+        render(plan, console)
+        if explain:
+            render_explain(explain_lines(plan.request, plan.estimates, inputs.units), console)
+        if output is not None:
+            write_text(console.export_text(), output)
+        return
+    from zeroplan.output import report
+
+    text = {"json": report.to_json, "csv": report.to_csv, "markdown": report.to_markdown}[output_format](plan)
+    if explain and output_format == "markdown":
+        from zeroplan.core.explain import explain_lines
+
+        text += "\nHow each figure is computed:\n\n" + "".join(
+            f"- {line.strip()}\n" for line in explain_lines(plan.request, plan.estimates, inputs.units))
+    write_text(text, output)

@@ -1,0 +1,90 @@
+"""Reusable option declarations (typer Annotated aliases), shared by every command."""
+
+from __future__ import annotations
+
+from typing import Annotated, Optional
+
+import typer
+
+MODEL = "Model"
+HARDWARE = "Hardware"
+PARALLEL = "Parallelism"
+TRAINING = "Training"
+MEMORY = "Memory budget"
+OUTPUT = "Output"
+DEEPSPEED = "DeepSpeed convention"
+
+Params = Annotated[Optional[str], typer.Option(
+    "--params", help="Parameter count: 13e9, 13B, 6.7b, 350M, 1.5T.", rich_help_panel=MODEL)]
+ModelName = Annotated[Optional[str], typer.Option(
+    "--model", help="A model preset (see `zeroplan presets list`).", rich_help_panel=MODEL)]
+LargestLayer = Annotated[Optional[str], typer.Option(
+    "--largest-layer-params", help="Parameters of the largest single module (DeepSpeed's definition).",
+    rich_help_panel=MODEL)]
+
+Gpus = Annotated[int, typer.Option("--gpus", help="Total GPUs (the world size).", rich_help_panel=HARDWARE)]
+GpusPerNode = Annotated[Optional[int], typer.Option(
+    "--gpus-per-node", help="GPUs per node (default: from the cluster preset).", rich_help_panel=HARDWARE)]
+Gpu = Annotated[Optional[str], typer.Option(
+    "--gpu", help="GPU preset (default a100-80g).", rich_help_panel=HARDWARE)]
+Cluster = Annotated[Optional[str], typer.Option(
+    "--cluster", help="Cluster preset: node type, links, CPU RAM, NVMe.", rich_help_panel=HARDWARE)]
+CpuMemory = Annotated[Optional[str], typer.Option(
+    "--cpu-memory", help="CPU RAM per node, e.g. 512GB.", rich_help_panel=HARDWARE)]
+Nvme = Annotated[Optional[str], typer.Option(
+    "--nvme", help="NVMe capacity per node, e.g. 2TB.", rich_help_panel=HARDWARE)]
+NvmeBandwidth = Annotated[Optional[str], typer.Option(
+    "--nvme-bandwidth", help="NVMe bandwidth per node, e.g. 7GB/s.", rich_help_panel=HARDWARE)]
+IntraNodeBandwidth = Annotated[Optional[str], typer.Option(
+    "--intra-node-bandwidth", help="GPU-to-GPU link inside a node, per direction, e.g. 300GB/s.",
+    rich_help_panel=HARDWARE)]
+InterNodeBandwidth = Annotated[Optional[str], typer.Option(
+    "--inter-node-bandwidth", help="Network bandwidth per GPU across nodes, e.g. 400Gb/s or 25GB/s.",
+    rich_help_panel=HARDWARE)]
+GpuMemory = Annotated[Optional[str], typer.Option(
+    "--gpu-memory", help="Override the GPU's memory, e.g. 80GiB.", rich_help_panel=HARDWARE)]
+
+Tp = Annotated[int, typer.Option("--tp", help="Tensor-parallel degree.", rich_help_panel=PARALLEL)]
+Pp = Annotated[int, typer.Option("--pp", help="Pipeline-parallel degree.", rich_help_panel=PARALLEL)]
+Stage = Annotated[Optional[int], typer.Option(
+    "--stage", help="Only this ZeRO stage (0-3).", rich_help_panel=PARALLEL)]
+OffloadOptimizer = Annotated[Optional[str], typer.Option(
+    "--offload-optimizer", help="Only this optimizer tier: none, cpu, nvme.", rich_help_panel=PARALLEL)]
+OffloadParams = Annotated[Optional[str], typer.Option(
+    "--offload-params", help="Only this parameter tier: none, cpu, nvme (stage 3).", rich_help_panel=PARALLEL)]
+ZeroPP = Annotated[Optional[str], typer.Option(
+    "--zeropp", help="ZeRO++ features for stage 3, any of qwz,hpz,qgz.", rich_help_panel=PARALLEL)]
+HpzPartitionSize = Annotated[Optional[int], typer.Option(
+    "--hpz-partition-size", help="hpZ secondary partition size (default: GPUs per node).", rich_help_panel=PARALLEL)]
+
+Precision = Annotated[str, typer.Option(
+    "--precision", help="mixed (also bf16, fp16) or fp32.", rich_help_panel=TRAINING)]
+Optimizer = Annotated[str, typer.Option(
+    "--optimizer", help="adam, adamw, sgd-momentum, sgd, adam-8bit.", rich_help_panel=TRAINING)]
+
+RuntimeReserve = Annotated[Optional[str], typer.Option(
+    "--runtime-reserve", help="GPU memory for CUDA context + NCCL (default 1GiB).", rich_help_panel=MEMORY)]
+Fragmentation = Annotated[Optional[str], typer.Option(
+    "--fragmentation", help="Allocator headroom as a share of capacity (default 10%).", rich_help_panel=MEMORY)]
+ActivationReserve = Annotated[Optional[str], typer.Option(
+    "--activation-reserve", help="Share of usable memory kept for activations when they are not counted "
+    "(default 15%).", rich_help_panel=MEMORY)]
+HostReserve = Annotated[Optional[str], typer.Option(
+    "--host-reserve", help="Share of CPU RAM kept for the OS and dataloaders (default 10%).", rich_help_panel=MEMORY)]
+
+Convention = Annotated[str, typer.Option(
+    "--convention", help="paper (ZeRO paper) or deepspeed (DeepSpeed's estimators, to the byte).",
+    rich_help_panel=DEEPSPEED)]
+ZeroInit = Annotated[bool, typer.Option(
+    "--zero-init/--no-zero-init", help="DeepSpeed's zero_init for the ZeRO-3 CPU estimate.", rich_help_panel=DEEPSPEED)]
+BufferFactor = Annotated[float, typer.Option(
+    "--buffer-factor", help="DeepSpeed's additional_buffer_factor for CPU memory.", rich_help_panel=DEEPSPEED)]
+
+Format = Annotated[str, typer.Option(
+    "--format", "-f", help="table, json, csv or markdown.", rich_help_panel=OUTPUT)]
+Output = Annotated[Optional[str], typer.Option(
+    "--output", "-o", help="Write to this file instead of stdout.", rich_help_panel=OUTPUT)]
+Units = Annotated[str, typer.Option(
+    "--units", help="iec (GiB, default) or si (GB) for memory.", rich_help_panel=OUTPUT)]
+Explain = Annotated[bool, typer.Option(
+    "--explain", help="Print each formula with your numbers in it.", rich_help_panel=OUTPUT)]

@@ -1,0 +1,202 @@
+"""Evaluate every option of a request: memory per GPU and node, traffic, time, fit.
+
+Each OptionEstimate carries one flat breakdown dict with path keys ("gpu/params",
+"gpu/buffers/reduce_bucket", "cpu/optimizer_states", "comm/inter_node_bytes", ...) from which
+the table, JSON and CSV are all derived.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from zeroplan.core import comm
+from zeroplan.core.buffers import BufferConfig, gpu_buffer_bytes
+from zeroplan.core.deepspeed_estimator import DEFAULT_BUFFER_FACTOR, deepspeed_model_states
+from zeroplan.core.errors import InputError
+from zeroplan.core.fit import MemoryBudget
+from zeroplan.core.hardware import ClusterSpec, Link
+from zeroplan.core.model import ModelSpec
+from zeroplan.core.model_states import offload_traffic, paper_model_states
+from zeroplan.core.options import Option, options_for
+from zeroplan.core.parallel import ParallelDims
+from zeroplan.core.precision import BytesPerParam
+from zeroplan.core.units import ceil_div
+
+GPU_PARTS = ("params", "gradients", "optimizer_states", "activations", "buffers")
+
+
+@dataclass(frozen=True)
+class EstimateRequest:
+    model: ModelSpec
+    cluster: ClusterSpec
+    parallel: ParallelDims
+    per_param: BytesPerParam
+    budget: MemoryBudget
+    options: tuple[Option, ...]
+    convention: str = "paper"
+    largest_layer_params: int = 0  # resolved by the caller (preset, flag or default_largest_layer_params)
+    activation_bytes: int | None = None  # None: keep the budget's activation reserve instead
+    buffers: BufferConfig = field(default_factory=BufferConfig)
+    zero_init: bool = True
+    buffer_factor: float = DEFAULT_BUFFER_FACTOR
+    zeropp: frozenset[str] = frozenset()
+    hpz_partition_size: int | None = None
+    intra_node_link: Link | None = None  # None: the GPU preset's link
+    inter_node_link: Link | None = None  # None: the cluster preset's link
+
+    def __post_init__(self) -> None:
+        if self.convention == "deepspeed" and (self.parallel.tp > 1 or self.parallel.pp > 1):
+            raise InputError("--convention", "DeepSpeed's estimators model pure data parallelism (no tp/pp)",
+                             "use --convention paper with --tp/--pp")
+        comm.validate_zeropp(self.zeropp)
+        if self.hpz_partition_size is not None and self.hpz_partition_size < 1:
+            raise InputError("--hpz-partition-size", f"must be at least 1, got {self.hpz_partition_size}")
+
+    @property
+    def shard_params(self) -> int:
+        """Parameters on the most loaded model-parallel shard: an even split over pp, then tp."""
+        return ceil_div(ceil_div(self.model.params, self.parallel.pp), self.parallel.tp)
+
+    @property
+    def shard_largest_layer_params(self) -> int:
+        return ceil_div(self.largest_layer_params, self.parallel.tp)
+
+    @property
+    def links(self) -> dict[str, Link]:
+        return {"intra_node": self.intra_node_link or self.cluster.gpu.intra_node_link,
+                "inter_node": self.inter_node_link or self.cluster.inter_node_link}
+
+    @property
+    def dp_span(self) -> str:
+        return "intra_node" if self.parallel.dp_intra_node else "inter_node"
+
+    @property
+    def hpz_ranks(self) -> int:
+        return min(self.hpz_partition_size or self.parallel.gpus_per_node, self.parallel.dp)
+
+
+@dataclass(frozen=True)
+class OptionEstimate:
+    option: Option
+    convention: str
+    breakdown: dict[str, int]
+    comm_seconds_per_step: float
+    offload_seconds_per_step: float
+    fits: bool
+    limits: tuple[str, ...]  # what does not fit, e.g. ("gpu", "cpu")
+    host_checked: bool
+
+    def part(self, prefix: str) -> int:
+        """Sum of every breakdown entry under a path prefix ("gpu/buffers" adds all buffers)."""
+        return sum(v for k, v in self.breakdown.items() if k == prefix or k.startswith(prefix + "/"))
+
+    @property
+    def gpu_bytes(self) -> dict[str, int]:
+        parts = {name: self.part(f"gpu/{name}") for name in GPU_PARTS}
+        parts["total"] = sum(parts.values())
+        return parts
+
+    @property
+    def model_state_bytes(self) -> int:
+        return sum(self.part(f"gpu/{name}") for name in ("params", "gradients", "optimizer_states"))
+
+    @property
+    def cpu_bytes_per_node(self) -> int:
+        return self.part("cpu")
+
+    @property
+    def nvme_bytes_per_node(self) -> int:
+        return self.part("nvme")
+
+    @property
+    def comm_bytes_per_gpu_per_step(self) -> int:
+        return self.breakdown["comm/intra_node_bytes"] + self.breakdown["comm/inter_node_bytes"]
+
+
+def _evaluate(request: EstimateRequest, option: Option) -> OptionEstimate:
+    parallel, per_param = request.parallel, request.per_param
+    shard = request.shard_params
+    gpus_in_node = parallel.gpus_in_busiest_node
+    if request.convention == "deepspeed":
+        breakdown = deepspeed_model_states(option, shard, request.largest_layer_params, parallel.world,
+                                           parallel.gpus_per_node, request.zero_init, request.buffer_factor)
+        del breakdown["deepspeed/gpu_bytes"]
+    else:
+        breakdown = paper_model_states(option, shard, parallel.dp, per_param, gpus_in_node)
+        for name, size in gpu_buffer_bytes(option.stage, shard, request.shard_largest_layer_params,
+                                           per_param.params, per_param.gradients, request.buffers).items():
+            breakdown[f"gpu/buffers/{name}"] = size
+    zeropp = request.zeropp if option.stage == 3 else frozenset()
+    if "hpz" in zeropp and request.hpz_ranks < parallel.dp:
+        breakdown["gpu/buffers/hpz_secondary_partition"] = comm.hpz_secondary_bytes(
+            shard, per_param.params, request.hpz_ranks)
+    breakdown["gpu/activations"] = (request.activation_bytes if request.activation_bytes is not None
+                                    else request.budget.activation_reserve_bytes)
+
+    stage = option.stage
+    calls_reduce = ceil_div(shard, request.buffers.reduce_bucket_elements)
+    gather_bucket = request.buffers.prefetch_bucket_elements if stage == 3 else request.buffers.allgather_bucket_elements
+    calls_gather = calls_reduce if stage == 0 else ceil_div(shard, gather_bucket)
+    collectives = comm.dp_collectives(stage, shard, parallel.dp, per_param.params, per_param.gradients,
+                                      request.dp_span, zeropp, request.hpz_ranks, calls_reduce, calls_gather)
+    links = request.links
+    breakdown["comm/intra_node_bytes"] = sum(c.bytes_per_gpu for c in collectives if c.span == "intra_node")
+    breakdown["comm/inter_node_bytes"] = sum(c.bytes_per_gpu for c in collectives if c.span == "inter_node")
+    breakdown["comm/paper_elements"] = comm.paper_elements(stage, shard) if parallel.dp > 1 else 0
+    comm_seconds = sum(c.seconds(links[c.span]) for c in collectives)
+
+    traffic = offload_traffic(option, shard, parallel.dp, per_param, gpus_in_node)
+    breakdown.update({f"traffic/{k}": v for k, v in traffic.items()})
+    offload_seconds = traffic["pcie/bytes_per_gpu"] / request.cluster.pcie_bandwidth_bytes_per_s
+    nvme_io = traffic["nvme/read_bytes_per_node"] + traffic["nvme/write_bytes_per_node"]
+    if nvme_io and request.cluster.nvme_bandwidth_bytes_per_s:
+        offload_seconds += nvme_io / request.cluster.nvme_bandwidth_bytes_per_s
+
+    estimate = OptionEstimate(option, request.convention, breakdown, comm_seconds, offload_seconds,
+                              fits=True, limits=(), host_checked=True)
+    return _with_fit(request, estimate)
+
+
+def _with_fit(request: EstimateRequest, estimate: OptionEstimate) -> OptionEstimate:
+    budget, cluster = request.budget, request.cluster
+    limits = []
+    if estimate.gpu_bytes["total"] > budget.usable_gpu_bytes:
+        limits.append("gpu")
+    host_checked = True
+    cpu_usable = budget.usable_host_bytes(cluster.cpu_memory_bytes)
+    if estimate.cpu_bytes_per_node:
+        if cpu_usable is None:
+            host_checked = False
+        elif estimate.cpu_bytes_per_node > cpu_usable:
+            limits.append("cpu")
+    if estimate.nvme_bytes_per_node:
+        if cluster.nvme_bytes is None:
+            host_checked = False
+        elif estimate.nvme_bytes_per_node > cluster.nvme_bytes:
+            limits.append("nvme")
+    return OptionEstimate(estimate.option, estimate.convention, estimate.breakdown, estimate.comm_seconds_per_step,
+                          estimate.offload_seconds_per_step, not limits, tuple(limits), host_checked)
+
+
+def evaluate_options(request: EstimateRequest) -> list[OptionEstimate]:
+    return [_evaluate(request, option) for option in request.options]
+
+
+def default_largest_layer_params(params: int, vocab: int = 32_000, aspect_ratio: int = 128) -> int:
+    """A stand-in for the largest module when only --params is known.
+
+    Assumes a GPT-style shape with hidden/layers = 128 (GPT-3 and Llama families sit near it), so
+    params ≈ 12·L·h² = 12·h³/128, and a 32,000-token vocabulary: the largest module is then the
+    token embedding (vocab·h) or the MLP up-projection (4·h²), whichever is larger.
+    """
+    low, high = 1, 1
+    while 12 * high**3 <= params * aspect_ratio:
+        high *= 2
+    while low < high - 1:  # integer cube root by bisection, no floats
+        middle = (low + high) // 2
+        low, high = (middle, high) if 12 * middle**3 <= params * aspect_ratio else (low, middle)
+    hidden = low
+    return min(params, max(vocab * hidden, 4 * hidden * hidden))
+
+
+__all__ = ["EstimateRequest", "OptionEstimate", "evaluate_options", "default_largest_layer_params", "options_for"]

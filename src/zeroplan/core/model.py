@@ -1,0 +1,39 @@
+"""What the planner needs to know about a model. Shape fields are optional: --params alone works."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from zeroplan.core.errors import InputError
+
+
+@dataclass(frozen=True)
+class ModelSpec:
+    params: int
+    name: str = "custom"
+    # Parameters owned directly by the largest single module (DeepSpeed's definition).
+    largest_layer_params: int | None = None
+    layers: int | None = None
+    hidden: int | None = None
+    heads: int | None = None
+    kv_heads: int | None = None
+    ffn: int | None = None
+    vocab: int | None = None
+    experts: int | None = None
+    experts_per_token: int | None = None
+    max_seq_len: int | None = None
+    family: str | None = None
+    tied_embeddings: bool | None = None
+    extra: dict = field(default_factory=dict, compare=False)
+
+    def __post_init__(self) -> None:
+        if isinstance(self.params, bool) or not isinstance(self.params, int) or self.params <= 0:
+            raise InputError("--params", f"must be a positive whole count, got {self.params}",
+                             "write a count such as 13e9 or 13B")
+        if self.largest_layer_params is not None and not 0 < self.largest_layer_params <= self.params:
+            raise InputError("--largest-layer-params",
+                             f"must be between 1 and the model's {self.params} parameters, got {self.largest_layer_params}")
+
+    @property
+    def has_shape(self) -> bool:
+        return all(v is not None for v in (self.layers, self.hidden, self.heads, self.vocab))

@@ -1,0 +1,69 @@
+"""Bytes each parameter costs in parameters, gradients and optimizer states (FORMULAS.md §1).
+
+mixed: 16-bit (bf16/fp16) parameters and gradients, fp32 master weights kept by the optimizer.
+fp32:  everything in fp32, so no separate master copy.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from zeroplan.core.errors import InputError
+
+PRECISIONS = ("mixed", "fp32")
+PRECISION_ALIASES = {"mixed": "mixed", "bf16": "mixed", "fp16": "mixed", "fp32": "fp32"}
+OPTIMIZERS = ("adam", "adamw", "sgd-momentum", "sgd", "adam-8bit")
+
+# Optimizer state bytes per parameter *excluding* any fp32 master copy.
+_OPTIMIZER_STATE_BYTES = {
+    "adam": 8,          # m and v in fp32
+    "adamw": 8,
+    "sgd-momentum": 4,  # momentum in fp32
+    "sgd": 0,
+    "adam-8bit": 2,     # bitsandbytes: m and v in 8 bits each
+}
+_MASTER_WEIGHT_BYTES = 4  # fp32 master copy, only under mixed precision
+
+
+@dataclass(frozen=True)
+class BytesPerParam:
+    """Per-parameter bytes of each model-state component (the P, G, K of the ZeRO paper)."""
+
+    precision: str
+    optimizer: str
+    params: int
+    gradients: int
+    optimizer_states: int
+
+    @property
+    def total(self) -> int:
+        return self.params + self.gradients + self.optimizer_states
+
+    @property
+    def master_weights(self) -> int:
+        """The fp32 master copy inside optimizer_states (0 under fp32 training)."""
+        return _MASTER_WEIGHT_BYTES if self.precision == "mixed" else 0
+
+
+def normalize_precision(name: str) -> str:
+    key = name.strip().lower()
+    if key not in PRECISION_ALIASES:
+        raise InputError("--precision", f"unknown precision '{name}'", "use mixed (or bf16/fp16) or fp32")
+    return PRECISION_ALIASES[key]
+
+
+def bytes_per_param(precision: str = "mixed", optimizer: str = "adam") -> BytesPerParam:
+    """Bytes per parameter, e.g. mixed + adam -> 2 + 2 + 12 = 16 (ZeRO paper §3.1, K = 12)."""
+    precision = normalize_precision(precision)
+    key = optimizer.strip().lower()
+    if key not in _OPTIMIZER_STATE_BYTES:
+        raise InputError("--optimizer", f"unknown optimizer '{optimizer}'", f"use one of {', '.join(OPTIMIZERS)}")
+    weight_bytes = 2 if precision == "mixed" else 4
+    master = _MASTER_WEIGHT_BYTES if precision == "mixed" else 0
+    return BytesPerParam(
+        precision=precision,
+        optimizer=key,
+        params=weight_bytes,
+        gradients=weight_bytes,
+        optimizer_states=master + _OPTIMIZER_STATE_BYTES[key],
+    )

@@ -1,0 +1,112 @@
+"""Pick the cheapest option that fits and say why, with the deciding numbers.
+
+Order of preference: no offload before offload (CPU before CPU+params before NVMe), then less
+data-parallel traffic, then the lower stage (less machinery for the same traffic). When nothing
+fits, find the fewest GPUs of this kind that would, by bisection over dp: every option's per-GPU
+bytes are non-increasing in dp.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+
+from zeroplan.core.estimate import EstimateRequest, OptionEstimate, evaluate_options
+from zeroplan.core.parallel import ParallelDims
+from zeroplan.core.units import format_bytes
+
+MAX_DP_SEARCHED = 2**24
+
+
+@dataclass(frozen=True)
+class Recommendation:
+    option: OptionEstimate | None
+    reason: str
+    fewest_gpus: int | None = None  # when nothing fits: the smallest world where something does
+    fewest_gpus_option: str | None = None
+
+
+def preference_key(estimate: OptionEstimate) -> tuple[int, int, int]:
+    return (estimate.option.tier_rank, estimate.comm_bytes_per_gpu_per_step, estimate.option.stage)
+
+
+def _shortfall(estimate: OptionEstimate, request: EstimateRequest, units: str) -> str:
+    """'ZeRO-1 needs 66.6 GiB > 60.0 GiB usable' for the first limit it breaks."""
+    budget, cluster = request.budget, request.cluster
+    label = estimate.option.label
+    if "gpu" in estimate.limits:
+        return (f"{label} needs {format_bytes(estimate.gpu_bytes['total'], units)} per GPU > "
+                f"{format_bytes(budget.usable_gpu_bytes, units)} usable")
+    if "cpu" in estimate.limits:
+        return (f"{label} needs {format_bytes(estimate.cpu_bytes_per_node, units)} of CPU RAM per node > "
+                f"{format_bytes(budget.usable_host_bytes(cluster.cpu_memory_bytes), units)} usable")
+    return (f"{label} needs {format_bytes(estimate.nvme_bytes_per_node, units)} of NVMe per node > "
+            f"{format_bytes(cluster.nvme_bytes, units)}")
+
+
+def _fits_summary(estimate: OptionEstimate, request: EstimateRequest, units: str) -> str:
+    text = (f"{estimate.option.label} needs {format_bytes(estimate.gpu_bytes['total'], units)} per GPU ≤ "
+            f"{format_bytes(request.budget.usable_gpu_bytes, units)} usable")
+    if estimate.cpu_bytes_per_node:
+        text += f", {format_bytes(estimate.cpu_bytes_per_node, units)} CPU RAM per node"
+    if estimate.nvme_bytes_per_node:
+        text += f", {format_bytes(estimate.nvme_bytes_per_node, units)} NVMe per node"
+    if not estimate.host_checked:
+        text += " (host capacity unknown: not checked)"
+    return text
+
+
+def fewest_gpus(request: EstimateRequest) -> tuple[int, OptionEstimate] | None:
+    """Smallest world (a multiple of tp·pp) where some option fits, or None up to MAX_DP_SEARCHED."""
+    def best_at(dp: int) -> OptionEstimate | None:
+        parallel = request.parallel
+        world = dp * parallel.tp * parallel.pp
+        trial = dataclasses.replace(request, parallel=ParallelDims(world, parallel.tp, parallel.pp,
+                                                                   parallel.gpus_per_node))
+        fitting = [e for e in evaluate_options(trial) if e.fits]
+        return min(fitting, key=preference_key) if fitting else None
+
+    low, high = request.parallel.dp, request.parallel.dp * 2
+    while best_at(high) is None:
+        if high >= MAX_DP_SEARCHED:
+            return None
+        low, high = high, high * 2
+    while high - low > 1:
+        middle = (low + high) // 2
+        low, high = (low, middle) if best_at(middle) is not None else (middle, high)
+    return high * request.parallel.tp * request.parallel.pp, best_at(high)
+
+
+def recommend(request: EstimateRequest, estimates: list[OptionEstimate], units: str = "iec") -> Recommendation:
+    ordered = sorted(estimates, key=preference_key)
+    chosen = next((e for e in ordered if e.fits), None)
+    if chosen is None:
+        closest = min(ordered, key=lambda e: (e.gpu_bytes["total"], preference_key(e)))
+        found = fewest_gpus(request)
+        gpu_name = request.cluster.gpu.name
+        reason = f"nothing fits on {request.parallel.world} × {gpu_name}: {_shortfall(closest, request, units)}"
+        if found is None:
+            reason += f"; no world size up to {MAX_DP_SEARCHED} data-parallel ranks fits either"
+            return Recommendation(None, reason)
+        world, option = found
+        reason += f"; the fewest {gpu_name} GPUs that fit: {world} ({option.option.label})"
+        return Recommendation(None, reason, world, option.option.key)
+
+    rejected = ordered[: ordered.index(chosen)]
+    # For each cheaper tier, the option that came closest (the last tried): why that tier was passed over.
+    last_per_tier: dict[int, OptionEstimate] = {}
+    for estimate in rejected:
+        last_per_tier[estimate.option.tier_rank] = estimate
+    parts = [_shortfall(estimate, request, units) for _, estimate in sorted(last_per_tier.items())]
+    parts.append(_fits_summary(chosen, request, units))
+    reason = "; ".join(parts)
+    if not rejected:
+        reason += ", with the least traffic and no offload"
+    same_cost = [e for e in ordered if e.fits and e is not chosen and preference_key(e)[:2] == preference_key(chosen)[:2]]
+    if same_cost:
+        lighter = min(same_cost, key=lambda e: e.gpu_bytes["total"])
+        saved = chosen.gpu_bytes["total"] - lighter.gpu_bytes["total"]
+        if saved > 0:
+            reason += (f"; {lighter.option.label} would free {format_bytes(saved, units)} per GPU at the same traffic"
+                       " (room for a larger micro-batch)")
+    return Recommendation(chosen, reason)

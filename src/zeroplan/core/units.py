@@ -1,0 +1,127 @@
+"""Counts and byte sizes: parsing user text exactly, and formatting for people.
+
+Parsing goes through Decimal so "6.7B" is exactly 6,700,000,000 and never 6,699,999,999.
+Memory shows in GiB (2**30, labelled "GiB") by default, or SI GB (1e9) with units="si";
+bandwidth always in GB/s (1e9 bytes per second), as nccl-tests reports it.
+"""
+
+from __future__ import annotations
+
+import re
+from decimal import Decimal, InvalidOperation
+
+from zeroplan.core.errors import InputError
+
+KIB = 2**10
+MIB = 2**20
+GIB = 2**30
+TIB = 2**40
+GB = 10**9
+TB = 10**12
+
+_COUNT_SUFFIXES = {"": 1, "k": 10**3, "m": 10**6, "b": 10**9, "g": 10**9, "t": 10**12}
+_BYTE_SUFFIXES = {
+    "": 1, "b": 1,
+    "kb": 10**3, "mb": 10**6, "gb": 10**9, "tb": 10**12, "pb": 10**15,
+    "kib": KIB, "mib": MIB, "gib": GIB, "tib": TIB, "pib": 2**50,
+}
+_NUMBER_WITH_SUFFIX = re.compile(r"^\s*([0-9][0-9_,]*(?:\.[0-9]*)?(?:[eE][+-]?[0-9]+)?)\s*([A-Za-z]*)\s*$")
+
+
+def _exact_integer(text: str, multiplier: int, input_name: str, what: str) -> int:
+    try:
+        value = Decimal(text.replace("_", "").replace(",", "")) * multiplier
+    except InvalidOperation:
+        raise InputError(input_name, f"'{text}' is not a number", f"write {what}") from None
+    if value != value.to_integral_value():
+        raise InputError(input_name, f"'{text}' is not a whole number", f"write {what}")
+    return int(value)
+
+
+def parse_count(text: str | int, input_name: str = "--params") -> int:
+    """A positive whole count from '13e9', '13000000000', '13B', '6.7b', '350M', '1.5T', '7_000'."""
+    example = "a positive count such as 13e9, 13B, 6.7b or 350M"
+    if isinstance(text, int) and not isinstance(text, bool):
+        value = text
+    else:
+        match = _NUMBER_WITH_SUFFIX.match(str(text))
+        if not match or match.group(2).lower() not in _COUNT_SUFFIXES:
+            raise InputError(input_name, f"'{text}' is not a count", f"write {example}")
+        value = _exact_integer(match.group(1), _COUNT_SUFFIXES[match.group(2).lower()], input_name, example)
+    if value <= 0:
+        raise InputError(input_name, f"must be positive, got {text}", f"write {example}")
+    return value
+
+
+def parse_bytes(text: str | int, input_name: str) -> int:
+    """A non-negative byte size from '256GB' (SI), '80GiB' (binary), '2TB', '7e9' (bytes)."""
+    example = "a size such as 256GB, 80GiB, 2TB or 7e9 (bytes)"
+    if isinstance(text, int) and not isinstance(text, bool):
+        value = text
+    else:
+        match = _NUMBER_WITH_SUFFIX.match(str(text))
+        if not match or match.group(2).lower() not in _BYTE_SUFFIXES:
+            raise InputError(input_name, f"'{text}' is not a byte size", f"write {example}")
+        value = _exact_integer(match.group(1), _BYTE_SUFFIXES[match.group(2).lower()], input_name, example)
+    if value < 0:
+        raise InputError(input_name, f"must not be negative, got {text}", f"write {example}")
+    return value
+
+
+def parse_rate(text: str | int, input_name: str) -> int:
+    """Bytes per second from '25GB/s', '400Gb/s' (bits), '7e9' (bytes per second)."""
+    raw = str(text).strip()
+    lowered = raw.lower()
+    bits = lowered.endswith("b/s") and raw[-3] == "b"
+    if lowered.endswith("/s"):
+        raw = raw[:-2]
+    if bits:  # network link speeds are quoted in bits: 400Gb/s = 50 GB/s
+        value = parse_bytes(raw[:-1] + "B", input_name)
+        if value % 8:
+            raise InputError(input_name, f"'{text}' is not a whole number of bytes per second")
+        value //= 8
+    else:
+        value = parse_bytes(raw, input_name)
+    if value <= 0:
+        raise InputError(input_name, f"must be positive, got {text}", "write a rate such as 25GB/s or 400Gb/s")
+    return value
+
+
+def memory_unit(units: str) -> tuple[int, str]:
+    """(divisor, label) for memory display: iec -> GiB, si -> GB."""
+    if units == "iec":
+        return GIB, "GiB"
+    if units == "si":
+        return GB, "GB"
+    raise InputError("--units", f"unknown units '{units}'", "use iec (GiB) or si (GB)")
+
+
+def format_bytes(value: int, units: str = "iec", digits: int = 1) -> str:
+    """'66.6 GiB' (iec) or '71.5 GB' (si)."""
+    divisor, label = memory_unit(units)
+    return f"{value / divisor:.{digits}f} {label}"
+
+
+def format_rate(bytes_per_second: int | float, digits: int = 1) -> str:
+    """Bandwidth in GB/s (1e9), as nccl-tests reports it."""
+    return f"{bytes_per_second / GB:.{digits}f} GB/s"
+
+
+def format_count(value: int) -> str:
+    """13000000000 -> '13.0B', 124439808 -> '124.4M'."""
+    for limit, suffix in ((10**12, "T"), (10**9, "B"), (10**6, "M"), (10**3, "K")):
+        if value >= limit:
+            return f"{value / limit:.1f}{suffix}"
+    return str(value)
+
+
+def format_seconds(seconds: float) -> str:
+    if seconds >= 1:
+        return f"{seconds:.2f} s"
+    if seconds >= 1e-3:
+        return f"{seconds * 1e3:.1f} ms"
+    return f"{seconds * 1e6:.0f} µs"
+
+
+def ceil_div(numerator: int, denominator: int) -> int:
+    return -(-numerator // denominator)

@@ -1,0 +1,36 @@
+"""Shared builders: core requests without presets, so core tests need no YAML."""
+
+from __future__ import annotations
+
+import pytest
+
+from zeroplan.core.fit import MemoryBudget
+from zeroplan.core.hardware import ClusterSpec, GpuSpec, Link
+from zeroplan.core.model import ModelSpec
+from zeroplan.core.options import PAPER_OPTIONS
+from zeroplan.core.parallel import ParallelDims
+from zeroplan.core.precision import bytes_per_param
+from zeroplan.core.estimate import EstimateRequest
+
+GIB = 2**30
+
+
+def make_cluster(memory=80 * GIB, gpus_per_node=8, cpu=2 * 10**12, nvme=15 * 10**12) -> ClusterSpec:
+    gpu = GpuSpec("test-gpu", memory, 2_000_000_000_000, 312 * 10**12, Link(300_000_000_000, 5e-6))
+    return ClusterSpec("test-node", gpu, gpus_per_node, Link(25_000_000_000, 10e-6), cpu, nvme,
+                       25_000_000_000, 31_500_000_000, 4)
+
+
+def make_request(params=13 * 10**9, world=8, tp=1, pp=1, gpus_per_node=8, options=PAPER_OPTIONS,
+                 precision="mixed", optimizer="adam", convention="paper", largest=None, cluster=None, **kwargs):
+    cluster = cluster or make_cluster(gpus_per_node=gpus_per_node)
+    return EstimateRequest(
+        model=ModelSpec(params=params), cluster=cluster,
+        parallel=ParallelDims(world, tp, pp, cluster.gpus_per_node), per_param=bytes_per_param(precision, optimizer),
+        budget=MemoryBudget(cluster.gpu.memory_bytes), options=tuple(options), convention=convention,
+        largest_layer_params=largest or max(1, params // 50), **kwargs)
+
+
+@pytest.fixture
+def request_factory():
+    return make_request

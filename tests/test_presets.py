@@ -1,0 +1,230 @@
+"""Built-in presets: every entry loads, the issue's figures hold, and model sizes are exact.
+
+The parameter counts in presets/models.yaml are recomputed here from the architecture fields
+with a small per-family formula, independent of the number written in the YAML.
+"""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+import yaml
+
+from zeroplan import presets
+from zeroplan.core.units import GB, MIB, TB
+from zeroplan.presets import PresetError
+
+REQUIRED = {
+    "gpus": {"v100-32g", "a100-40g", "a100-80g", "h100-80g", "h200-141g", "b200", "l40s",
+             "mi300x", "rtx3090", "rtx4090"},
+    "clusters": {"dgx-a100", "dgx-h100", "hgx-h200", "workstation-4x3090"},
+    "models": {"gpt2", "gpt2-xl", "llama-2-7b", "llama-2-13b", "llama-2-70b", "llama-3-8b",
+               "llama-3-70b", "llama-3.1-405b", "gpt3-175b", "bloom-176b", "mixtral-8x7b"},
+}
+
+# Totals published elsewhere (model cards, safetensors metadata, papers, FORMULAS.md §7).
+PUBLISHED = {
+    "gpt2": 124_439_808, "gpt2-xl": 1_557_611_200, "llama-2-7b": 6_738_415_616,
+    "llama-3-8b": 8_030_261_248, "llama-3-70b": 70_553_706_496,
+    "llama-3.1-405b": 405_853_388_800, "bloom-176b": 176_247_271_424,
+    "mixtral-8x7b": 46_702_792_704, "mistral-7b": 7_241_732_096, "qwen2-7b": 7_615_616_512,
+}
+
+
+@pytest.fixture(autouse=True)
+def _fresh_cache():
+    presets._load_category.cache_clear()
+    yield
+    presets._load_category.cache_clear()
+
+
+def _use_presets_dir(monkeypatch, tmp_path, files: dict[str, str]):
+    for name, text in files.items():
+        (tmp_path / name).write_text(text, encoding="utf-8")
+    monkeypatch.setattr(presets, "presets_dir", lambda: tmp_path)
+    presets._load_category.cache_clear()
+
+
+# ---------------------------------------------------------------- loading and required names
+
+
+@pytest.mark.parametrize("category", presets.CATEGORIES)
+def test_required_presets_exist(category):
+    missing = REQUIRED[category] - set(presets.names(category))
+    assert not missing, f"{category}: missing {sorted(missing)}"
+
+
+@pytest.mark.parametrize("name", presets.names("gpus"))
+def test_every_gpu_loads(name):
+    spec = presets.gpu(name)
+    assert spec.memory_bytes > 0 and spec.hbm_bandwidth_bytes_per_s > 0 and spec.bf16_flops > 0
+    assert spec.intra_node_link.bandwidth_bytes_per_s > 0 and spec.intra_node_link.latency_s > 0
+    assert presets.show("gpus", name)["sources"]
+
+
+@pytest.mark.parametrize("name", presets.names("clusters"))
+def test_every_cluster_loads_and_names_a_known_gpu(name):
+    assert presets.entry("clusters", name).gpu in presets.names("gpus")
+    spec = presets.cluster(name)
+    assert spec.gpus_per_node >= 1 and spec.cpu_memory_bytes > 0 and spec.nvme_bytes > 0
+    assert spec.nvme_bandwidth_bytes_per_s > 0 and spec.inter_node_link.bandwidth_bytes_per_s > 0
+
+
+@pytest.mark.parametrize("name", presets.names("models"))
+def test_every_model_loads(name):
+    spec = presets.model(name)
+    assert spec.has_shape and 0 < spec.largest_layer_params <= spec.params
+    assert spec.heads % spec.kv_heads == 0
+    assert (spec.experts is None) == (spec.experts_per_token is None)
+    if spec.experts:
+        assert spec.experts_per_token <= spec.experts
+
+
+def test_a100_80g_reports_81920_mib():
+    assert presets.gpu("a100-80g").memory_bytes == 81920 * MIB
+
+
+def test_driver_reported_memory_is_close_to_the_nominal_size():
+    # nvidia-smi totals in MiB: the "80 GB" A100 reports exactly 80 GiB, the rest slightly less.
+    for name, nominal_gib in {"h100-80g": 80, "h200-141g": 141, "rtx3090": 24, "rtx4090": 24}.items():
+        memory = presets.gpu(name).memory_bytes
+        assert 0.97 * nominal_gib * 2**30 < memory <= nominal_gib * 2**30 + 3 * 2**30, name
+
+
+def test_workstation_4x3090_matches_the_issue():
+    spec = presets.cluster("workstation-4x3090")
+    assert spec.gpu.name == "rtx3090" and spec.gpus_per_node == 4
+    assert spec.cpu_memory_bytes == 256 * GB == 256_000_000_000
+    assert spec.nvme_bytes == 2 * TB
+    assert spec.nvme_bandwidth_bytes_per_s == 7 * GB
+    assert spec.pcie_generation == 4 and spec.pcie_bandwidth_bytes_per_s == 31_500_000_000
+
+
+def test_dgx_nodes_have_one_nic_per_gpu():
+    assert presets.cluster("dgx-a100").inter_node_link.bandwidth_bytes_per_s == 25 * GB  # 200 Gb/s
+    assert presets.cluster("dgx-h100").inter_node_link.bandwidth_bytes_per_s == 50 * GB  # 400 Gb/s
+
+
+# ---------------------------------------------------------------- error messages
+
+
+def test_unknown_key_is_rejected_with_the_valid_keys(monkeypatch, tmp_path):
+    entry = presets.show("gpus", "a100-80g") | {"memroy": "80GB"}
+    _use_presets_dir(monkeypatch, tmp_path, {"gpus.yaml": yaml.safe_dump({"typo-gpu": entry})})
+    with pytest.raises(PresetError) as info:
+        presets.gpu("typo-gpu")
+    message = str(info.value)
+    assert "unknown key 'memroy'" in message and "typo-gpu" in message
+    assert "valid keys:" in message
+    for key in ("description", "memory", "hbm_bandwidth", "bf16_tflops", "intra_node_link", "sources"):
+        assert key in message
+
+
+def test_malformed_yaml_reports_line_and_column(monkeypatch, tmp_path):
+    _use_presets_dir(monkeypatch, tmp_path, {"models.yaml": "ok:\n  family: llama\nbad: [1, 2\n"})
+    with pytest.raises(PresetError) as info:
+        presets.names("models")
+    assert re.search(r"malformed YAML line \d+, column \d+", str(info.value))
+
+
+def test_unknown_name_suggests_close_matches():
+    with pytest.raises(PresetError) as info:
+        presets.gpu("a100-80")
+    assert "did you mean" in str(info.value) and "a100-80g" in str(info.value)
+    with pytest.raises(PresetError, match="did you mean.*llama-3-8b"):
+        presets.model("llama3-8b")
+    with pytest.raises(PresetError, match="--cluster"):
+        presets.cluster("no-such-cluster-anywhere")
+
+
+# ---------------------------------------------------------------- exact parameter counts
+
+LLAMA_LIKE = {"llama", "mistral", "mixtral", "qwen2"}
+
+
+def _linears(m) -> dict[str, int]:
+    """Parameters owned by each distinct Linear-like module of ONE layer (weights + biases)."""
+    h, f, c = m.hidden, m.ffn, m.config
+    if m.family in LLAMA_LIKE:
+        d = c.get("head_dim") or h // m.heads
+        q, kv = m.heads * d, m.kv_heads * d
+        qkv_bias = m.family == "qwen2" or c.get("attention_bias", False)  # Qwen2: q, k, v only
+        o_bias = m.family != "qwen2" and c.get("attention_bias", False)
+        mb = c.get("mlp_bias", False)
+        mods = {"q": h * q + q * qkv_bias, "k": h * kv + kv * qkv_bias,
+                "v": h * kv + kv * qkv_bias, "o": q * h + h * o_bias,
+                "gate": h * f + f * mb, "up": h * f + f * mb, "down": f * h + h * mb}
+        if m.experts:
+            mods["router"] = h * m.experts
+        return mods
+    if m.family in ("gpt2", "bloom"):  # fused QKV, plain 4h MLP, biases everywhere
+        return {"qkv": h * 3 * h + 3 * h, "proj": h * h + h, "fc_in": h * f + f, "fc_out": f * h + h}
+    if m.family == "opt":
+        b = c.get("enable_bias", True)
+        mods = {p: h * h + h * b for p in ("q", "k", "v", "o")}
+        return mods | {"fc1": h * f + f * b, "fc2": f * h + h * b}
+    raise AssertionError(f"no formula for family {m.family}")
+
+
+def expected_params(m) -> int:
+    h, V, L, c = m.hidden, m.vocab, m.layers, m.config
+    mods = _linears(m)
+    if m.family in LLAMA_LIKE:  # RMSNorm: h weights, two per layer plus a final one
+        mlp = mods["gate"] + mods["up"] + mods["down"]
+        experts = m.experts or 1
+        attn = mods["q"] + mods["k"] + mods["v"] + mods["o"]
+        layer = attn + experts * mlp + mods.get("router", 0) + 2 * h
+        return V * h + (0 if m.tied_embeddings else V * h) + L * layer + h
+    layer_norm = 2 * h if c.get("layer_norm_elementwise_affine", True) else 0
+    layer = sum(mods.values()) + 2 * layer_norm
+    total = V * h + (0 if m.tied_embeddings else V * h) + L * layer
+    if m.family == "gpt2":
+        return total + c["n_positions"] * h + layer_norm  # learned positions, final ln_f
+    if m.family == "bloom":
+        return total + 2 * layer_norm  # LayerNorm after the embeddings, final ln_f
+    # OPT: positions offset by 2, final LayerNorm only when pre-LN, optional in/out projections
+    proj = c.get("word_embed_proj_dim", h)
+    total = total - V * h + V * proj + (c["max_position_embeddings"] + 2) * h
+    total += layer_norm if c.get("do_layer_norm_before", True) else 0
+    return total + (2 * proj * h if proj != h else 0)
+
+
+def expected_largest_layer(m) -> int:
+    """DeepSpeed's Lp: max over modules of parameters owned directly by one module."""
+    embedding = m.vocab * m.config.get("word_embed_proj_dim", m.hidden)
+    candidates = [embedding, *_linears(m).values()]
+    if m.family == "gpt2":
+        candidates.append(m.config["n_positions"] * m.hidden)
+    if m.family == "opt":
+        candidates.append((m.config["max_position_embeddings"] + 2) * m.hidden)
+    return max(candidates)
+
+
+@pytest.mark.parametrize("name", presets.names("models"))
+def test_params_match_an_independent_count(name):
+    m = presets.entry("models", name)
+    assert m.params == expected_params(m), f"{name}: preset {m.params:,} != formula {expected_params(m):,}"
+
+
+@pytest.mark.parametrize("name", presets.names("models"))
+def test_largest_layer_matches_the_largest_module(name):
+    m = presets.entry("models", name)
+    assert m.largest_layer_params == expected_largest_layer(m)
+
+
+@pytest.mark.parametrize("name, total", sorted(PUBLISHED.items()))
+def test_params_match_published_totals(name, total):
+    assert presets.model(name).params == total
+
+
+def test_formula_reproduces_known_layouts():
+    # Guards the test's own formula against a shared mistake with the YAML (FORMULAS.md §7).
+    g = presets.entry("models", "gpt2")
+    h, L = g.hidden, g.layers
+    assert expected_params(g) == 50257 * h + 1024 * h + L * (12 * h * h + 13 * h) + 2 * h
+    n = presets.entry("models", "llama-2-7b")
+    assert expected_params(n) == 2 * 32000 * 4096 + 32 * (4 * 4096**2 + 3 * 4096 * 11008 + 2 * 4096) + 4096
+    x = presets.entry("models", "mixtral-8x7b")
+    dense_equivalent = expected_params(x) - 32 * (7 * 3 * 4096 * 14336 + 8 * 4096)
+    assert dense_equivalent == presets.model("mistral-7b").params
