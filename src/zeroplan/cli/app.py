@@ -25,16 +25,19 @@ app.command("estimate")(estimate)
 app.add_typer(presets_app, name="presets")
 
 
+def _is_click_error(exc: BaseException) -> bool:
+    # typer vendors click (typer._click) in recent releases and uses click itself in older ones:
+    # match click's exception protocol rather than one module's classes.
+    return hasattr(exc, "format_message") and isinstance(getattr(exc, "exit_code", None), int)
+
+
 def _error_line(exc: BaseException) -> tuple[str, int]:
     """One table from exception type to (message, exit status)."""
-    import click
-
     if isinstance(exc, InputError):
         return str(exc), 2
-    if isinstance(exc, click.exceptions.UsageError):
-        hint = " (see --help)" if exc.ctx is not None else ""
-        return exc.format_message().replace("\n", " ") + hint, 2
-    if isinstance(exc, (click.exceptions.Abort, KeyboardInterrupt)):
+    if _is_click_error(exc):  # usage errors: unknown option, a value of the wrong type, ...
+        return " ".join(exc.format_message().split()) + " (see --help)", 2 if exc.exit_code == 2 else exc.exit_code
+    if isinstance(exc, KeyboardInterrupt) or type(exc).__name__ == "Abort":
         return "interrupted", 130
     exit_code = getattr(exc, "exit_code", None)
     if isinstance(exit_code, int) and isinstance(exc, RuntimeError):
@@ -43,8 +46,6 @@ def _error_line(exc: BaseException) -> tuple[str, int]:
 
 
 def main(argv: list[str] | None = None) -> None:
-    import click
-
     args = list(sys.argv[1:] if argv is None else argv)
     debug = "--debug" in args
     if debug:
@@ -52,11 +53,11 @@ def main(argv: list[str] | None = None) -> None:
     command = typer.main.get_command(app)
     try:
         command.main(args=args, prog_name="zeroplan", standalone_mode=False)
-    except click.exceptions.Exit as exc:
-        sys.exit(exc.exit_code)
     except BaseException as exc:  # noqa: BLE001 - the one place every error becomes one line
         if isinstance(exc, SystemExit):
             raise
+        if type(exc).__name__ == "Exit" and hasattr(exc, "exit_code"):  # --help, --version, typer.Exit
+            sys.exit(exc.exit_code)
         if debug:
             raise
         message, status = _error_line(exc)

@@ -1,0 +1,73 @@
+"""Bad input: one line on stderr naming the input, exit status 2, no traceback."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+from zeroplan.cli.app import main
+
+BAD_INPUTS = [
+    (["--params", "0", "--gpus", "8"], "--params"),
+    (["--params", "-5", "--gpus", "8"], "--params"),
+    (["--params", "abc", "--gpus", "8"], "--params"),
+    (["--params", "13e9", "--gpus", "0"], "--gpus"),
+    (["--params", "13e9", "--gpus", "8", "--tp", "3"], "tp(3)"),
+    (["--params", "13e9", "--gpus", "8", "--gpu", "a100-81g"], "did you mean a100-80g"),
+    (["--params", "13e9", "--gpus", "8", "--cluster", "nope"], "--cluster"),
+    (["--model", "llama-2-7"], "did you mean"),
+    (["--params", "13e9", "--stage", "2", "--offload-params", "cpu"], "--offload-params"),
+    (["--params", "13e9", "--stage", "1", "--offload-optimizer", "nvme"], "NVMe"),
+    (["--params", "13e9", "--stage", "5"], "--stage"),
+    (["--params", "13e9", "--format", "xml"], "--format"),
+    (["--params", "13e9", "--units", "bits"], "--units"),
+    (["--params", "13e9", "--gpus", "16", "--tp", "2", "--convention", "deepspeed"], "--convention"),
+    (["--params", "13e9", "--zeropp", "qqq"], "--zeropp"),
+    (["--params", "13e9", "--stage", "2", "--zeropp", "hpz"], "--zeropp"),
+    (["--params", "13e9", "--precision", "fp8"], "--precision"),
+    (["--params", "13e9", "--optimizer", "lion"], "--optimizer"),
+    (["--params", "13e9", "--fragmentation", "120%"], "--fragmentation"),
+    (["--params", "13e9", "--cpu-memory", "lots"], "--cpu-memory"),
+    (["--params", "13e9", "--gpus", "abc"], "--gpus"),
+    (["--params", "13e9", "--no-such-flag"], "no-such-flag"),
+    (["--params", "13e9", "--model", "gpt2"], "not both"),
+    (["--gpus", "8"], "--params"),
+    (["--params", "13e9", "-f", "json", "-o", "/nonexistent/dir/plan.json"], "--output"),
+    (["--params", "13e9", "--largest-layer-params", "20e9"], "--largest-layer-params"),
+]
+
+
+@pytest.mark.parametrize("args,named", BAD_INPUTS)
+def test_bad_input_is_one_line_exit_2(args, named, capsys):
+    with pytest.raises(SystemExit) as info:
+        main(["estimate", *args])
+    captured = capsys.readouterr()
+    assert info.value.code == 2, captured
+    lines = captured.err.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("zeroplan: error:"), captured.err
+    assert named in lines[0]
+    assert "Traceback" not in captured.err and captured.out == ""
+
+
+def test_debug_shows_the_traceback():
+    result = subprocess.run([sys.executable, "-m", "zeroplan", "estimate", "--params", "0", "--debug"],
+                            capture_output=True, text=True)
+    assert result.returncode != 0 and "Traceback" in result.stderr
+
+
+def test_presets_unknown_name(capsys):
+    with pytest.raises(SystemExit) as info:
+        main(["presets", "show", "h100-80"])
+    assert info.value.code == 2 and "did you mean h100-80g" in capsys.readouterr().err
+
+
+def test_presets_list_and_show(capsys):
+    with pytest.raises(SystemExit):
+        main(["presets", "list"])
+    out = capsys.readouterr().out
+    assert "a100-80g" in out and "workstation-4x3090" in out and "llama-2-70b" in out
+    with pytest.raises(SystemExit):
+        main(["presets", "show", "llama-2-7b", "--format", "json"])
+    assert '"params": 6738415616' in capsys.readouterr().out
