@@ -34,3 +34,9 @@ def make_request(params=13 * 10**9, world=8, tp=1, pp=1, gpus_per_node=8, option
 @pytest.fixture
 def request_factory():
     return make_request
+
+
+@pytest.fixture(autouse=True)
+def _isolated_preset_cache(tmp_path_factory, monkeypatch):
+    """Tests never read or write the user's ~/.cache: each session gets its own preset cache."""
+    monkeypatch.setenv("ZEROPLAN_CACHE_DIR", str(tmp_path_factory.getbasetemp() / "zeroplan-cache"))

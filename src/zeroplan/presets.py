@@ -1,7 +1,8 @@
 """Built-in GPU, cluster and model presets: YAML files validated with pydantic.
 
 Files live in the repository's top-level presets/ directory, packaged into the wheel as
-zeroplan/_presets. Nothing is read at import time; each category is read once on first use.
+zeroplan/_presets. Nothing is read at import time; each category is read once on first use, and its validated
+form is cached (see _load_category) so a warm start needs neither YAML parsing nor pydantic.
 Sizes are written with units ("81920MiB", "2039GB/s", "400Gb/s") and parsed exactly.
 """
 
@@ -9,18 +10,21 @@ from __future__ import annotations
 
 import difflib
 import functools
+import hashlib
+import json
+import os
+import tempfile
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
-import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
-
+from zeroplan import __version__
 from zeroplan.core.errors import InputError
 from zeroplan.core.hardware import ClusterSpec, GpuSpec, Link
 from zeroplan.core.model import ModelSpec
 from zeroplan.core.units import parse_bytes, parse_rate
 
 CATEGORIES = ("gpus", "clusters", "models")
+SCHEMA_REVISION = 1  # bump when preset_schema.py changes what a validated entry holds
 # PCIe x16 per direction, after encoding overhead (Gen3 15.75, Gen4 31.5, Gen5 63 GB/s).
 PCIE_X16_BYTES_PER_S = {3: 15_750_000_000, 4: 31_500_000_000, 5: 63_000_000_000}
 
@@ -38,106 +42,91 @@ def presets_dir() -> Path:
     raise PresetError("presets", f"no presets directory found next to {here}", "reinstall zeroplan")
 
 
-class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+class PresetEntry(dict):
+    """A validated preset entry: a plain dict that also reads as attributes (entry.gpu)."""
+
+    def __getattr__(self, key: str) -> Any:
+        try:
+            return self[key]
+        except KeyError:
+            raise AttributeError(key) from None
 
 
-class LinkEntry(_Strict):
-    bandwidth: str = Field(description="per direction, e.g. 300GB/s or 400Gb/s")
-    latency_us: float = Field(ge=0)
+def _cache_dir() -> Path | None:
+    configured = os.environ.get("ZEROPLAN_CACHE_DIR")
+    if configured == "":
+        return None  # caching switched off
+    if configured:
+        return Path(configured)
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return Path(base) / "zeroplan"
 
 
-class GpuEntry(_Strict):
-    description: str
-    memory: str = Field(description="as the driver reports it, e.g. 81920MiB")
-    hbm_bandwidth: str
-    bf16_tflops: float = Field(gt=0, description="dense; fp16 where the GPU has no bf16")
-    intra_node_link: LinkEntry
-    sources: list[str] = Field(min_length=1)
+def _read_cache(path: Path | None) -> dict | None:
+    if path is None or not path.is_file():
+        return None
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None  # a damaged cache is ignored and rewritten
 
 
-class ClusterEntry(_Strict):
-    description: str
-    gpu: str
-    gpus_per_node: int = Field(ge=1)
-    inter_node_bandwidth_per_gpu: str
-    inter_node_latency_us: float = Field(ge=0)
-    cpu_memory: str
-    nvme: str
-    nvme_bandwidth: str
-    pcie_generation: Literal[3, 4, 5]
-    sources: list[str] = Field(min_length=1)
-
-
-class ModelEntry(_Strict):
-    description: str
-    family: str
-    params: int = Field(gt=0)
-    largest_layer_params: int = Field(gt=0)
-    layers: int = Field(gt=0)
-    hidden: int = Field(gt=0)
-    heads: int = Field(gt=0)
-    kv_heads: int = Field(gt=0)
-    ffn: int = Field(gt=0)
-    vocab: int = Field(gt=0)
-    max_seq_len: int = Field(gt=0)
-    tied_embeddings: bool
-    experts: int | None = Field(default=None, gt=0)
-    experts_per_token: int | None = Field(default=None, gt=0)
-    # Extra architecture fields (Hugging Face config.json names) later planners may use.
-    config: dict[str, Any] = Field(default_factory=dict)
-    sources: list[str] = Field(min_length=1)
-
-    @field_validator("params", "largest_layer_params", mode="before")
-    @classmethod
-    def _no_floats(cls, value: Any) -> Any:
-        if isinstance(value, float):
-            raise ValueError("write an exact integer, not a float")
-        return value
-
-
-_ENTRY_TYPES = {"gpus": GpuEntry, "clusters": ClusterEntry, "models": ModelEntry}
-
-
-def _format_validation_error(path: Path, name: str, entry_type: type[BaseModel], error: ValidationError) -> str:
-    first = error.errors()[0]
-    where = ".".join(str(part) for part in first["loc"])
-    if first["type"] == "extra_forbidden":
-        valid = ", ".join(entry_type.model_fields)
-        return f"{path.name}: {name}: unknown key '{where}' (valid keys: {valid})"
-    return f"{path.name}: {name}: {where}: {first['msg']}"
-
-
-def _yaml_loader():
-    return getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+def _write_cache(path: Path | None, entries: dict) -> None:
+    if path is None:
+        return
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        handle, temporary = tempfile.mkstemp(dir=path.parent, suffix=".tmp")
+        with os.fdopen(handle, "w", encoding="utf-8") as stream:
+            json.dump(entries, stream)
+        os.replace(temporary, path)
+    except OSError:
+        pass  # a read-only home just means validating every time
 
 
 @functools.lru_cache(maxsize=None)
-def _load_category(category: str) -> dict[str, BaseModel]:
+def _load_category(category: str) -> dict[str, PresetEntry]:
+    """Entries of one category. Validation (pydantic) runs once per file content; its result is cached
+    as JSON keyed by the file's hash, so later runs skip YAML parsing and pydantic entirely."""
     path = presets_dir() / f"{category}.yaml"
     try:
-        raw = yaml.load(path.read_text(encoding="utf-8"), Loader=_yaml_loader())
+        content = path.read_bytes()
+    except OSError as exc:
+        raise PresetError(str(path), f"cannot read preset file: {exc.strerror}", "reinstall zeroplan") from None
+    key = hashlib.sha256(content + f"|{__version__}|{SCHEMA_REVISION}".encode()).hexdigest()[:20]
+    cache_dir = _cache_dir()
+    cache_path = cache_dir / f"presets-{category}-{key}.json" if cache_dir else None
+    entries = _read_cache(cache_path)
+    if entries is None:
+        entries = _validate(category, content, path)
+        _write_cache(cache_path, entries)
+    return {name: PresetEntry(fields) for name, fields in entries.items()}
+
+
+def _validate(category: str, content: bytes, path: Path) -> dict:
+    import yaml
+
+    from zeroplan.preset_schema import validate_category
+
+    try:
+        raw = yaml.load(content.decode("utf-8"), Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f" line {mark.line + 1}, column {mark.column + 1}" if mark else ""
         raise PresetError(str(path), f"malformed YAML{where}", "fix the preset file") from None
     if not isinstance(raw, dict):
         raise PresetError(str(path), "must be a mapping of preset name to fields")
-    entry_type = _ENTRY_TYPES[category]
-    entries = {}
-    for name, fields in raw.items():
-        try:
-            entries[str(name)] = entry_type.model_validate(fields)
-        except ValidationError as exc:
-            raise PresetError("preset", _format_validation_error(path, name, entry_type, exc)) from None
-    return entries
+    try:
+        return validate_category(category, raw, path)
+    except ValueError as exc:
+        raise PresetError("preset", str(exc)) from None
 
 
 def names(category: str) -> list[str]:
     return sorted(_load_category(category))
 
 
-def entry(category: str, name: str) -> BaseModel:
+def entry(category: str, name: str) -> PresetEntry:
     entries = _load_category(category)
     key = name.strip().lower()
     if key in entries:
@@ -160,7 +149,7 @@ def gpu(name: str) -> GpuSpec:
         memory_bytes=parse_bytes(e.memory, f"gpu preset {name}: memory"),
         hbm_bandwidth_bytes_per_s=parse_rate(e.hbm_bandwidth, f"gpu preset {name}: hbm_bandwidth"),
         bf16_flops=int(round(e.bf16_tflops * 1e12)),
-        intra_node_link=_link(e.intra_node_link.bandwidth, e.intra_node_link.latency_us,
+        intra_node_link=_link(e.intra_node_link["bandwidth"], e.intra_node_link["latency_us"],
                               f"gpu preset {name}: intra_node_link"),
         description=e.description,
     )
@@ -194,7 +183,7 @@ def model(name: str) -> ModelSpec:
 
 
 def show(category: str, name: str) -> dict[str, Any]:
-    return entry(category, name).model_dump()
+    return dict(entry(category, name))
 
 
 def category_of(name: str) -> str:

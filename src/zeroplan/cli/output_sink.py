@@ -31,9 +31,11 @@ def console_for(output: str | None):
     """A rich Console on stdout, or one that records for a file (plain text, no colour)."""
     from rich.console import Console
 
+    # markup/emoji off: every string here is data, and parsing it for [tags] and :emoji: costs start-up time.
     if output is None:
-        return Console(highlight=False)
-    return Console(record=True, width=160, force_terminal=False, color_system=None, file=_NullFile())
+        return Console(highlight=False, markup=False, emoji=False)
+    return Console(record=True, width=160, force_terminal=False, color_system=None, file=_NullFile(),
+                   highlight=False, markup=False, emoji=False)
 
 
 class _NullFile:
