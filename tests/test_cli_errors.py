@@ -36,6 +36,15 @@ BAD_INPUTS = [
     (["--gpus", "8"], "--params"),
     (["--params", "13e9", "-f", "json", "-o", "/nonexistent/dir/plan.json"], "--output"),
     (["--params", "13e9", "--largest-layer-params", "20e9"], "--largest-layer-params"),
+    (["--params", "13e9", "--gpus", "16", "--pp", "2", "--stage", "3"], "stages 0-1"),
+    (["--params", "13e9", "--seq-len", "2048"], "--seq-len"),
+    (["--params", "13e9", "--max-micro-batch"], "--max-micro-batch"),
+    (["--model", "llama-2-7b", "--gpus", "8", "--recompute", "some"], "--recompute"),
+    (["--model", "llama-2-7b", "--gpus", "8", "--global-batch", "100"], "--global-batch"),
+    (["--model", "llama-2-7b", "--gpus", "8", "--global-batch", "64", "--grad-accum", "3"], "--grad-accum"),
+    (["--model", "llama-2-7b", "--gpus", "8", "--sequence-parallel"], "--sequence-parallel"),
+    (["--model", "llama-2-7b", "--gpus", "8", "--pp", "64"], "--pp"),
+    (["--model", "missing/config.json"], "config.json"),
 ]
 
 

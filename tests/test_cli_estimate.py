@@ -116,10 +116,9 @@ def test_output_file(tmp_path):
 
 
 def test_tp_pp_and_zeropp_flags():
-    data = run_json("--params", "175e9", "--gpus", "1024", "--tp", "8", "--pp", "8", "--stage", "3",
-                    "--zeropp", "qwz,hpz,qgz")
-    assert data["parallel"]["dp"] == 16 and data["parallel"]["dp_span"] == "inter_node"
-    base = run_json("--params", "175e9", "--gpus", "1024", "--tp", "8", "--pp", "8", "--stage", "3")
+    data = run_json("--params", "175e9", "--gpus", "1024", "--tp", "8", "--stage", "3", "--zeropp", "qwz,hpz,qgz")
+    assert data["parallel"]["dp"] == 128 and data["parallel"]["dp_span"] == "inter_node"
+    base = run_json("--params", "175e9", "--gpus", "1024", "--tp", "8", "--stage", "3")
     inter = lambda d: d["options"][0]["comm_bytes_by_link"]["inter_node"]  # noqa: E731
     assert inter(data) * 4 == pytest.approx(inter(base), rel=1e-6)  # 3Ψ → 0.75Ψ across nodes
 
@@ -136,3 +135,9 @@ def test_main_exits_zero(capsys):
         main(["estimate", "--params", "13e9", "--gpus", "8", "-f", "json"])
     assert info.value.code == 0
     assert json.loads(capsys.readouterr().out)["parallel"]["world"] == 8
+
+
+def test_pipeline_keeps_to_stages_deepspeed_supports():
+    data = run_json("--params", "175e9", "--gpus", "1024", "--tp", "8", "--pp", "8")
+    assert data["parallel"]["dp"] == 16
+    assert {o["stage"] for o in data["options"]} == {0, 1}

@@ -89,7 +89,10 @@ def test_offload_moves_states_to_host():
     infinity = by_key["zero3/opt_nvme/params_nvme"]
     assert infinity.gpu_bytes["params"] == infinity.gpu_bytes["optimizer_states"] == 0
     assert infinity.nvme_bytes_per_node == (12 + 4 + 2) * 13 * 10**9  # states, fp32 gradients, 16-bit params
-    assert infinity.cpu_bytes_per_node == 0
+    # Host RAM holds only DeepSpeed's pinned aio swap buffers: 4 optimizer buffers of one fp32 sub-group
+    # (1e9 elements) and 5 parameter buffers of 1e8 16-bit elements, per rank.
+    assert infinity.cpu_bytes_per_node == 8 * (4 * 10**9 * 4 + 5 * 10**8 * 2)
+    assert infinity.part("cpu/buffers") == infinity.cpu_bytes_per_node
 
 
 def test_tp_pp_divide_the_shard():

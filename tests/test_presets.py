@@ -198,6 +198,8 @@ def expected_largest_layer(m) -> int:
         candidates.append(m.config["n_positions"] * m.hidden)
     if m.family == "opt":
         candidates.append((m.config["max_position_embeddings"] + 2) * m.hidden)
+    if m.experts:  # transformers >= 5: one fused module holds every expert's gate, up and down matrices
+        candidates.append(m.experts * 3 * m.hidden * m.ffn)
     return max(candidates)
 
 
@@ -228,3 +230,11 @@ def test_formula_reproduces_known_layouts():
     x = presets.entry("models", "mixtral-8x7b")
     dense_equivalent = expected_params(x) - 32 * (7 * 3 * 4096 * 14336 + 8 * 4096)
     assert dense_equivalent == presets.model("mistral-7b").params
+
+
+@pytest.mark.parametrize("name", presets.names("models"))
+def test_model_spec_carries_a_consistent_layout(name):
+    """The pipeline layout (per layer, input side, output side) adds up to the exact count."""
+    spec = presets.model(name)
+    assert spec.has_layout
+    assert spec.layers * spec.layer_params + spec.input_params + spec.output_params == spec.params

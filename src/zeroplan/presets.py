@@ -172,13 +172,53 @@ def cluster(name: str) -> ClusterSpec:
     )
 
 
+# Preset field -> Hugging Face config.json key, per naming style, so presets rebuild through the same
+# exact architecture code as a user's config.json does.
+_HF_KEYS = {"layers": "num_hidden_layers", "hidden": "hidden_size", "heads": "num_attention_heads",
+            "kv_heads": "num_key_value_heads", "ffn": "intermediate_size", "vocab": "vocab_size",
+            "max_seq_len": "max_position_embeddings", "tied_embeddings": "tie_word_embeddings",
+            "experts": "num_local_experts", "experts_per_token": "num_experts_per_tok"}
+_HF_KEYS_BY_FAMILY = {
+    "gpt2": {"layers": "n_layer", "hidden": "n_embd", "heads": "n_head", "ffn": "n_inner",
+             "max_seq_len": "n_positions"},
+    "opt": {"ffn": "ffn_dim"},
+}
+GATED_MLP_FAMILIES = frozenset({"llama", "mistral", "mixtral", "qwen2", "gemma", "phi3"})
+
+
+def _hf_config(e: PresetEntry) -> dict[str, Any]:
+    keys = {**_HF_KEYS, **_HF_KEYS_BY_FAMILY.get(e.family, {})}
+    config = {keys[field]: e[field] for field in keys if e.get(field) is not None}
+    config.update(e.config)
+    config["model_type"] = e.family
+    return config
+
+
 def model(name: str) -> ModelSpec:
+    """A model preset with its full shape; rebuilt through core.architecture where the family is supported."""
+    from zeroplan.core.architecture import SUPPORTED_FAMILIES, model_spec_from_hf_config
+
     e = entry("models", name)
+    key = name.strip().lower()
+    if e.family in SUPPORTED_FAMILIES:
+        spec = model_spec_from_hf_config(_hf_config(e), key, source=f"model preset {key}")
+        if (spec.params, spec.largest_layer_params) != (e.params, e.largest_layer_params):
+            raise PresetError("--model", f"preset '{key}' says {e.params} parameters (largest layer "
+                              f"{e.largest_layer_params}) but its shape gives {spec.params} ({spec.largest_layer_params})",
+                              "fix presets/models.yaml")
+        return spec
+    # Families core.architecture does not build (e.g. bloom): the shape fields as given, with the
+    # layout derived from them (token embedding in, untied head out).
+    embedding = e.vocab * e.hidden
+    output = 0 if e.tied_embeddings else embedding
+    layer_params = (e.params - embedding - output) // e.layers
     return ModelSpec(
-        params=e.params, name=name.strip().lower(), largest_layer_params=e.largest_layer_params,
+        params=e.params, name=key, largest_layer_params=e.largest_layer_params,
         layers=e.layers, hidden=e.hidden, heads=e.heads, kv_heads=e.kv_heads, ffn=e.ffn, vocab=e.vocab,
         experts=e.experts, experts_per_token=e.experts_per_token, max_seq_len=e.max_seq_len,
-        family=e.family, tied_embeddings=e.tied_embeddings, extra=dict(e.config),
+        family=e.family, tied_embeddings=e.tied_embeddings, gated_mlp=e.family in GATED_MLP_FAMILIES,
+        layer_params=layer_params, input_params=e.params - output - layer_params * e.layers,
+        output_params=output, extra=dict(e.config),
     )
 
 

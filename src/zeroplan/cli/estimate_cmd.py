@@ -8,7 +8,7 @@ from zeroplan.cli.output_sink import check_format, console_for, write_text
 
 def estimate(
     params: opt.Params = None,
-    model: opt.ModelName = None,
+    model: opt.ModelOrConfig = None,
     gpus: opt.Gpus = 1,
     gpus_per_node: opt.GpusPerNode = None,
     gpu: opt.Gpu = None,
@@ -36,6 +36,20 @@ def estimate(
     convention: opt.Convention = "paper",
     zero_init: opt.ZeroInit = True,
     buffer_factor: opt.BufferFactor = 1.5,
+    seq_len: opt.SeqLen = None,
+    micro_batch: opt.MicroBatch = None,
+    recompute: opt.Recompute = None,
+    flash_attention: opt.FlashAttention = True,
+    sequence_parallel: opt.SequenceParallel = False,
+    grad_accum: opt.GradAccum = None,
+    global_batch: opt.GlobalBatch = None,
+    max_micro_batch: opt.MaxMicroBatch = False,
+    reduce_bucket_size: opt.ReduceBucket = None,
+    allgather_bucket_size: opt.AllgatherBucket = None,
+    prefetch_bucket_size: opt.PrefetchBucket = None,
+    max_live_parameters: opt.MaxLiveParameters = None,
+    sub_group_size: opt.SubGroupSize = None,
+    overlap_comm: opt.OverlapComm = None,
     output_format: opt.Format = "table",
     output: opt.Output = None,
     units: opt.Units = "iec",
@@ -55,6 +69,11 @@ def estimate(
         intra_node_bandwidth=intra_node_bandwidth, inter_node_bandwidth=inter_node_bandwidth, gpu_memory=gpu_memory,
         runtime_reserve=runtime_reserve, fragmentation=fragmentation, activation_reserve=activation_reserve,
         host_reserve=host_reserve, zeropp=zeropp, hpz_partition_size=hpz_partition_size, units=units.strip().lower(),
+        seq_len=seq_len, micro_batch=micro_batch, recompute=recompute.strip().lower() if recompute else None,
+        flash_attention=flash_attention, sequence_parallel=sequence_parallel, grad_accum=grad_accum,
+        global_batch=global_batch, max_micro_batch=max_micro_batch, reduce_bucket_size=reduce_bucket_size,
+        allgather_bucket_size=allgather_bucket_size, prefetch_bucket_size=prefetch_bucket_size,
+        max_live_parameters=max_live_parameters, sub_group_size=sub_group_size, overlap_comm=overlap_comm,
     )
     plan = build_plan(inputs)
     if output_format == "table":

@@ -88,3 +88,40 @@ Units = Annotated[str, typer.Option(
     "--units", help="iec (GiB, default) or si (GB) for memory.", rich_help_panel=OUTPUT)]
 Explain = Annotated[bool, typer.Option(
     "--explain", help="Print each formula with your numbers in it.", rich_help_panel=OUTPUT)]
+
+STEP = "Training step (needs --model)"
+BUFFERS = "DeepSpeed buffers"
+
+SeqLen = Annotated[Optional[int], typer.Option(
+    "--seq-len", help="Sequence length (default: the model's context, capped at 4096).", rich_help_panel=STEP)]
+MicroBatch = Annotated[Optional[int], typer.Option(
+    "--micro-batch", help="Sequences per GPU per micro-batch (default 1).", rich_help_panel=STEP)]
+Recompute = Annotated[Optional[str], typer.Option(
+    "--recompute", help="Activation recompute: none, selective or full (default none).", rich_help_panel=STEP)]
+FlashAttention = Annotated[bool, typer.Option(
+    "--flash-attention/--no-flash-attention", help="Flash attention stores no s×s scores.", rich_help_panel=STEP)]
+SequenceParallel = Annotated[bool, typer.Option(
+    "--sequence-parallel", help="Megatron sequence parallelism (with --tp).", rich_help_panel=STEP)]
+GradAccum = Annotated[Optional[int], typer.Option(
+    "--grad-accum", help="Gradient accumulation steps (micro-batches per optimizer step).", rich_help_panel=STEP)]
+GlobalBatch = Annotated[Optional[int], typer.Option(
+    "--global-batch", help="Sequences per optimizer step = micro-batch × accumulation × dp.", rich_help_panel=STEP)]
+MaxMicroBatch = Annotated[bool, typer.Option(
+    "--max-micro-batch", help="Find the largest micro-batch each option fits.", rich_help_panel=STEP)]
+ModelOrConfig = Annotated[Optional[str], typer.Option(
+    "--model", help="A model preset (`zeroplan presets list`) or the path of a Hugging Face config.json.",
+    rich_help_panel=MODEL)]
+
+ReduceBucket = Annotated[Optional[str], typer.Option(
+    "--reduce-bucket-size", help="reduce_bucket_size in elements (default 5e8).", rich_help_panel=BUFFERS)]
+AllgatherBucket = Annotated[Optional[str], typer.Option(
+    "--allgather-bucket-size", help="allgather_bucket_size in elements (default 5e8).", rich_help_panel=BUFFERS)]
+PrefetchBucket = Annotated[Optional[str], typer.Option(
+    "--prefetch-bucket-size", help="stage3_prefetch_bucket_size in elements (default 5e7).", rich_help_panel=BUFFERS)]
+MaxLiveParameters = Annotated[Optional[str], typer.Option(
+    "--max-live-parameters", help="stage3_max_live_parameters (default 1e9).", rich_help_panel=BUFFERS)]
+SubGroupSize = Annotated[Optional[str], typer.Option(
+    "--sub-group-size", help="sub_group_size for the stage-3 optimizer step (default 1e9).", rich_help_panel=BUFFERS)]
+OverlapComm = Annotated[Optional[bool], typer.Option(
+    "--overlap-comm/--no-overlap-comm", help="DeepSpeed overlap_comm (default: on at stage 3 only).",
+    rich_help_panel=BUFFERS)]

@@ -41,15 +41,17 @@ class Collective:
     ranks: int
     span: str  # "intra_node" or "inter_node"
     calls: int = 1  # bucketed into this many launches (each pays the ring's latency)
+    repeats: int = 1  # times per optimizer step (once per micro-batch under gradient accumulation)
 
     @property
     def bytes_per_gpu(self) -> int:
-        return ring_bytes(self.buffer_bytes, self.ranks)
+        return ring_bytes(self.buffer_bytes, self.ranks) * self.repeats
 
     def seconds(self, link: Link) -> float:
         if self.ranks <= 1:
             return 0.0
-        return self.calls * (self.ranks - 1) * link.latency_s + self.bytes_per_gpu / link.bandwidth_bytes_per_s
+        return (self.repeats * self.calls * (self.ranks - 1) * link.latency_s
+                + self.bytes_per_gpu / link.bandwidth_bytes_per_s)
 
 
 def validate_zeropp(features: frozenset[str], stage: int | None = None) -> frozenset[str]:
@@ -63,25 +65,31 @@ def validate_zeropp(features: frozenset[str], stage: int | None = None) -> froze
 
 def dp_collectives(stage: int, shard_params: int, dp: int, param_bytes: int, gradient_bytes: int,
                    dp_span: str, zeropp: frozenset[str], hpz_ranks: int, calls_reduce: int = 1,
-                   calls_gather: int = 1) -> list[Collective]:
-    """The DP collectives one GPU takes part in per optimizer step (one micro-batch)."""
+                   calls_gather: int = 1, micro_batches: int = 1) -> list[Collective]:
+    """The DP collectives one GPU takes part in per optimizer step of `micro_batches` micro-batches.
+
+    Stages 0-1 accumulate gradients locally and reduce once per step; stage 2 reduce-scatters every
+    micro-batch (its gradients are partitioned); stage 3 also gathers parameters every micro-batch.
+    """
     if dp <= 1:
         return []
-    gradients = Collective("reduce_scatter_gradients", shard_params * gradient_bytes, dp, dp_span, calls_reduce)
+    gradient_repeats = micro_batches if stage >= 2 else 1
+    gradients = Collective("reduce_scatter_gradients", shard_params * gradient_bytes, dp, dp_span, calls_reduce,
+                           gradient_repeats)
     if stage < 3:
         # Stage 0 is one AllReduce: the same bytes as ReduceScatter + AllGather.
         return [gradients, Collective("allgather_parameters", shard_params * param_bytes, dp, dp_span, calls_gather)]
     forward_bytes = quantized_bytes(shard_params, QWZ_BITS) if "qwz" in zeropp else shard_params * param_bytes
-    collectives = [Collective("allgather_parameters_forward", forward_bytes, dp, dp_span, calls_gather)]
+    collectives = [Collective("allgather_parameters_forward", forward_bytes, dp, dp_span, calls_gather, micro_batches)]
     if "hpz" in zeropp and hpz_ranks > 1:
         collectives.append(Collective("allgather_parameters_backward_hpz", shard_params * param_bytes,
-                                      min(hpz_ranks, dp), "intra_node", calls_gather))
+                                      min(hpz_ranks, dp), "intra_node", calls_gather, micro_batches))
     elif "hpz" not in zeropp:
         collectives.append(Collective("allgather_parameters_backward", shard_params * param_bytes, dp, dp_span,
-                                      calls_gather))
+                                      calls_gather, micro_batches))
     if "qgz" in zeropp:
         collectives.append(Collective("reduce_scatter_gradients_qgz", quantized_bytes(shard_params, QGZ_BITS), dp,
-                                      dp_span, calls_reduce))
+                                      dp_span, calls_reduce, micro_batches))
     else:
         collectives.append(gradients)
     return collectives

@@ -7,10 +7,12 @@ the table, JSON and CSV are all derived.
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 
 from zeroplan.core import comm
-from zeroplan.core.buffers import BufferConfig, gpu_buffer_bytes
+from zeroplan.core.activations import ActivationConfig, activation_memory, largest_micro_batch_that_fits
+from zeroplan.core.buffers import BufferConfig, gpu_buffer_bytes, host_buffer_bytes
 from zeroplan.core.deepspeed_estimator import DEFAULT_BUFFER_FACTOR, deepspeed_model_states
 from zeroplan.core.errors import InputError
 from zeroplan.core.fit import MemoryBudget
@@ -19,6 +21,7 @@ from zeroplan.core.model import ModelSpec
 from zeroplan.core.model_states import offload_traffic, paper_model_states
 from zeroplan.core.options import Option, options_for
 from zeroplan.core.parallel import ParallelDims
+from zeroplan.core.pipeline import most_loaded_stage_params
 from zeroplan.core.precision import BytesPerParam
 from zeroplan.core.units import ceil_div
 
@@ -35,7 +38,11 @@ class EstimateRequest:
     options: tuple[Option, ...]
     convention: str = "paper"
     largest_layer_params: int = 0  # resolved by the caller (preset, flag or default_largest_layer_params)
-    activation_bytes: int | None = None  # None: keep the budget's activation reserve instead
+    activation_bytes: int | None = None  # a fixed figure; None: count from `activations`, else keep the reserve
+    activations: ActivationConfig | None = None  # the step's shape, when the model's shape is known
+    micro_batches_per_step: int = 1  # gradient accumulation steps
+    global_batch: int | None = None  # sequences per optimizer step, for the accumulation that reaches it
+    max_micro_batch: bool = False  # also find the largest micro-batch each option fits
     buffers: BufferConfig = field(default_factory=BufferConfig)
     zero_init: bool = True
     buffer_factor: float = DEFAULT_BUFFER_FACTOR
@@ -49,13 +56,17 @@ class EstimateRequest:
             raise InputError("--convention", "DeepSpeed's estimators model pure data parallelism (no tp/pp)",
                              "use --convention paper with --tp/--pp")
         comm.validate_zeropp(self.zeropp)
+        if self.micro_batches_per_step < 1:
+            raise InputError("--grad-accum", f"must be at least 1, got {self.micro_batches_per_step}")
+        if self.activations is not None and not self.model.has_shape:
+            raise InputError("--seq-len", "activations need the model's shape", "use --model with a preset or config.json")
         if self.hpz_partition_size is not None and self.hpz_partition_size < 1:
             raise InputError("--hpz-partition-size", f"must be at least 1, got {self.hpz_partition_size}")
 
     @property
     def shard_params(self) -> int:
-        """Parameters on the most loaded model-parallel shard: an even split over pp, then tp."""
-        return ceil_div(ceil_div(self.model.params, self.parallel.pp), self.parallel.tp)
+        """Parameters on the most loaded model-parallel shard: the busiest pipeline stage, split over tp."""
+        return ceil_div(most_loaded_stage_params(self.model, self.parallel.pp), self.parallel.tp)
 
     @property
     def shard_largest_layer_params(self) -> int:
@@ -85,6 +96,11 @@ class OptionEstimate:
     fits: bool
     limits: tuple[str, ...]  # what does not fit, e.g. ("gpu", "cpu")
     host_checked: bool
+    max_micro_batch: int | None = None  # largest micro-batch that fits (when asked and the shape is known)
+    # The largest micro-batch ≤ max_micro_batch that divides each rank's share of the global batch,
+    # and the accumulation steps that reach it with that micro-batch.
+    accumulation_micro_batch: int | None = None
+    grad_accum_steps: int | None = None
 
     def part(self, prefix: str) -> int:
         """Sum of every breakdown entry under a path prefix ("gpu/buffers" adds all buffers)."""
@@ -113,7 +129,16 @@ class OptionEstimate:
         return self.breakdown["comm/intra_node_bytes"] + self.breakdown["comm/inter_node_bytes"]
 
 
-def _evaluate(request: EstimateRequest, option: Option) -> OptionEstimate:
+def _activation_breakdown(request: EstimateRequest) -> dict[str, int]:
+    if request.activation_bytes is not None:
+        return {"gpu/activations": request.activation_bytes}
+    if request.activations is not None:
+        estimate = activation_memory(request.model, request.activations)
+        return {f"gpu/{key}": value for key, value in estimate.breakdown.items()}
+    return {"gpu/activations/reserve": request.budget.activation_reserve_bytes}
+
+
+def _evaluate(request: EstimateRequest, option: Option, activations: dict[str, int]) -> OptionEstimate:
     parallel, per_param = request.parallel, request.per_param
     shard = request.shard_params
     gpus_in_node = parallel.gpus_in_busiest_node
@@ -123,22 +148,27 @@ def _evaluate(request: EstimateRequest, option: Option) -> OptionEstimate:
         del breakdown["deepspeed/gpu_bytes"]
     else:
         breakdown = paper_model_states(option, shard, parallel.dp, per_param, gpus_in_node)
-        for name, size in gpu_buffer_bytes(option.stage, shard, request.shard_largest_layer_params,
-                                           per_param.params, per_param.gradients, request.buffers).items():
-            breakdown[f"gpu/buffers/{name}"] = size
+        gpu_buffers = gpu_buffer_bytes(option.stage, shard, parallel.dp, request.shard_largest_layer_params,
+                                       per_param.params, per_param.gradients, per_param.precision == "mixed",
+                                       option.offload_optimizer == "none", request.buffers)
+        breakdown.update({f"gpu/buffers/{name}": size for name, size in gpu_buffers.items()})
+        host_buffers = host_buffer_bytes(option.offload_optimizer, option.offload_params, shard, parallel.dp,
+                                         per_param.params, gpus_in_node, request.buffers)
+        breakdown.update({f"cpu/buffers/{name}": size for name, size in host_buffers.items()})
+    breakdown.update(activations)
+    _overlap_step_temporary(breakdown)
     zeropp = request.zeropp if option.stage == 3 else frozenset()
     if "hpz" in zeropp and request.hpz_ranks < parallel.dp:
         breakdown["gpu/buffers/hpz_secondary_partition"] = comm.hpz_secondary_bytes(
             shard, per_param.params, request.hpz_ranks)
-    breakdown["gpu/activations"] = (request.activation_bytes if request.activation_bytes is not None
-                                    else request.budget.activation_reserve_bytes)
 
     stage = option.stage
     calls_reduce = ceil_div(shard, request.buffers.reduce_bucket_elements)
     gather_bucket = request.buffers.prefetch_bucket_elements if stage == 3 else request.buffers.allgather_bucket_elements
     calls_gather = calls_reduce if stage == 0 else ceil_div(shard, gather_bucket)
     collectives = comm.dp_collectives(stage, shard, parallel.dp, per_param.params, per_param.gradients,
-                                      request.dp_span, zeropp, request.hpz_ranks, calls_reduce, calls_gather)
+                                      request.dp_span, zeropp, request.hpz_ranks, calls_reduce, calls_gather,
+                                      request.micro_batches_per_step)
     links = request.links
     breakdown["comm/intra_node_bytes"] = sum(c.bytes_per_gpu for c in collectives if c.span == "intra_node")
     breakdown["comm/inter_node_bytes"] = sum(c.bytes_per_gpu for c in collectives if c.span == "inter_node")
@@ -154,7 +184,47 @@ def _evaluate(request: EstimateRequest, option: Option) -> OptionEstimate:
 
     estimate = OptionEstimate(option, request.convention, breakdown, comm_seconds, offload_seconds,
                               fits=True, limits=(), host_checked=True)
+    if request.max_micro_batch and request.activations is not None:
+        estimate = _with_max_micro_batch(request, estimate)
     return _with_fit(request, estimate)
+
+
+def _overlap_step_temporary(breakdown: dict[str, int]) -> None:
+    """The optimizer step's fp32 gradient partition lives after backward has freed the activations:
+    the peak is max(activations, temporary), so only the excess over the activations is counted."""
+    temporary = breakdown.pop("gpu/buffers/fp32_gradient_partition", 0)
+    if temporary:
+        activations = sum(v for k, v in breakdown.items() if k.startswith("gpu/activations"))
+        breakdown["temporaries/fp32_gradient_partition"] = temporary  # shown, not added twice
+        breakdown["gpu/buffers/optimizer_step_beyond_activations"] = max(0, temporary - activations)
+
+
+def accumulation_for(global_batch: int, dp: int, micro_batch_limit: int) -> tuple[int, int] | None:
+    """(micro_batch, accumulation steps) reaching global_batch on dp ranks with the largest micro-batch
+    ≤ micro_batch_limit that divides each rank's share exactly; None when none does."""
+    if global_batch % dp or micro_batch_limit < 1:
+        return None
+    per_rank = global_batch // dp
+    for micro_batch in range(min(micro_batch_limit, per_rank), 0, -1):
+        if per_rank % micro_batch == 0:
+            return micro_batch, per_rank // micro_batch
+    return None
+
+
+def _with_max_micro_batch(request: EstimateRequest, estimate: OptionEstimate) -> OptionEstimate:
+    # total(b) = fixed + max(activations(b), step temporary): both sides must fit.
+    beyond = estimate.breakdown.get("gpu/buffers/optimizer_step_beyond_activations", 0)
+    fixed = estimate.gpu_bytes["total"] - estimate.gpu_bytes["activations"] - beyond
+    temporary = estimate.breakdown.get("temporaries/fp32_gradient_partition", 0)
+    usable = request.budget.usable_gpu_bytes
+    largest = 0
+    if fixed + temporary <= usable:
+        largest = largest_micro_batch_that_fits(usable, fixed, request.model, request.activations)
+    found = None
+    if request.global_batch is not None and largest:
+        found = accumulation_for(request.global_batch, request.parallel.dp, largest)
+    return dataclasses.replace(estimate, max_micro_batch=largest, accumulation_micro_batch=found and found[0],
+                               grad_accum_steps=found and found[1])
 
 
 def _with_fit(request: EstimateRequest, estimate: OptionEstimate) -> OptionEstimate:
@@ -174,12 +244,12 @@ def _with_fit(request: EstimateRequest, estimate: OptionEstimate) -> OptionEstim
             host_checked = False
         elif estimate.nvme_bytes_per_node > cluster.nvme_bytes:
             limits.append("nvme")
-    return OptionEstimate(estimate.option, estimate.convention, estimate.breakdown, estimate.comm_seconds_per_step,
-                          estimate.offload_seconds_per_step, not limits, tuple(limits), host_checked)
+    return dataclasses.replace(estimate, fits=not limits, limits=tuple(limits), host_checked=host_checked)
 
 
 def evaluate_options(request: EstimateRequest) -> list[OptionEstimate]:
-    return [_evaluate(request, option) for option in request.options]
+    activations = _activation_breakdown(request)  # the same for every option: compute it once
+    return [_evaluate(request, option, activations) for option in request.options]
 
 
 def default_largest_layer_params(params: int, vocab: int = 32_000, aspect_ratio: int = 128) -> int:

@@ -24,6 +24,13 @@ class ModelSpec:
     max_seq_len: int | None = None
     family: str | None = None
     tied_embeddings: bool | None = None
+    head_dim: int | None = None  # when it differs from hidden/heads (Gemma)
+    gated_mlp: bool | None = None  # SwiGLU/GeGLU: three ffn-wide matrices instead of two
+    # Where the parameters sit, for pipeline stages: per transformer layer, on the input side
+    # (embeddings, positions: first stage) and on the output side (final norm, LM head: last stage).
+    layer_params: int | None = None
+    input_params: int | None = None
+    output_params: int | None = None
     extra: dict = field(default_factory=dict, compare=False)
 
     def __post_init__(self) -> None:
@@ -33,6 +40,10 @@ class ModelSpec:
         if self.largest_layer_params is not None and not 0 < self.largest_layer_params <= self.params:
             raise InputError("--largest-layer-params",
                              f"must be between 1 and the model's {self.params} parameters, got {self.largest_layer_params}")
+
+    @property
+    def has_layout(self) -> bool:
+        return None not in (self.layers, self.layer_params, self.input_params, self.output_params)
 
     @property
     def has_shape(self) -> bool:

@@ -66,6 +66,8 @@ def fewest_gpus(request: EstimateRequest) -> tuple[int, OptionEstimate] | None:
         fitting = [e for e in evaluate_options(trial) if e.fits]
         return min(fitting, key=preference_key) if fitting else None
 
+    if best_at(MAX_DP_SEARCHED) is None:  # what does not shrink with dp (activations, buffers) already fails
+        return None
     low, high = request.parallel.dp, request.parallel.dp * 2
     while best_at(high) is None:
         if high >= MAX_DP_SEARCHED:

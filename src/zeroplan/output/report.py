@@ -43,6 +43,9 @@ def option_dict(estimate: OptionEstimate) -> dict[str, Any]:
         "offload_seconds_per_step": estimate.offload_seconds_per_step,
         "fits": estimate.fits,
         "limits": list(estimate.limits),
+        "max_micro_batch": estimate.max_micro_batch,
+        "accumulation_micro_batch": estimate.accumulation_micro_batch,
+        "grad_accum_steps": estimate.grad_accum_steps,
         "host_checked": estimate.host_checked,
         "breakdown": dict(breakdown),
     }
@@ -57,11 +60,16 @@ def plan_dict(plan: Plan) -> dict[str, Any]:
         "schema_version": SCHEMA_VERSION,
         "inputs": {k: v for k, v in vars(plan.inputs).items()},
         "model": {
-            "name": model.name, "params": model.params, "largest_layer_params": request.largest_layer_params,
-            "shard_params": request.shard_params, "layers": model.layers, "hidden": model.hidden,
-            "heads": model.heads, "kv_heads": model.kv_heads, "ffn": model.ffn, "vocab": model.vocab,
-            "experts": model.experts,
+            "name": model.name, "family": model.family, "params": model.params,
+            "largest_layer_params": request.largest_layer_params, "shard_params": request.shard_params,
+            "layers": model.layers, "hidden": model.hidden, "heads": model.heads, "kv_heads": model.kv_heads,
+            "head_dim": model.head_dim, "ffn": model.ffn, "vocab": model.vocab, "experts": model.experts,
+            "experts_per_token": model.experts_per_token, "max_seq_len": model.max_seq_len,
+            "tied_embeddings": model.tied_embeddings, "gated_mlp": model.gated_mlp,
+            "layer_params": model.layer_params, "input_params": model.input_params,
+            "output_params": model.output_params,
         },
+        "training": _training_dict(request),
         "precision": {"name": request.per_param.precision, "optimizer": request.per_param.optimizer,
                       "bytes_per_param": {"params": request.per_param.params,
                                           "gradients": request.per_param.gradients,
@@ -95,6 +103,17 @@ def plan_dict(plan: Plan) -> dict[str, Any]:
     }
 
 
+def _training_dict(request) -> dict[str, Any]:
+    activations = request.activations
+    counted = "reserve" if activations is None and request.activation_bytes is None else "counted"
+    block: dict[str, Any] = {"activations": counted, "micro_batches_per_step": request.micro_batches_per_step,
+                             "global_batch": request.global_batch}
+    if activations is not None:
+        block.update(seq_len=activations.seq_len, micro_batch=activations.micro_batch, recompute=activations.recompute,
+                     flash_attention=activations.flash_attention, sequence_parallel=activations.sequence_parallel)
+    return block
+
+
 def to_json(plan: Plan) -> str:
     return json.dumps(plan_dict(plan), indent=2, ensure_ascii=False) + "\n"
 
@@ -104,7 +123,7 @@ CSV_FIELDS = (
     "offload_params", "gpu_bytes_params", "gpu_bytes_gradients", "gpu_bytes_optimizer_states",
     "gpu_bytes_activations", "gpu_bytes_buffers", "gpu_bytes_total", "usable_gpu_bytes", "cpu_bytes_per_node",
     "nvme_bytes_per_node", "comm_bytes_per_gpu_per_step", "comm_seconds_per_step", "offload_seconds_per_step",
-    "fits", "recommended",
+    "fits", "max_micro_batch", "grad_accum_steps", "recommended",
 )
 _FORMULA_PREFIXES = ("=", "+", "-", "@", "\t", "\r")
 
@@ -125,7 +144,8 @@ def csv_rows(plan: Plan) -> list[dict[str, Any]]:
                **{k: data["parallel"][k] for k in ("world", "dp", "tp", "pp")}}
         row.update({k: option[k] for k in ("convention", "stage", "offload_optimizer", "offload_params",
                                            "cpu_bytes_per_node", "nvme_bytes_per_node", "comm_bytes_per_gpu_per_step",
-                                           "comm_seconds_per_step", "offload_seconds_per_step", "fits")})
+                                           "comm_seconds_per_step", "offload_seconds_per_step", "fits",
+                                           "max_micro_batch", "grad_accum_steps")})
         row.update({f"gpu_bytes_{k}": v for k, v in option["gpu_bytes"].items()})
         row["usable_gpu_bytes"] = data["cluster"]["usable_gpu_bytes"]
         row["recommended"] = option["key"] == chosen_key

@@ -56,6 +56,8 @@ def render(plan: Plan, console: Console) -> None:
              f"({format_bytes(budget.gpu_capacity, units)}, {format_bytes(budget.usable_gpu_bytes, units)} usable) · "
              f"{parallel.describe()} · {request.convention} convention")
     caption = f"memory in {label}: per GPU; CPU and NVMe per node · comm: GB per GPU per step"
+    if any(e.max_micro_batch is not None for e in plan.estimates):
+        caption += " · max mb: largest micro-batch that fits (micro-batch × accumulation reaching --global-batch)"
     wide = console.width >= WIDE_LAYOUT_COLUMNS
     memory = _table(title, caption if wide else None)
     traffic = memory if wide else _table(None, caption)
@@ -67,6 +69,9 @@ def render(plan: Plan, console: Console) -> None:
     memory.add_column("of GPU", no_wrap=True)
     for heading in ("CPU", "NVMe", "comm", "time"):
         traffic.add_column(heading, justify="right", no_wrap=True)
+    show_max = any(e.max_micro_batch is not None for e in plan.estimates)
+    if show_max:
+        memory.add_column("max mb", justify="right", no_wrap=True)
     memory.add_column("fits", no_wrap=True)
     for estimate in plan.estimates:
         gpu = estimate.gpu_bytes
@@ -81,10 +86,16 @@ def render(plan: Plan, console: Console) -> None:
         traffic_cells = [_number(estimate.cpu_bytes_per_node, units), _number(estimate.nvme_bytes_per_node, units),
                          _number(estimate.comm_bytes_per_gpu_per_step, "si"),
                          format_seconds(estimate.comm_seconds_per_step)]
+        max_cells = []
+        if show_max:
+            largest = estimate.max_micro_batch or 0
+            accumulation = (f" ({estimate.accumulation_micro_batch}×{estimate.grad_accum_steps})"
+                            if estimate.grad_accum_steps else "")
+            max_cells.append(f"{largest}{accumulation}" if largest else "–")
         if wide:
-            memory.add_row(name, *memory_cells, *traffic_cells, fits)
+            memory.add_row(name, *memory_cells, *traffic_cells, *max_cells, fits)
         else:
-            memory.add_row(name, *memory_cells, fits)
+            memory.add_row(name, *memory_cells, *max_cells, fits)
             traffic.add_row(name, *traffic_cells)
     console.print(memory)
     if not wide:

@@ -1,0 +1,244 @@
+"""Activation bytes per GPU on the most loaded pipeline stage, in exact integer bytes.
+
+Per layer: Korthikanti et al. 2022, "Reducing Activation Recomputation in Large Transformer Models"
+(arXiv 2205.05198), Table 2, written out term by term so it also covers real shapes (ffn != 4h,
+grouped-query attention, head_dim != h/a, gated MLPs, MoE) and reduces to Table 2 exactly for a
+GPT-3 shape. Embedding and output/loss terms and the pipeline factors follow Megatron-LM
+megatron/training/theoretical_memory_usage.py (the first stage is the most loaded one).
+
+Everything is an exact Fraction until the end: each breakdown entry is rounded up to whole bytes
+once, and the total is the sum of the entries.
+
+Assumptions, where the sources leave a choice:
+- Dropout masks (1 byte per element) are counted as in Table 2, even for models trained without dropout.
+- Flash attention stores no s×s score matrix, softmax output or its dropout mask (the whole 5as/h term);
+  its per-row softmax statistics (4 bytes × a·s·b, well under 1% of a layer) are left out.
+- MoE layers (experts_per_token = k): the router input is stored once, the token copies dispatched to
+  the k experts and each expert's MLP internals k times, plus fp32 router probabilities (s·b·E · 4 bytes).
+  Routing is taken as balanced with no capacity padding or dropped tokens, so per-GPU tokens stay s·b.
+- Full recompute stores each layer's input (the checkpoint, split by t under sequence parallelism) and,
+  during the backward pass, one layer's full working set for the micro-batch being recomputed.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from fractions import Fraction
+from math import ceil
+
+from zeroplan.core.errors import InputError
+from zeroplan.core.model import ModelSpec
+from zeroplan.core.units import ceil_div
+
+RECOMPUTE_MODES = ("none", "selective", "full")
+ACTIVATION_DTYPE_BYTES = (1, 2, 4)
+_TOKEN_ID_BYTES = 8  # int64 input ids, as Megatron counts them
+_MASK_BYTES = 1  # one byte per dropout-mask element
+_FP32_BYTES = 4  # router probabilities and the logits fed to the loss
+BREAKDOWN_KEYS = ("activations/layers", "activations/embedding", "activations/output_and_loss",
+                  "activations/recompute_working_set")
+
+
+def _is_count(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 1
+
+
+@dataclass(frozen=True)
+class ActivationConfig:
+    """How one training step lays activations out on a GPU.
+
+    num_micro_batches: micro-batches per pipeline flush (gradient accumulation steps); None means at
+    least pp, so the first stage of a 1F1B pipeline holds pp micro-batches in flight.
+    virtual_stages: model chunks per GPU for Megatron's interleaved schedule (1 = plain 1F1B).
+    """
+
+    seq_len: int
+    micro_batch: int = 1
+    recompute: str = "none"
+    flash_attention: bool = False
+    sequence_parallel: bool = False
+    tp: int = 1
+    pp: int = 1
+    virtual_stages: int = 1
+    num_micro_batches: int | None = None
+    dtype_bytes: int = 2
+
+    def __post_init__(self) -> None:
+        problems: dict[str, str] = {}
+        counts = (("--seq-len", self.seq_len), ("--micro-batch", self.micro_batch), ("--tp", self.tp),
+                  ("--pp", self.pp), ("--virtual-stages", self.virtual_stages))
+        for name, value in counts:
+            if not _is_count(value):
+                problems[name] = f"must be a positive whole number, got {value!r}"
+        if self.num_micro_batches is not None and not _is_count(self.num_micro_batches):
+            problems["--num-micro-batches"] = \
+                f"must be a positive whole number, got {self.num_micro_batches!r}"
+        if self.recompute not in RECOMPUTE_MODES:
+            problems["--recompute"] = f"must be one of {', '.join(RECOMPUTE_MODES)}, got {self.recompute!r}"
+        for name, value in (("--flash-attention", self.flash_attention),
+                            ("--sequence-parallel", self.sequence_parallel)):
+            if not isinstance(value, bool):
+                problems[name] = f"must be true or false, got {value!r}"
+        if self.dtype_bytes not in ACTIVATION_DTYPE_BYTES or isinstance(self.dtype_bytes, bool):
+            problems["--activation-bytes"] = \
+                f"must be 1, 2 or 4 bytes per element, got {self.dtype_bytes!r}"
+        if "--virtual-stages" not in problems and "--pp" not in problems \
+                and self.virtual_stages > 1 and self.pp == 1:
+            problems["--virtual-stages"] = "interleaving needs a pipeline: --pp must be above 1"
+        if problems:
+            details = "; ".join(f"{name} {text}" for name, text in problems.items())
+            raise InputError(", ".join(problems), details, "correct each input named")
+
+
+@dataclass(frozen=True)
+class _Shape:
+    layers: int
+    hidden: int
+    heads: int
+    kv_heads: int
+    head_dim: int
+    ffn: int
+    vocab: int
+    gated_mlp: bool
+    experts: int
+    experts_per_token: int  # 1 for a dense model
+
+
+def _shape(model: ModelSpec) -> _Shape:
+    if not model.has_shape:
+        raise InputError("--model", f"activation memory needs the shape of '{model.name}' "
+                         "(layers, hidden, heads, vocab); a parameter count alone does not give it",
+                         "use --hf-config with the model's config.json, or a model preset")
+    moe = bool(model.experts and model.experts_per_token)
+    return _Shape(
+        layers=model.layers, hidden=model.hidden, heads=model.heads,
+        kv_heads=model.kv_heads or model.heads,
+        head_dim=model.head_dim or model.extra.get("head_dim") or model.hidden // model.heads,
+        ffn=model.ffn or 4 * model.hidden, vocab=model.vocab,
+        gated_mlp=bool(model.gated_mlp if model.gated_mlp is not None else model.extra.get("gated_mlp", False)),
+        experts=model.experts if moe else 0,
+        experts_per_token=model.experts_per_token if moe else 1)
+
+
+def _layer_bytes(shape: _Shape, config: ActivationConfig, keep_scores: bool) -> Fraction:
+    """Bytes one layer keeps for one micro-batch without full recompute (Table 2, term by term)."""
+    tokens = config.seq_len * config.micro_batch
+    element, t = config.dtype_bytes, config.tp
+    k = shape.experts_per_token
+    # Not split by tensor parallelism (split by t only under sequence parallelism): the two norm
+    # inputs, the attention input, the MLP input (plus k dispatched copies for MoE), two dropout masks.
+    mlp_inputs = shape.hidden * (k + 1 if shape.experts else 1)
+    unsplit = tokens * (element * (3 * shape.hidden + mlp_inputs) + _MASK_BYTES * 2 * shape.hidden)
+    if shape.experts:
+        unsplit += tokens * shape.experts * _FP32_BYTES  # router probabilities
+    # Split by tensor parallelism: Q, K, V, the attention output, the MLP's inner activations
+    # (plain: activation input + fc2 input; gated: gate and up outputs + fc2 input), k times for MoE.
+    query, key_value = shape.heads * shape.head_dim, shape.kv_heads * shape.head_dim
+    mlp_inner = (3 if shape.gated_mlp else 2) * shape.ffn * k
+    split = tokens * element * (2 * query + 2 * key_value + mlp_inner)
+    if keep_scores and not config.flash_attention:
+        # softmax output and dropout output (dtype) + dropout mask (1 byte): Table 2's 5as/h term.
+        split += tokens * shape.heads * config.seq_len * (2 * element + _MASK_BYTES)
+    if config.sequence_parallel:
+        return Fraction(unsplit + split, t)
+    return unsplit + Fraction(split, t)
+
+
+def _checkpoint_bytes(shape: _Shape, config: ActivationConfig) -> Fraction:
+    """Full recompute keeps each layer's input only: 2·s·b·h at 16 bits, split by t under SP."""
+    stored = config.dtype_bytes * config.seq_len * config.micro_batch * shape.hidden
+    return Fraction(stored, config.tp) if config.sequence_parallel else Fraction(stored)
+
+
+def _interleave_penalty(config: ActivationConfig) -> Fraction:
+    """Megatron's interleaved-schedule factor 1 + (p-1)/(p·v); 1 without interleaving."""
+    if config.virtual_stages == 1:
+        return Fraction(1)
+    return 1 + Fraction(config.pp - 1, config.pp * config.virtual_stages)
+
+
+def micro_batches_in_flight(config: ActivationConfig) -> Fraction:
+    """Micro-batches whose activations the first stage holds at its peak (fractional when interleaved)."""
+    if config.pp == 1:
+        return Fraction(1)
+    if config.virtual_stages == 1 and config.num_micro_batches is not None:
+        return Fraction(min(config.pp, config.num_micro_batches))
+    return config.pp * _interleave_penalty(config)
+
+
+def layers_on_first_stage(layers: int, config: ActivationConfig) -> int:
+    """Layers held by the first pipeline stage: ceil(L/p), or v chunks of ceil(L/(p·v)) when interleaved."""
+    return ceil_div(layers, config.pp * config.virtual_stages) * config.virtual_stages
+
+
+def layer_bytes(model: ModelSpec, config: ActivationConfig) -> Fraction:
+    """Exact bytes one layer stores for one micro-batch under config.recompute (Table 2's row)."""
+    shape = _shape(model)
+    if config.recompute == "full":
+        return _checkpoint_bytes(shape, config)
+    return _layer_bytes(shape, config, keep_scores=config.recompute == "none")
+
+
+def activation_terms(model: ModelSpec, config: ActivationConfig) -> dict[str, Fraction]:
+    """Exact (fractional) bytes of each breakdown entry, before rounding up."""
+    shape = _shape(model)
+    in_flight = micro_batches_in_flight(config)
+    # With 1F1B the first stage holds in_flight micro-batches of its L/p layers: L layers' worth.
+    layer_micro_batches = layers_on_first_stage(shape.layers, config) * in_flight
+    tokens = config.seq_len * config.micro_batch
+    # Embedding stage: input token ids and the embedding dropout mask, per micro-batch in flight.
+    embedding = Fraction(tokens * (_TOKEN_ID_BYTES + _MASK_BYTES * shape.hidden)) * in_flight
+    if config.sequence_parallel:
+        embedding /= config.tp
+    output_and_loss = Fraction(0)
+    if config.pp == 1:  # with a pipeline the output layer sits on the last, less loaded stage
+        hidden_inputs = Fraction(2 * config.dtype_bytes * tokens * shape.hidden)  # final norm + head inputs
+        if config.sequence_parallel:
+            hidden_inputs /= config.tp
+        output_and_loss = hidden_inputs + Fraction(_FP32_BYTES * tokens * shape.vocab, config.tp)
+    working_set = Fraction(0)
+    if config.recompute == "full":
+        working_set = _layer_bytes(shape, config, keep_scores=True)
+    return dict(zip(BREAKDOWN_KEYS, (layer_bytes(model, config) * layer_micro_batches, embedding,
+                                     output_and_loss, working_set)))
+
+
+@dataclass(frozen=True)
+class ActivationEstimate:
+    breakdown: dict[str, int]
+    layer_micro_batches: Fraction  # layers × micro-batches in flight on the first stage
+    micro_batches_in_flight: Fraction
+
+    @property
+    def total(self) -> int:
+        return sum(self.breakdown.values())
+
+
+def activation_memory(model: ModelSpec, config: ActivationConfig) -> ActivationEstimate:
+    """Activation bytes per GPU on the most loaded stage, each entry rounded up to whole bytes."""
+    terms = activation_terms(model, config)
+    in_flight = micro_batches_in_flight(config)
+    return ActivationEstimate(
+        breakdown={key: ceil(value) for key, value in terms.items()},
+        layer_micro_batches=layers_on_first_stage(model.layers or 0, config) * in_flight,
+        micro_batches_in_flight=in_flight)
+
+
+def largest_micro_batch_that_fits(budget_bytes: int, fixed_bytes: int, model: ModelSpec,
+                                  config: ActivationConfig) -> int:
+    """The largest micro-batch whose activations fit in budget_bytes - fixed_bytes; 0 if none does.
+
+    Every term is linear in the micro-batch, so the exact answer is floor(room / bytes per sample);
+    rounding each entry up adds under one byte per entry, which only the last few candidates can feel.
+    """
+    room = budget_bytes - fixed_bytes
+    per_sample = sum(activation_terms(model, replace(config, micro_batch=1)).values())
+    if room <= 0 or per_sample == 0:
+        return 0
+    upper = int(room // per_sample)
+    # `lower` fits even with every entry rounded up, so only (lower, upper] needs checking.
+    lower = max(0, int((room - len(BREAKDOWN_KEYS)) // per_sample))
+    for micro_batch in range(upper, lower, -1):
+        if activation_memory(model, replace(config, micro_batch=micro_batch)).total <= room:
+            return micro_batch
+    return lower

@@ -1,0 +1,38 @@
+"""Parameters per pipeline stage: layers split evenly (earlier stages take the remainder), the
+embeddings on the first stage, the final norm and LM head on the last.
+
+With tied embeddings the last stage keeps its own copy of the embedding matrix for the head (as
+Megatron-LM and DeepSpeed's TiedLayerSpec do), so stage totals can add up to more than the model.
+With only a parameter count known, the stages split it evenly.
+"""
+
+from __future__ import annotations
+
+from zeroplan.core.errors import InputError
+from zeroplan.core.model import ModelSpec
+from zeroplan.core.units import ceil_div
+
+
+def layers_per_stage(layers: int, pp: int) -> list[int]:
+    if pp > layers:
+        raise InputError("--pp", f"pp({pp}) is more than the model's {layers} layers", f"use --pp {layers} or fewer")
+    base, extra = divmod(layers, pp)
+    return [base + (1 if stage < extra else 0) for stage in range(pp)]
+
+
+def stage_params(model: ModelSpec, pp: int) -> list[int]:
+    """Parameters held by each pipeline stage, first to last."""
+    if pp == 1:
+        return [model.params]
+    if not model.has_layout:
+        return [ceil_div(model.params, pp)] * pp
+    stages = [count * model.layer_params for count in layers_per_stage(model.layers, pp)]
+    stages[0] += model.input_params
+    stages[-1] += model.output_params
+    if model.tied_embeddings and model.vocab and model.hidden:
+        stages[-1] += model.vocab * model.hidden  # the head's copy of the tied embedding
+    return stages
+
+
+def most_loaded_stage_params(model: ModelSpec, pp: int) -> int:
+    return max(stage_params(model, pp))

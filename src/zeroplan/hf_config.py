@@ -1,0 +1,60 @@
+"""Read a local Hugging Face config.json into a ModelSpec. Local files only: never the network.
+
+The counting itself is pure and lives in zeroplan.core.architecture; this module only does the I/O
+and turns file problems into InputErrors that name the file.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from zeroplan.core.architecture import model_spec_from_hf_config
+from zeroplan.core.errors import InputError
+from zeroplan.core.model import ModelSpec
+
+
+def _display_name(config: dict, path: Path) -> str:
+    """The hub id the file records (e.g. meta-llama/Llama-2-7b-hf), else a name from the path."""
+    recorded = config.get("_name_or_path")
+    if isinstance(recorded, str) and recorded.strip() and not Path(recorded).is_absolute():
+        return recorded.strip()
+    # A snapshot's file is always called config.json, so its folder says which model it is.
+    if path.name == "config.json" and path.parent.name:
+        return path.parent.name
+    return path.stem
+
+
+def read_hf_config(path: str | Path) -> dict:
+    """The parsed JSON object of a local config.json."""
+    path = Path(path)
+    where = str(path)
+    if not path.exists():
+        raise InputError(where, "no such file", "give the path of a local config.json")
+    if not path.is_file():
+        fix = ("point at the config.json inside it" if path.is_dir() and (path / "config.json").is_file()
+               else "give the path of a local config.json")
+        raise InputError(where, "is not a file", fix)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as error:
+        raise InputError(where, f"is not UTF-8 text (byte {error.start})",
+                         "give the model's config.json") from None
+    except OSError as error:
+        raise InputError(where, f"cannot be read: {error.strerror or error}") from None
+    try:
+        config = json.loads(text)
+    except json.JSONDecodeError as error:
+        raise InputError(where, f"is not valid JSON: {error.msg} at line {error.lineno}, column {error.colno}",
+                         "fix the file, or download the model's config.json again") from None
+    if not isinstance(config, dict):
+        raise InputError(where, f"must hold a JSON object, got {type(config).__name__}",
+                         "give the model's config.json")
+    return config
+
+
+def load_hf_config(path: str | Path, name: str | None = None) -> ModelSpec:
+    """ModelSpec with exact parameters and shape from a local config.json."""
+    path = Path(path)
+    config = read_hf_config(path)
+    return model_spec_from_hf_config(config, name or _display_name(config, path), source=str(path))
