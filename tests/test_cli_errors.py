@@ -80,3 +80,18 @@ def test_presets_list_and_show(capsys):
     with pytest.raises(SystemExit):
         main(["presets", "show", "llama-2-7b", "--format", "json"])
     assert '"params": 6738415616' in capsys.readouterr().out
+
+
+def test_unsupported_config_json(tmp_path, capsys):
+    config = tmp_path / "config.json"
+    config.write_text('{"model_type": "mamba", "hidden_size": 768}')
+    with pytest.raises(SystemExit) as info:
+        main(["estimate", "--model", str(config)])
+    err = capsys.readouterr().err
+    assert info.value.code == 2 and err.count("\n") == 1
+    assert "llama" in err and "--params" in err
+    config.write_text('{"model_type": "llama", "hidden_size": 4096,')
+    with pytest.raises(SystemExit) as info:
+        main(["estimate", "--model", str(config)])
+    err = capsys.readouterr().err
+    assert info.value.code == 2 and "line 1" in err and "column" in err
