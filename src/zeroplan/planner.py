@@ -72,6 +72,7 @@ class EstimateInputs:
     max_live_parameters: str | None = None
     sub_group_size: str | None = None
     overlap_comm: bool | None = None
+    calibration: str | None = None  # a profile saved by `zeroplan bench --save-calibration`
     units: str = "iec"
 
 
@@ -163,8 +164,32 @@ def build_request(inputs: EstimateInputs, assumptions: list[str]) -> tuple[Estim
         largest_layer_params=largest, zero_init=inputs.zero_init, buffer_factor=inputs.buffer_factor, zeropp=zeropp,
         hpz_partition_size=inputs.hpz_partition_size, buffers=resolve_buffers(inputs), activations=activations,
         micro_batches_per_step=micro_batches, global_batch=inputs.global_batch, max_micro_batch=inputs.max_micro_batch,
+        calibrated_links=_calibrated_links(inputs, assumptions),
     )
     return request, activations
+
+
+def _calibrated_links(inputs: EstimateInputs, assumptions: list[str]) -> tuple:
+    if inputs.calibration is None:
+        return ()
+    from zeroplan.calibration import load_calibration
+
+    calibration = load_calibration(inputs.calibration)
+    links = []
+    for kind in ("all_gather", "reduce_scatter"):
+        for span, intra in (("intra_node", True), ("inter_node", False)):
+            link = calibration.link(kind, intra)
+            if link is not None:
+                links.append(((kind, span), link))
+    if not links:
+        raise InputError("--calibration", f"{inputs.calibration} has no usable all_gather or reduce_scatter fit",
+                         "rerun zeroplan bench with those collectives")
+    measured = ", ".join(f"{kind} {span.replace('_', '-')} {link.bandwidth_bytes_per_s / 1e9:.1f} GB/s"
+                         for (kind, span), link in links)
+    assumptions.append(f"communication priced with calibration {inputs.calibration} ({calibration.backend}, "
+                       f"{calibration.world_size} ranks on {calibration.device}, {calibration.created}): {measured}; "
+                       "preset links for anything not measured")
+    return tuple(links)
 
 
 def _recompute_hint(inputs: EstimateInputs, request: EstimateRequest, activations: ActivationConfig | None) -> str:

@@ -10,6 +10,7 @@ import sys
 
 import typer
 
+from zeroplan.cli.bench_cmd import bench
 from zeroplan.cli.estimate_cmd import estimate
 from zeroplan.cli.presets_cmd import presets_app
 from zeroplan.core.errors import InputError
@@ -22,6 +23,7 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
 )
 app.command("estimate")(estimate)
+app.command("bench")(bench)
 app.add_typer(presets_app, name="presets")
 
 
@@ -52,7 +54,8 @@ def main(argv: list[str] | None = None) -> None:
         args = [a for a in args if a != "--debug"]
     command = typer.main.get_command(app)
     try:
-        command.main(args=args, prog_name="zeroplan", standalone_mode=False)
+        # standalone_mode=False hands a raised typer.Exit(n) back as the return value n.
+        returned = command.main(args=args, prog_name="zeroplan", standalone_mode=False)
     except BaseException as exc:  # noqa: BLE001 - the one place every error becomes one line
         if isinstance(exc, SystemExit):
             raise
@@ -63,7 +66,7 @@ def main(argv: list[str] | None = None) -> None:
         message, status = _error_line(exc)
         sys.stderr.write(f"zeroplan: error: {message}\n")
         sys.exit(status)
-    sys.exit(0)
+    sys.exit(returned if isinstance(returned, int) else 0)
 
 
 if __name__ == "__main__":

@@ -50,6 +50,7 @@ def estimate(
     max_live_parameters: opt.MaxLiveParameters = None,
     sub_group_size: opt.SubGroupSize = None,
     overlap_comm: opt.OverlapComm = None,
+    calibration: opt.CalibrationFile = None,
     output_format: opt.Format = "table",
     output: opt.Output = None,
     units: opt.Units = "iec",
@@ -74,6 +75,7 @@ def estimate(
         global_batch=global_batch, max_micro_batch=max_micro_batch, reduce_bucket_size=reduce_bucket_size,
         allgather_bucket_size=allgather_bucket_size, prefetch_bucket_size=prefetch_bucket_size,
         max_live_parameters=max_live_parameters, sub_group_size=sub_group_size, overlap_comm=overlap_comm,
+        calibration=calibration,
     )
     plan = build_plan(inputs)
     if output_format == "table":

@@ -125,3 +125,6 @@ SubGroupSize = Annotated[Optional[str], typer.Option(
 OverlapComm = Annotated[Optional[bool], typer.Option(
     "--overlap-comm/--no-overlap-comm", help="DeepSpeed overlap_comm (default: on at stage 3 only).",
     rich_help_panel=BUFFERS)]
+CalibrationFile = Annotated[Optional[str], typer.Option(
+    "--calibration", help="Price communication with a profile from `zeroplan bench --save-calibration`.",
+    rich_help_panel=HARDWARE)]

@@ -50,6 +50,8 @@ class EstimateRequest:
     hpz_partition_size: int | None = None
     intra_node_link: Link | None = None  # None: the GPU preset's link
     inter_node_link: Link | None = None  # None: the cluster preset's link
+    # Measured links (zeroplan bench) by (collective, span), e.g. ("all_gather", "inter_node").
+    calibrated_links: tuple[tuple[tuple[str, str], Link], ...] = ()
 
     def __post_init__(self) -> None:
         if self.convention == "deepspeed" and (self.parallel.tp > 1 or self.parallel.pp > 1):
@@ -76,6 +78,14 @@ class EstimateRequest:
     def links(self) -> dict[str, Link]:
         return {"intra_node": self.intra_node_link or self.cluster.gpu.intra_node_link,
                 "inter_node": self.inter_node_link or self.cluster.inter_node_link}
+
+    def link_for(self, collective: comm.Collective) -> Link:
+        """The calibrated link for this collective's kind and span, else the preset link of its span."""
+        kind = "reduce_scatter" if collective.name.startswith("reduce_scatter") else "all_gather"
+        for key, link in self.calibrated_links:
+            if key == (kind, collective.span):
+                return link
+        return self.links[collective.span]
 
     @property
     def dp_span(self) -> str:
@@ -169,11 +179,10 @@ def _evaluate(request: EstimateRequest, option: Option, activations: dict[str, i
     collectives = comm.dp_collectives(stage, shard, parallel.dp, per_param.params, per_param.gradients,
                                       request.dp_span, zeropp, request.hpz_ranks, calls_reduce, calls_gather,
                                       request.micro_batches_per_step)
-    links = request.links
     breakdown["comm/intra_node_bytes"] = sum(c.bytes_per_gpu for c in collectives if c.span == "intra_node")
     breakdown["comm/inter_node_bytes"] = sum(c.bytes_per_gpu for c in collectives if c.span == "inter_node")
     breakdown["comm/paper_elements"] = comm.paper_elements(stage, shard) if parallel.dp > 1 else 0
-    comm_seconds = sum(c.seconds(links[c.span]) for c in collectives)
+    comm_seconds = sum(c.seconds(request.link_for(c)) for c in collectives)
 
     traffic = offload_traffic(option, shard, parallel.dp, per_param, gpus_in_node)
     breakdown.update({f"traffic/{k}": v for k, v in traffic.items()})

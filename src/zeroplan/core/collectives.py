@@ -1,0 +1,202 @@
+"""Ring-collective traffic and the α-β fit that turns measured timings into a Link.
+
+Conventions (nccl-tests, doc/PERFORMANCE.md): S is the full buffer in bytes — for AllGather the gathered
+output, for ReduceScatter the unreduced input, for AllReduce the buffer. algbw = S / t and
+busbw = algbw × factor, with factor 2(n-1)/n for AllReduce and (n-1)/n for AllGather and ReduceScatter.
+For a ring, busbw is exactly what each rank sends per second, so "bytes on the wire per rank" is
+factor × S.
+
+Fit model (the per-collective step-count form, the same one Link documents):
+
+    t = steps · α + factor · S / B        steps = n-1 (AllGather, ReduceScatter), 2(n-1) (AllReduce)
+
+α is the per-step latency and B the per-direction link bandwidth; a Link(B, α) fed back into the same
+formula reproduces the measured times. The fit is a weighted least squares on relative error (weights
+1/t²), because sweeps span several decades of size and plain least squares would ignore small messages.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from dataclasses import dataclass
+from typing import Sequence
+
+from zeroplan.core.errors import InputError
+
+ALL_GATHER = "all_gather"
+REDUCE_SCATTER = "reduce_scatter"
+ALL_REDUCE = "all_reduce"
+COLLECTIVES = (ALL_GATHER, REDUCE_SCATTER, ALL_REDUCE)
+
+# The torch.distributed call each collective is measured with (names from the issue and the CLI).
+TORCH_NAMES = {
+    ALL_GATHER: "all_gather_into_tensor",
+    REDUCE_SCATTER: "reduce_scatter_tensor",
+    ALL_REDUCE: "all_reduce",
+}
+_ALIASES = {
+    ALL_GATHER: ("all_gather", "allgather", "all_gather_into_tensor", "all_gather_single", "ag"),
+    REDUCE_SCATTER: ("reduce_scatter", "reducescatter", "reduce_scatter_tensor", "reduce_scatter_single", "rs"),
+    ALL_REDUCE: ("all_reduce", "allreduce", "ar"),
+}
+_CANONICAL = {alias: name for name, aliases in _ALIASES.items() for alias in aliases}
+
+# How a backend implements a collective; "allreduce+chunk" is gloo's ReduceScatter (PyTorch PR #118911).
+RING = "ring"
+ALLREDUCE_THEN_CHUNK = "allreduce+chunk"
+
+
+def canonical_collective(name: str, input_name: str = "--collectives") -> str:
+    key = name.strip().lower().replace("-", "_")
+    if key not in _CANONICAL:
+        valid = ", ".join(TORCH_NAMES.values())
+        raise InputError(input_name, f"unknown collective '{name}'", f"use one or more of {valid}")
+    return _CANONICAL[key]
+
+
+def parse_collectives(text: str) -> tuple[str, ...]:
+    """'all_gather_into_tensor,all_reduce' -> ('all_gather', 'all_reduce'), in order, without repeats."""
+    names = [part for part in (p.strip() for p in text.split(",")) if part]
+    if not names:
+        raise InputError("--collectives", "is empty", "name at least one, e.g. all_gather_into_tensor")
+    result: list[str] = []
+    for name in names:
+        canonical = canonical_collective(name)
+        if canonical not in result:
+            result.append(canonical)
+    return tuple(result)
+
+
+def _check_ranks(ranks: int) -> None:
+    if ranks < 1:
+        raise InputError("ranks", f"must be at least 1, got {ranks}")
+
+
+def busbw_factor(collective: str, ranks: int) -> float:
+    """nccl-tests bus-bandwidth factor: 2(n-1)/n for AllReduce, (n-1)/n for AllGather/ReduceScatter."""
+    _check_ranks(ranks)
+    share = (ranks - 1) / ranks
+    return 2 * share if canonical_collective(collective, "collective") == ALL_REDUCE else share
+
+
+def ring_steps(collective: str, ranks: int) -> int:
+    """Latency-bound steps of a ring: n-1 for AllGather/ReduceScatter, 2(n-1) for AllReduce."""
+    _check_ranks(ranks)
+    return 2 * (ranks - 1) if canonical_collective(collective, "collective") == ALL_REDUCE else ranks - 1
+
+
+def wire_factor(collective: str, ranks: int, implementation: str = RING) -> float:
+    """Bytes each rank really sends, per byte of S. gloo's ReduceScatter is an AllReduce: 2(n-1)/n."""
+    if implementation == ALLREDUCE_THEN_CHUNK:
+        return busbw_factor(ALL_REDUCE, ranks)
+    return busbw_factor(collective, ranks)
+
+
+def wire_bytes_per_rank(collective: str, size_bytes: int, ranks: int, implementation: str = RING) -> float:
+    return wire_factor(collective, ranks, implementation) * size_bytes
+
+
+def algbw(size_bytes: int, seconds: float) -> float:
+    """Algorithm bandwidth S / t in bytes per second."""
+    if seconds <= 0:
+        raise InputError("time", f"must be positive, got {seconds}")
+    return size_bytes / seconds
+
+
+def busbw(collective: str, size_bytes: int, seconds: float, ranks: int) -> float:
+    return algbw(size_bytes, seconds) * busbw_factor(collective, ranks)
+
+
+def ring_time(collective: str, size_bytes: int, ranks: int, latency_s: float, bandwidth_bytes_per_s: float) -> float:
+    """The fit model's prediction: steps·α + factor·S/B."""
+    return (ring_steps(collective, ranks) * latency_s
+            + busbw_factor(collective, ranks) * size_bytes / bandwidth_bytes_per_s)
+
+
+def sweep_sizes(min_bytes: int, max_bytes: int, factor: int, align_bytes: int) -> list[int]:
+    """nccl-tests sweep: min, min·factor, ... up to max, each rounded down to a multiple of align_bytes."""
+    if min_bytes <= 0:
+        raise InputError("--min-bytes", f"must be positive, got {min_bytes}")
+    if max_bytes < min_bytes:
+        raise InputError("--max-bytes", f"{max_bytes} is below --min-bytes {min_bytes}", "raise --max-bytes")
+    if factor < 2:
+        raise InputError("--factor", f"must be at least 2, got {factor}")
+    sizes: list[int] = []
+    size = min_bytes
+    while size <= max_bytes:
+        aligned = size // align_bytes * align_bytes
+        if aligned > 0 and aligned not in sizes:
+            sizes.append(aligned)
+        size *= factor
+    if not sizes:
+        raise InputError("--max-bytes", f"no size in the sweep holds one element per rank ({align_bytes} bytes)",
+                         f"raise --max-bytes to at least {align_bytes}")
+    return sizes
+
+
+@dataclass(frozen=True)
+class AlphaBetaFit:
+    """latency_s is per ring step; bandwidth is None when the sweep never left the latency regime."""
+
+    collective: str
+    ranks: int
+    latency_s: float
+    bandwidth_bytes_per_s: float | None
+    r_squared: float
+    max_relative_residual: float
+    points: int
+
+    def predict(self, size_bytes: int) -> float:
+        transfer = 0.0
+        if self.bandwidth_bytes_per_s:
+            transfer = busbw_factor(self.collective, self.ranks) * size_bytes / self.bandwidth_bytes_per_s
+        return ring_steps(self.collective, self.ranks) * self.latency_s + transfer
+
+
+def _weighted_line(xs: Sequence[float], ys: Sequence[float], ws: Sequence[float]) -> tuple[float, float]:
+    """Intercept and slope minimising Σ w (y - a - b x)²."""
+    sw = math.fsum(ws)
+    mx = math.fsum(w * x for w, x in zip(ws, xs)) / sw
+    my = math.fsum(w * y for w, y in zip(ws, ys)) / sw
+    sxx = math.fsum(w * (x - mx) ** 2 for w, x in zip(ws, xs))
+    sxy = math.fsum(w * (x - mx) * (y - my) for w, x, y in zip(ws, xs, ys))
+    slope = sxy / sxx
+    return my - slope * mx, slope
+
+
+def fit_alpha_beta(collective: str, ranks: int, sizes: Sequence[int], seconds: Sequence[float]) -> AlphaBetaFit:
+    """Fit t = steps·α + factor·S/B to (size, time) points; see the module docstring."""
+    if len(sizes) != len(seconds):
+        raise InputError("fit", f"{len(sizes)} sizes but {len(seconds)} times")
+    if ranks < 2:
+        raise InputError("ranks", f"a collective needs at least 2 ranks to fit, got {ranks}")
+    if len(set(sizes)) < 2:
+        raise InputError("--min-bytes/--max-bytes", "fitting α and β needs at least two different sizes",
+                         "widen the sweep")
+    if any(t <= 0 for t in seconds):
+        raise InputError("fit", "times must be positive")
+    factor = busbw_factor(collective, ranks)
+    steps = ring_steps(collective, ranks)
+    xs = [factor * s for s in sizes]
+    weights = [1.0 / (t * t) for t in seconds]
+    intercept, slope = _weighted_line(xs, seconds, weights)
+    if slope <= 0:  # flat or falling: latency-bound only, no bandwidth to report
+        intercept, slope = math.fsum(w * t for w, t in zip(weights, seconds)) / math.fsum(weights), 0.0
+    elif intercept < 0:  # negative latency is noise: refit through the origin
+        intercept = 0.0
+        slope = (math.fsum(w * x * t for w, x, t in zip(weights, xs, seconds))
+                 / math.fsum(w * x * x for w, x in zip(weights, xs)))
+    predicted = [intercept + slope * x for x in xs]
+    mean = statistics.fmean(seconds)
+    total = math.fsum((t - mean) ** 2 for t in seconds)
+    residual = math.fsum((t - p) ** 2 for t, p in zip(seconds, predicted))
+    return AlphaBetaFit(
+        collective=canonical_collective(collective, "collective"),
+        ranks=ranks,
+        latency_s=intercept / steps,
+        bandwidth_bytes_per_s=1.0 / slope if slope > 0 else None,
+        r_squared=1.0 - residual / total if total > 0 else 1.0,
+        max_relative_residual=max(abs(p - t) / t for t, p in zip(seconds, predicted)),
+        points=len(sizes),
+    )
