@@ -49,11 +49,20 @@ class Option:
 
     @property
     def label(self) -> str:
+        """'ZeRO-3 + optimizer→nvme + params→cpu' for sentences."""
+        return self._describe(" + optimizer→", " + params→")
+
+    @property
+    def short_label(self) -> str:
+        """'ZeRO-3 opt:nvme par:cpu' for table rows."""
+        return self._describe(" opt:", " par:")
+
+    def _describe(self, optimizer_prefix: str, params_prefix: str) -> str:
         text = f"ZeRO-{self.stage}"
         if self.offload_optimizer != "none":
-            text += f" + optimizer→{self.offload_optimizer}"
+            text += optimizer_prefix + self.offload_optimizer
         if self.offload_params != "none":
-            text += f" + params→{self.offload_params}"
+            text += params_prefix + self.offload_params
         return text
 
     @property

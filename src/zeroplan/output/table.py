@@ -22,15 +22,6 @@ def _bar(total: int, usable: int, capacity: int) -> Text:
     return bar
 
 
-def _short_label(option) -> str:
-    text = f"ZeRO-{option.stage}"
-    if option.offload_optimizer != "none":
-        text += f" opt:{option.offload_optimizer}"
-    if option.offload_params != "none":
-        text += f" par:{option.offload_params}"
-    return text
-
-
 def _number(value: int, units: str) -> str:
     divisor, _ = memory_unit(units)
     if value == 0:
@@ -78,7 +69,7 @@ def render(plan: Plan, console: Console) -> None:
         fits = Text("yes", style="green") if estimate.fits else Text("no:" + ",".join(estimate.limits), style="red")
         if estimate.fits and not estimate.host_checked:
             fits = Text("yes*", style="yellow")
-        name = Text(("→ " if estimate is chosen else "  ") + _short_label(estimate.option),
+        name = Text(("→ " if estimate is chosen else "  ") + estimate.option.short_label,
                     style="bold cyan" if estimate is chosen else "")
         memory_cells = [_number(gpu[k], units) for k in ("params", "gradients", "optimizer_states", "activations",
                                                         "buffers", "total")]
