@@ -11,22 +11,21 @@ import dataclasses
 from dataclasses import dataclass, field
 
 from zeroplan.core import comm
-from zeroplan.core.activations import ActivationConfig, activation_memory, largest_micro_batch_that_fits
+from zeroplan.core.activations import ActivationConfig, activation_memory
 from zeroplan.core.buffers import BufferConfig, gpu_buffer_bytes, host_buffer_bytes
 from zeroplan.core.deepspeed_estimator import DEFAULT_BUFFER_FACTOR, deepspeed_model_states
 from zeroplan.core.errors import InputError
 from zeroplan.core.fit import MemoryBudget
 from zeroplan.core.hardware import ClusterSpec, Link
 from zeroplan.core.model import ModelSpec
+from zeroplan.core.micro_batch import with_max_micro_batch
 from zeroplan.core.model_states import offload_traffic, paper_model_states
+from zeroplan.core.option_estimate import OptionEstimate
 from zeroplan.core.options import Option, options_for
 from zeroplan.core.parallel import ParallelDims
 from zeroplan.core.pipeline import most_loaded_stage_params
 from zeroplan.core.precision import BytesPerParam
 from zeroplan.core.units import ceil_div
-
-GPU_PARTS = ("params", "gradients", "optimizer_states", "activations", "buffers")
-
 
 @dataclass(frozen=True)
 class EstimateRequest:
@@ -96,49 +95,6 @@ class EstimateRequest:
         return min(self.hpz_partition_size or self.parallel.gpus_per_node, self.parallel.dp)
 
 
-@dataclass(frozen=True)
-class OptionEstimate:
-    option: Option
-    convention: str
-    breakdown: dict[str, int]
-    comm_seconds_per_step: float
-    offload_seconds_per_step: float
-    fits: bool
-    limits: tuple[str, ...]  # what does not fit, e.g. ("gpu", "cpu")
-    host_checked: bool
-    max_micro_batch: int | None = None  # largest micro-batch that fits (when asked and the shape is known)
-    # The largest micro-batch ≤ max_micro_batch that divides each rank's share of the global batch,
-    # and the accumulation steps that reach it with that micro-batch.
-    accumulation_micro_batch: int | None = None
-    grad_accum_steps: int | None = None
-
-    def part(self, prefix: str) -> int:
-        """Sum of every breakdown entry under a path prefix ("gpu/buffers" adds all buffers)."""
-        return sum(v for k, v in self.breakdown.items() if k == prefix or k.startswith(prefix + "/"))
-
-    @property
-    def gpu_bytes(self) -> dict[str, int]:
-        parts = {name: self.part(f"gpu/{name}") for name in GPU_PARTS}
-        parts["total"] = sum(parts.values())
-        return parts
-
-    @property
-    def model_state_bytes(self) -> int:
-        return sum(self.part(f"gpu/{name}") for name in ("params", "gradients", "optimizer_states"))
-
-    @property
-    def cpu_bytes_per_node(self) -> int:
-        return self.part("cpu")
-
-    @property
-    def nvme_bytes_per_node(self) -> int:
-        return self.part("nvme")
-
-    @property
-    def comm_bytes_per_gpu_per_step(self) -> int:
-        return self.breakdown["comm/intra_node_bytes"] + self.breakdown["comm/inter_node_bytes"]
-
-
 def _activation_breakdown(request: EstimateRequest) -> dict[str, int]:
     if request.activation_bytes is not None:
         return {"gpu/activations": request.activation_bytes}
@@ -194,7 +150,7 @@ def _evaluate(request: EstimateRequest, option: Option, activations: dict[str, i
     estimate = OptionEstimate(option, request.convention, breakdown, comm_seconds, offload_seconds,
                               fits=True, limits=(), host_checked=True)
     if request.max_micro_batch and request.activations is not None:
-        estimate = _with_max_micro_batch(request, estimate)
+        estimate = with_max_micro_batch(request, estimate)
     return _with_fit(request, estimate)
 
 
@@ -206,34 +162,6 @@ def _overlap_step_temporary(breakdown: dict[str, int]) -> None:
         activations = sum(v for k, v in breakdown.items() if k.startswith("gpu/activations"))
         breakdown["temporaries/fp32_gradient_partition"] = temporary  # shown, not added twice
         breakdown["gpu/buffers/optimizer_step_beyond_activations"] = max(0, temporary - activations)
-
-
-def accumulation_for(global_batch: int, dp: int, micro_batch_limit: int) -> tuple[int, int] | None:
-    """(micro_batch, accumulation steps) reaching global_batch on dp ranks with the largest micro-batch
-    ≤ micro_batch_limit that divides each rank's share exactly; None when none does."""
-    if global_batch % dp or micro_batch_limit < 1:
-        return None
-    per_rank = global_batch // dp
-    for micro_batch in range(min(micro_batch_limit, per_rank), 0, -1):
-        if per_rank % micro_batch == 0:
-            return micro_batch, per_rank // micro_batch
-    return None
-
-
-def _with_max_micro_batch(request: EstimateRequest, estimate: OptionEstimate) -> OptionEstimate:
-    # total(b) = fixed + max(activations(b), step temporary): both sides must fit.
-    beyond = estimate.breakdown.get("gpu/buffers/optimizer_step_beyond_activations", 0)
-    fixed = estimate.gpu_bytes["total"] - estimate.gpu_bytes["activations"] - beyond
-    temporary = estimate.breakdown.get("temporaries/fp32_gradient_partition", 0)
-    usable = request.budget.usable_gpu_bytes
-    largest = 0
-    if fixed + temporary <= usable:
-        largest = largest_micro_batch_that_fits(usable, fixed, request.model, request.activations)
-    found = None
-    if request.global_batch is not None and largest:
-        found = accumulation_for(request.global_batch, request.parallel.dp, largest)
-    return dataclasses.replace(estimate, max_micro_batch=largest, accumulation_micro_batch=found and found[0],
-                               grad_accum_steps=found and found[1])
 
 
 def _with_fit(request: EstimateRequest, estimate: OptionEstimate) -> OptionEstimate:
