@@ -11,7 +11,9 @@ import sys
 import typer
 
 from zeroplan.cli.bench_cmd import bench
+from zeroplan.cli.check_cmd import check
 from zeroplan.cli.estimate_cmd import estimate
+from zeroplan.cli.export_cmd import export_app
 from zeroplan.cli.presets_cmd import presets_app
 from zeroplan.core.errors import InputError
 
@@ -24,6 +26,8 @@ app = typer.Typer(
 )
 app.command("estimate")(estimate)
 app.command("bench")(bench)
+app.command("check")(check)
+app.add_typer(export_app, name="export")
 app.add_typer(presets_app, name="presets")
 
 

@@ -1,0 +1,171 @@
+"""Rules that need only the config (and the world size): ZP001-ZP010, ZP016-ZP018. Facts: FORMULAS.md §10."""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Iterator
+
+from zeroplan.check import ds_keys
+from zeroplan.check.batch import BatchProblem, deepspeed_fill
+from zeroplan.check.config_view import ConfigView
+from zeroplan.check.findings import ERROR, WARNING, Finding, Skipped
+from zeroplan.core.parallel import ParallelDims
+
+BATCH_KEYS = ("train_batch_size", "train_micro_batch_size_per_gpu", "gradient_accumulation_steps")
+
+
+def batch_identity(view: ConfigView, skipped: list[Skipped]) -> Iterator[Finding]:
+    """ZP001, emulating DeepSpeed's start-up: infer the missing batch values, then require the identity."""
+    values = {key: view.count((key,), positive=True) for key in BATCH_KEYS}
+    if any(view.raw(key) is not None and values[key] is None for key in BATCH_KEYS):
+        return  # an unresolved "auto" or an invalid value, reported already
+    train, micro, accum = (values[k] for k in BATCH_KEYS)
+    dp = view.env.dp
+    if train is None and micro is None:  # DeepSpeed needs one of them whatever the world size
+        problem = deepspeed_fill(None, None, accum, 1)
+        yield Finding("ZP001", ERROR, problem.message, problem.fix, (problem.key,))
+        return
+    if dp is None:
+        if train is not None and micro is not None and accum is not None and train % (micro * accum):
+            yield Finding("ZP001", ERROR, f"train_batch_size {train} is not a multiple of micro batch {micro} × "
+                          f"accumulation {accum} = {micro * accum}: no data-parallel world size satisfies the identity",
+                          f"set train_batch_size to a multiple of {micro * accum}", ("train_batch_size",))
+        elif view.env.world is None:
+            skipped.append(Skipped(("ZP001",), "the data-parallel world size is unknown: give --gpus (and --tp/--pp)"))
+        return
+    result = deepspeed_fill(train, micro, accum, dp)
+    if isinstance(result, BatchProblem):
+        parallel = _parallel_text(view)
+        yield Finding("ZP001", ERROR, result.message + parallel, result.fix, (result.key,))
+
+
+def _parallel_text(view: ConfigView) -> str:
+    env = view.env
+    if env.model_parallel == 1:
+        return f"; dp = world {env.world}"
+    parts = [f"tp {env.tp}", f"pp {env.pp}"] + ([f"sequence_parallel_size {env.sp}"] if env.sp > 1 else [])
+    return f"; dp = world {env.world} / ({' · '.join(parts)})"
+
+
+def precision(view: ConfigView) -> Iterator[Finding]:
+    """ZP002: DeepSpeed asserts that fp16 and bf16 are not both enabled."""
+    bf16_section = "bf16" if "bf16" in view.data else "bfloat16"
+    if view.enabled("fp16") and view.enabled(bf16_section):
+        yield Finding("ZP002", ERROR, "fp16 and bf16 are both enabled: DeepSpeed stops at start-up",
+                      "enable one: bf16 on A100/H100 and newer, fp16 on V100 and older", (bf16_section, "enabled"))
+
+
+def offload(view: ConfigView) -> Iterator[Finding]:
+    """ZP003-ZP006: offload settings DeepSpeed ignores, downgrades or rejects at this stage."""
+    stage = view.stage
+    if stage is None:
+        return
+    optimizer_tier, param_tier = view.device("offload_optimizer"), view.device("offload_param")
+    if param_tier != "none" and stage < 3:
+        yield Finding("ZP003", WARNING, f"offload_param (device {param_tier}) is ignored at stage {stage}: DeepSpeed "
+                      "offloads parameters only at stage 3, so they stay on the GPU",
+                      "set zero_optimization.stage to 3, or remove offload_param",
+                      ("zero_optimization", "offload_param"))
+    if optimizer_tier != "none" and stage == 0:
+        yield Finding("ZP003", WARNING, f"offload_optimizer (device {optimizer_tier}) is ignored at stage 0 (ZeRO "
+                      "disabled)", "set zero_optimization.stage to 1, 2 or 3, or remove offload_optimizer",
+                      ("zero_optimization", "offload_optimizer"))
+    if optimizer_tier == "nvme" and stage in (1, 2):
+        yield Finding("ZP004", WARNING, f"offload_optimizer to NVMe at stage {stage}: DeepSpeed silently keeps the "
+                      "optimizer states in CPU memory instead (NVMe offload is stage 3 only)",
+                      "set zero_optimization.stage to 3, or offload_optimizer.device to cpu",
+                      ("zero_optimization", "offload_optimizer", "device"))
+    for block, tier in (("offload_optimizer", optimizer_tier), ("offload_param", param_tier)):
+        if tier == "nvme" and not view.offload(block).get("nvme_path"):
+            yield Finding("ZP005", ERROR, f"{block} goes to NVMe but has no nvme_path", f'add "nvme_path": '
+                          f'"/local_nvme" (a directory on the NVMe drive) to {block}', ("zero_optimization", block))
+    ratio = view.offload("offload_optimizer").get("ratio", 1.0)
+    if isinstance(ratio, bool) or not isinstance(ratio, (int, float)) or not 0 <= ratio <= 1:
+        yield Finding("ZP016", ERROR, f"offload_optimizer.ratio must be a number in [0, 1], got {ratio!r}",
+                      "write e.g. 0.3", ("zero_optimization", "offload_optimizer", "ratio"))
+    elif ratio < 1 and stage != 3:
+        yield Finding("ZP006", ERROR, f"partial optimizer offload (ratio {ratio:g}) at stage {stage}: DeepSpeed "
+                      "supports it only at stage 3 and stops at start-up",
+                      "set zero_optimization.stage to 3, or remove ratio",
+                      ("zero_optimization", "offload_optimizer", "ratio"))
+
+
+def deprecated(view: ConfigView) -> Iterator[Finding]:
+    """ZP007: keys DeepSpeed still reads with a warning, and the key to use instead."""
+    if isinstance(view.data.get("zero_optimization"), bool):
+        yield Finding("ZP007", WARNING, "zero_optimization given as true/false is deprecated (it means stage "
+                      f"{int(view.data['zero_optimization'])})", 'write "zero_optimization": {"stage": 1}',
+                      ("zero_optimization",))
+    for old, (new, advice) in ds_keys.DEPRECATED.items():
+        if view.raw(*old) is None:
+            continue
+        both = new and (view.raw(*new) is not None
+                        or (new[-1] in ds_keys.ALIASES and view.raw(*new[:-1], ds_keys.ALIASES[new[-1]]) is not None))
+        if both:
+            yield Finding("ZP007", ERROR, f"{'.'.join(old)} (deprecated) and its replacement {'.'.join(new)} are both "
+                          "given: DeepSpeed refuses the pair", f"remove {'.'.join(old)}", old)
+        else:
+            yield Finding("ZP007", WARNING, f"{'.'.join(old)} is deprecated", advice, old)
+    params = view.raw("optimizer", "params")
+    if isinstance(params, dict) and isinstance(params.get("max_grad_norm"), (int, float)) and params["max_grad_norm"] > 0:
+        yield Finding("ZP007", WARNING, "optimizer.params.max_grad_norm is not supported by DeepSpeed (it warns and "
+                      "ignores it)", f'use top-level "gradient_clipping": {params["max_grad_norm"]}',
+                      ("optimizer", "params", "max_grad_norm"))
+
+
+def unknown_keys(view: ConfigView) -> Iterator[Finding]:
+    """ZP008: keys outside DeepSpeed's schema, with the closest known key."""
+    for where, (known, rejected) in ds_keys.KEY_SETS.items():
+        block = view.raw(*where) if where else view.data
+        if not isinstance(block, dict):
+            continue
+        for key in block:
+            path = (*where, key)
+            if key in known or path in ds_keys.DEPRECATED:
+                continue
+            close = difflib.get_close_matches(key, sorted(known), n=1, cutoff=0.6)
+            place = ".".join(where) or "the top level"
+            consequence = ("DeepSpeed rejects unknown keys here and stops at start-up" if rejected
+                           else "DeepSpeed ignores it silently")
+            yield Finding("ZP008", ERROR if rejected else WARNING, f"unknown key {key!r} in {place}: {consequence}",
+                          f"did you mean {close[0]!r}?" if close else "remove it (see DeepSpeed's config-json docs)",
+                          path)
+
+
+def parallel(view: ConfigView, skipped: list[Skipped]) -> Iterator[Finding]:
+    """ZP018 (pipeline with ZeRO-2/3), ZP009 (world not divisible by tp·pp), ZP010 (a TP group spanning nodes)."""
+    env = view.env
+    stage = view.stage
+    if env.pp > 1 and stage is not None and stage >= 2:
+        yield Finding("ZP018", ERROR, f"pipeline parallelism (pp {env.pp}) with ZeRO stage {stage}: DeepSpeed's "
+                      "pipeline engine asserts that ZeRO-2 and ZeRO-3 are incompatible with it",
+                      "set zero_optimization.stage to 0 or 1, or drop pipeline parallelism",
+                      ("zero_optimization", "stage"))
+    if env.world is None:
+        skipped.append(Skipped(("ZP009", "ZP010"), "the world size is unknown: give --gpus"))
+        return
+    if env.world % env.model_parallel:
+        sizes = f"tp {env.tp} × pp {env.pp}" + (f" × sequence_parallel_size {env.sp}" if env.sp > 1 else "")
+        floor = max(1, env.world // env.model_parallel) * env.model_parallel
+        yield Finding("ZP009", ERROR, f"world size {env.world} is not divisible by {sizes} = {env.model_parallel}",
+                      f"use {floor} GPUs, or change the tensor/pipeline sizes", ("tensor_parallel",)
+                      if view.raw("tensor_parallel") is not None else ())
+        return
+    if env.tp == 1:
+        return
+    if env.gpus_per_node is None:
+        skipped.append(Skipped(("ZP010",), "GPUs per node unknown: give --gpu, --cluster or --gpus-per-node"))
+        return
+    dims = ParallelDims(world=env.world, tp=env.tp, pp=env.pp, gpus_per_node=env.gpus_per_node)
+    if not dims.tp_intra_node:
+        yield Finding("ZP010", WARNING, f"tensor-parallel groups of {env.tp} span nodes of {env.gpus_per_node} GPUs: "
+                      "every layer's all-reduces cross the slower inter-node network",
+                      f"keep tp ≤ {env.gpus_per_node} and a divisor of it; use pipeline or data parallelism across nodes",
+                      ("tensor_parallel",) if view.raw("tensor_parallel") is not None else ())
+
+
+def duplicates(duplicate_paths: list[tuple[str, ...]]) -> Iterator[Finding]:
+    """ZP017: DeepSpeed loads JSON with a hook that rejects duplicate keys."""
+    for path in duplicate_paths:
+        yield Finding("ZP017", ERROR, f"key {path[-1]!r} is given twice in one object: DeepSpeed refuses the file",
+                      "keep one of them", path)

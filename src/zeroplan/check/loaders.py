@@ -1,0 +1,151 @@
+"""Read a file `zeroplan check` was given: JSON or YAML, with the file, line and column of any syntax error.
+
+Also answers "on which line is this key?", for annotations: JSON by scanning the text for each key of
+the path in turn, YAML from the parser's own marks.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from zeroplan.core.errors import InputError
+
+
+@dataclass
+class Source:
+    """One parsed file: its text, its data, and where each key sits."""
+
+    path: Path
+    text: str
+    data: object
+    format: str  # "json" or "yaml"
+    duplicates: list[tuple[str, ...]] = field(default_factory=list)  # key paths given twice
+    _yaml_marks: dict[tuple[str, ...], tuple[int, int]] = field(default_factory=dict)
+
+    @property
+    def name(self) -> str:
+        return str(self.path)
+
+    def locate(self, path: tuple[str, ...], occurrence: int = 1) -> tuple[int, int] | None:
+        """1-based (line, column) of the last key of `path`, or None when it is not in the file."""
+        if not path:
+            return None
+        if self.format == "yaml":
+            return self._yaml_marks.get(tuple(path))
+        return _scan_json(self.text, path, occurrence)
+
+
+def _line_col(text: str, offset: int) -> tuple[int, int]:
+    line = text.count("\n", 0, offset) + 1
+    return line, offset - (text.rfind("\n", 0, offset) + 1) + 1
+
+
+def _scan_json(text: str, path: tuple[str, ...], occurrence: int) -> tuple[int, int] | None:
+    # Each key is searched after the previous one: good enough to tell fp16.enabled from bf16.enabled.
+    position = 0
+    match = None
+    for depth, key in enumerate(path):
+        pattern = re.compile(r'"' + re.escape(key) + r'"\s*:')
+        wanted = occurrence if depth == len(path) - 1 else 1
+        for _ in range(wanted):
+            match = pattern.search(text, position)
+            if match is None:
+                return None
+            position = match.end()
+    return _line_col(text, match.start()) if match else None
+
+
+def read_text(path: Path, what: str = "config") -> str:
+    try:
+        return path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise InputError(str(path), f"no such {what} file", "check the path") from None
+    except IsADirectoryError:
+        raise InputError(str(path), "is a directory, not a file", "give a .json or .yaml file") from None
+    except UnicodeDecodeError:
+        raise InputError(str(path), "is not UTF-8 text", "give a JSON or YAML file") from None
+    except OSError as exc:
+        raise InputError(str(path), f"cannot read: {exc.strerror}", "check the permissions") from None
+
+
+def parse_json(path: Path, text: str) -> Source:
+    duplicates: list[str] = []
+
+    def pairs(items: list) -> dict:
+        seen: dict = {}
+        for key, value in items:
+            if key in seen:
+                duplicates.append(key)
+            seen[key] = value
+        return seen
+
+    try:
+        data = json.loads(text, object_pairs_hook=pairs)
+    except json.JSONDecodeError as exc:
+        raise InputError(str(path), f"malformed JSON at line {exc.lineno}, column {exc.colno}: {exc.msg}",
+                         "fix the syntax: DeepSpeed reads strict JSON") from None
+    return Source(path, text, data, "json", duplicates=[(key,) for key in duplicates])
+
+
+def parse_yaml(path: Path, text: str) -> Source:
+    import yaml
+
+    loader_class = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+    try:
+        node = yaml.compose(text, Loader=loader_class)
+        data = yaml.load(text, Loader=loader_class)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
+        problem = getattr(exc, "problem", None) or "syntax error"
+        raise InputError(str(path), f"malformed YAML{where}: {problem}", "fix the syntax") from None
+    source = Source(path, text, data, "yaml")
+    if node is not None:
+        _collect_marks(node, (), source)
+    return source
+
+
+def _collect_marks(node, prefix: tuple[str, ...], source: Source) -> None:
+    import yaml
+
+    if not isinstance(node, yaml.MappingNode):
+        return
+    for key_node, value_node in node.value:
+        key = (*prefix, str(key_node.value))
+        if key in source._yaml_marks:
+            source.duplicates.append(key)
+        source._yaml_marks[key] = (key_node.start_mark.line + 1, key_node.start_mark.column + 1)
+        _collect_marks(value_node, key, source)
+
+
+def load(path: str | Path) -> Source:
+    """Parse a .json file as JSON and anything else as YAML (JSON is also valid YAML for the rest)."""
+    path = Path(path)
+    text = read_text(path)
+    if path.suffix.lower() == ".json":
+        return parse_json(path, text)
+    if path.suffix.lower() not in (".yaml", ".yml") and text.lstrip().startswith("{"):
+        return parse_json(path, text)
+    return parse_yaml(path, text)
+
+
+def detect_kind(source: Source) -> str:
+    """'deepspeed', 'accelerate' or 'plan', from the keys the file holds."""
+    data = source.data
+    if not isinstance(data, dict):
+        raise InputError(source.name, f"must hold a mapping of keys, found {type(data).__name__}",
+                         "give a DeepSpeed JSON config, a zeroplan plan or an accelerate config")
+    keys = set(data)
+    if source.format == "json":
+        return "deepspeed"
+    if keys & {"compute_environment", "distributed_type"} or isinstance(data.get("deepspeed_config"), dict):
+        return "accelerate"
+    if "zeroplan_plan" in keys or keys & {"model", "cluster"}:
+        return "plan"
+    if keys & {"zero_optimization", "train_batch_size", "train_micro_batch_size_per_gpu"}:
+        return "deepspeed"
+    raise InputError(source.name, "is neither a DeepSpeed config, a zeroplan plan nor an accelerate config",
+                     "a plan has model: and cluster:, an accelerate config has distributed_type: DEEPSPEED")
