@@ -1,0 +1,29 @@
+"""`zeroplan validate`: train a tiny GPT for a few steps on N local ranks under DDP, torch's
+ZeroRedundancyOptimizer and FSDP2, measure what every rank holds, and compare it with the prediction.
+
+Layout: shape (the tiny model's shape and parameter list, no torch), config (validated options, no torch),
+predict (model states from core.framework_partition, activations and CUDA peak, no torch), model (the torch
+module), wrappers (DDP / ZeRO-1 / FSDP2 and the optimizer), measure (storage bytes, saved tensors, CUDA
+peaks), worker (one rank), launcher (spawn, watch, clean up), report (compare and render), runner (all
+of it). Importing this package does not import torch; the run paths do.
+"""
+
+from __future__ import annotations
+
+# Each stage runs as the torch framework that behaves like it (see docs/accuracy.md).
+STAGE_FRAMEWORKS = {0: "ddp", 1: "torch-zero1", 2: "fsdp2-zero2", 3: "fsdp2-zero3"}
+FRAMEWORK_LABELS = {
+    "ddp": "DistributedDataParallel",
+    "torch-zero1": "DDP + ZeroRedundancyOptimizer",
+    "fsdp2-zero2": "FSDP2 fully_shard(reshard_after_forward=False)",
+    "fsdp2-zero3": "FSDP2 fully_shard(reshard_after_forward=True)",
+}
+
+
+class ValidateFailed(RuntimeError):
+    """A rank failed or hung, or a prediction missed. The CLI prints the message as one line and exits
+    with exit_code (1; 130 for an interrupt), as it does for any RuntimeError carrying one."""
+
+    def __init__(self, message: str, exit_code: int = 1) -> None:
+        super().__init__(message)
+        self.exit_code = exit_code
