@@ -104,3 +104,31 @@ def test_optimizer_step_temporary_overlaps_freed_activations():
     assert temporary == 4 * -(-124_439_808 // 2)
     assert breakdown["gpu/buffers/optimizer_step_beyond_activations"] == max(
         0, temporary - option["gpu_bytes"]["activations"])
+
+
+def test_framework_convention_partitions_real_tensors():
+    """ZeroRedundancyOptimizer's greedy whole-parameter split loads one rank above Ψ/N; DeepSpeed's
+    per-parameter padding adds at most N−1 elements per tensor over the even split."""
+    paper = {o["stage"]: o for o in run_json("--model", "llama-2-7b", "--gpus", "8", "--stage", "3",
+                                             "--offload-optimizer", "none")["options"]}
+    deepspeed = {o["stage"]: o for o in run_json("--model", "llama-2-7b", "--gpus", "8",
+                                                 "--convention", "framework")["options"]}
+    torch = {o["stage"]: o for o in run_json("--model", "llama-2-7b", "--gpus", "8", "--convention", "framework",
+                                             "--framework", "torch")["options"]}
+    psi, tensors = 6_738_415_616, 2 + 9 * 32 + 1  # embedding, head, 9 tensors per layer, final norm
+    assert 0 <= deepspeed[3]["gpu_bytes"]["params"] - paper[3]["gpu_bytes"]["params"] <= 2 * 7 * tensors
+    assert deepspeed[3]["gpu_bytes"]["optimizer_states"] >= 12 * psi // 8
+    assert torch[1]["gpu_bytes"]["optimizer_states"] > 8 * psi // 8  # fp32 m and v, most loaded rank
+    assert torch[0]["gpu_bytes"]["params"] == 4 * psi  # torch keeps fp32 weights in mixed precision
+    assert set(torch) == {0, 1, 2, 3}
+
+
+def test_framework_convention_needs_tensors_and_pure_dp(capsys):
+    from zeroplan.cli.app import main
+
+    for args in (["--params", "7e9", "--convention", "framework"],
+                 ["--model", "llama-2-7b", "--gpus", "16", "--tp", "2", "--convention", "framework"],
+                 ["--model", "llama-2-7b", "--convention", "framework", "--framework", "jax"]):
+        with pytest.raises(SystemExit) as info:
+            main(["estimate", *args])
+        assert info.value.code == 2 and capsys.readouterr().err.count("\n") == 1

@@ -38,6 +38,7 @@ class EstimateInputs:
     precision: str = "mixed"
     optimizer: str = "adam"
     convention: str = "paper"
+    framework: str = "deepspeed"  # for the framework convention: deepspeed or torch
     stage: int | None = None
     offload_optimizer: str | None = None
     offload_params: str | None = None
@@ -127,6 +128,11 @@ def _activation_notes(request: EstimateRequest, activations: ActivationConfig | 
 
 
 def _buffer_notes(inputs: EstimateInputs) -> list[str]:
+    if inputs.convention == "framework":
+        return [f"framework convention ({inputs.framework}): model states of the most loaded rank as "
+                f"{'DeepSpeed' if inputs.framework == 'deepspeed' else 'DDP, ZeroRedundancyOptimizer and FSDP2'} "
+                "partition the model's real tensors (checked against real runs by zeroplan validate); "
+                "buffers as in the paper convention; the fewest-GPUs search uses the paper convention"]
     if inputs.convention == "deepspeed":
         return [f"deepspeed convention: DeepSpeed's estimator formulas (buffer factor {inputs.buffer_factor:g}, "
                 f"zero_init={int(inputs.zero_init)}); they count model states and the largest layer only"]
@@ -164,9 +170,24 @@ def build_request(inputs: EstimateInputs, assumptions: list[str]) -> tuple[Estim
         largest_layer_params=largest, zero_init=inputs.zero_init, buffer_factor=inputs.buffer_factor, zeropp=zeropp,
         hpz_partition_size=inputs.hpz_partition_size, buffers=resolve_buffers(inputs), activations=activations,
         micro_batches_per_step=micro_batches, global_batch=inputs.global_batch, max_micro_batch=inputs.max_micro_batch,
-        calibrated_links=_calibrated_links(inputs, assumptions),
+        calibrated_links=_calibrated_links(inputs, assumptions), framework=inputs.framework,
+        parameters=_parameters(inputs, model),
     )
     return request, activations
+
+
+def _parameters(inputs: EstimateInputs, model) -> tuple:
+    """The model's parameter tensors, which only the framework convention partitions."""
+    if inputs.convention != "framework":
+        return ()
+    config = model.extra.get("hf_config")
+    if config is None:
+        raise InputError("--convention", f"the framework convention needs the tensors of '{model.name}'",
+                         "use --model with a config.json or a preset of a supported family")
+    from zeroplan.core.architecture import architecture_from_hf_config
+    from zeroplan.core.framework_partition import params_from_architecture
+
+    return tuple(params_from_architecture(architecture_from_hf_config(config, model.name)))
 
 
 def _calibrated_links(inputs: EstimateInputs, assumptions: list[str]) -> tuple:

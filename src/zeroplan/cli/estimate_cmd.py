@@ -34,6 +34,7 @@ def estimate(
     activation_reserve: opt.ActivationReserve = None,
     host_reserve: opt.HostReserve = None,
     convention: opt.Convention = "paper",
+    framework: opt.Framework = "deepspeed",
     zero_init: opt.ZeroInit = True,
     buffer_factor: opt.BufferFactor = 1.5,
     seq_len: opt.SeqLen = None,
@@ -62,7 +63,8 @@ def estimate(
     output_format = check_format(output_format)
     inputs = EstimateInputs(
         gpus=gpus, params=params, model=model, gpu=gpu, cluster=cluster, gpus_per_node=gpus_per_node, tp=tp, pp=pp,
-        precision=precision, optimizer=optimizer, convention=convention.strip().lower(), stage=stage,
+        precision=precision, optimizer=optimizer, convention=convention.strip().lower(),
+        framework=framework.strip().lower(), stage=stage,
         offload_optimizer=offload_optimizer.strip().lower() if offload_optimizer else None,
         offload_params=offload_params.strip().lower() if offload_params else None,
         largest_layer_params=largest_layer_params, zero_init=zero_init, buffer_factor=buffer_factor,

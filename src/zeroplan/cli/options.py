@@ -73,7 +73,10 @@ HostReserve = Annotated[Optional[str], typer.Option(
     "--host-reserve", help="Share of CPU RAM kept for the OS and dataloaders (default 10%).", rich_help_panel=MEMORY)]
 
 Convention = Annotated[str, typer.Option(
-    "--convention", help="paper (ZeRO paper) or deepspeed (DeepSpeed's estimators, to the byte).",
+    "--convention", help="paper (ZeRO paper), deepspeed (DeepSpeed's estimators, to the byte) or framework "
+    "(real tensor partitioning, see --framework).", rich_help_panel=DEEPSPEED)]
+Framework = Annotated[str, typer.Option(
+    "--framework", help="For --convention framework: deepspeed, or torch (DDP, ZeroRedundancyOptimizer, FSDP2).",
     rich_help_panel=DEEPSPEED)]
 ZeroInit = Annotated[bool, typer.Option(
     "--zero-init/--no-zero-init", help="DeepSpeed's zero_init for the ZeRO-3 CPU estimate.", rich_help_panel=DEEPSPEED)]

@@ -322,7 +322,7 @@ def model_spec_from_hf_config(config: dict, name: str, source: str | None = None
     per_layer, input_side, output_side = parameter_layout(architecture)
     extra = dict(architecture.extra)
     extra.update(head_dim=architecture.head_dim, gated_mlp=architecture.gated_mlp,
-                 largest_layer_module=largest.name)
+                 largest_layer_module=largest.name, hf_config=dict(config))  # for the framework convention
     return ModelSpec(
         params=architecture.params, name=name, largest_layer_params=largest.params,
         layers=architecture.layers, hidden=architecture.hidden, heads=architecture.heads,

@@ -16,6 +16,8 @@ from zeroplan.core.buffers import BufferConfig, gpu_buffer_bytes, host_buffer_by
 from zeroplan.core.deepspeed_estimator import DEFAULT_BUFFER_FACTOR, deepspeed_model_states
 from zeroplan.core.errors import InputError
 from zeroplan.core.fit import MemoryBudget
+from zeroplan.core.framework_partition import ParamSpec
+from zeroplan.core.framework_states import framework_model_states
 from zeroplan.core.hardware import ClusterSpec, Link
 from zeroplan.core.model import ModelSpec
 from zeroplan.core.micro_batch import with_max_micro_batch
@@ -51,11 +53,19 @@ class EstimateRequest:
     inter_node_link: Link | None = None  # None: the cluster preset's link
     # Measured links (zeroplan bench) by (collective, span), e.g. ("all_gather", "inter_node").
     calibrated_links: tuple[tuple[tuple[str, str], Link], ...] = ()
+    # The framework convention: which framework, and the model's parameter tensors it partitions.
+    framework: str = "deepspeed"
+    parameters: tuple[ParamSpec, ...] = ()
 
     def __post_init__(self) -> None:
-        if self.convention == "deepspeed" and (self.parallel.tp > 1 or self.parallel.pp > 1):
-            raise InputError("--convention", "DeepSpeed's estimators model pure data parallelism (no tp/pp)",
+        if self.convention in ("deepspeed", "framework") and (self.parallel.tp > 1 or self.parallel.pp > 1):
+            what = ("DeepSpeed's estimators model" if self.convention == "deepspeed"
+                    else "the framework convention partitions whole tensors for")
+            raise InputError("--convention", f"{what} pure data parallelism (no tp/pp)",
                              "use --convention paper with --tp/--pp")
+        if self.convention == "framework" and not self.parameters:
+            raise InputError("--convention", "the framework convention needs the model's tensors",
+                             "use --model with a preset or a config.json")
         comm.validate_zeropp(self.zeropp)
         if self.micro_batches_per_step < 1:
             raise InputError("--grad-accum", f"must be at least 1, got {self.micro_batches_per_step}")
@@ -113,7 +123,10 @@ def _evaluate(request: EstimateRequest, option: Option, activations: dict[str, i
                                            parallel.gpus_per_node, request.zero_init, request.buffer_factor)
         del breakdown["deepspeed/gpu_bytes"]
     else:
-        breakdown = paper_model_states(option, shard, parallel.dp, per_param, gpus_in_node)
+        if request.convention == "framework":
+            breakdown = framework_model_states(option, request.parameters, parallel.dp, per_param, request.framework)
+        else:
+            breakdown = paper_model_states(option, shard, parallel.dp, per_param, gpus_in_node)
         gpu_buffers = gpu_buffer_bytes(option.stage, shard, parallel.dp, request.shard_largest_layer_params,
                                        per_param.params, per_param.gradients, per_param.precision == "mixed",
                                        option.offload_optimizer == "none", request.buffers)

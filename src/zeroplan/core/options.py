@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from zeroplan.core.errors import InputError
 
 TIERS = ("none", "cpu", "nvme")
-CONVENTIONS = ("paper", "deepspeed")
+CONVENTIONS = ("paper", "deepspeed", "framework")
 
 
 @dataclass(frozen=True)
@@ -94,11 +94,15 @@ DEEPSPEED_OPTIONS = (
 )
 
 
+# The framework convention partitions real tensors for the on-GPU stages (offload stays paper-only).
+FRAMEWORK_OPTIONS = (Option(0), Option(1), Option(2), Option(3))
+
+
 def options_for(convention: str, stage: int | None = None, offload_optimizer: str | None = None,
                 offload_params: str | None = None) -> tuple[Option, ...]:
     """The options a convention evaluates, narrowed by whatever the user fixed."""
     if convention not in CONVENTIONS:
-        raise InputError("--convention", f"unknown convention '{convention}'", "use paper or deepspeed")
+        raise InputError("--convention", f"unknown convention '{convention}'", "use paper, deepspeed or framework")
     if stage is not None or offload_optimizer is not None or offload_params is not None:
         # Validate the combination the user asked for explicitly (raises with the reason).
         if stage is not None and offload_optimizer is not None and offload_params is not None:
@@ -107,7 +111,7 @@ def options_for(convention: str, stage: int | None = None, offload_optimizer: st
             Option(stage, offload_optimizer or offload_params, offload_params)
         elif stage is not None and offload_optimizer not in (None, "none"):
             Option(stage, offload_optimizer)
-    pool = PAPER_OPTIONS if convention == "paper" else DEEPSPEED_OPTIONS
+    pool = {"paper": PAPER_OPTIONS, "deepspeed": DEEPSPEED_OPTIONS, "framework": FRAMEWORK_OPTIONS}[convention]
     chosen = tuple(
         option for option in pool
         if (stage is None or option.stage == stage)
@@ -118,6 +122,7 @@ def options_for(convention: str, stage: int | None = None, offload_optimizer: st
         asked = ", ".join(f"{k}={v}" for k, v in (("stage", stage), ("offload_optimizer", offload_optimizer),
                                                   ("offload_params", offload_params)) if v is not None)
         raise InputError("--stage/--offload-*", f"the {convention} convention has no option with {asked}",
-                         "DeepSpeed's estimators cover ZeRO-2 (none/cpu) and ZeRO-3 (none, cpu, cpu+params)"
-                         if convention == "deepspeed" else "relax the filters")
+                         {"deepspeed": "DeepSpeed's estimators cover ZeRO-2 (none/cpu) and ZeRO-3 (none, cpu, cpu+params)",
+                          "framework": "the framework convention covers stages 0-3 without offload"}.get(
+                              convention, "relax the filters"))
     return chosen

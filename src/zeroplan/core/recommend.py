@@ -58,11 +58,14 @@ def _fits_summary(estimate: OptionEstimate, request: EstimateRequest, units: str
 
 def fewest_gpus(request: EstimateRequest) -> tuple[int, OptionEstimate] | None:
     """Smallest world (a multiple of tp·pp) where some option fits, or None up to MAX_DP_SEARCHED."""
+    # Partitioning real tensors costs O(ranks × tensors): search with the paper's even split instead.
+    base = dataclasses.replace(request, convention="paper") if request.convention == "framework" else request
+
     def best_at(dp: int) -> OptionEstimate | None:
-        parallel = request.parallel
+        parallel = base.parallel
         world = dp * parallel.tp * parallel.pp
-        trial = dataclasses.replace(request, parallel=ParallelDims(world, parallel.tp, parallel.pp,
-                                                                   parallel.gpus_per_node))
+        trial = dataclasses.replace(base, parallel=ParallelDims(world, parallel.tp, parallel.pp,
+                                                                parallel.gpus_per_node))
         fitting = [e for e in evaluate_options(trial) if e.fits]
         return min(fitting, key=preference_key) if fitting else None
 
