@@ -14,6 +14,8 @@ from zeroplan.cli.bench_cmd import bench
 from zeroplan.cli.check_cmd import check
 from zeroplan.cli.estimate_cmd import estimate
 from zeroplan.cli.export_cmd import export_app
+from zeroplan.cli.plan_cmd import plan
+from zeroplan.cli.sweep_cmd import sweep
 from zeroplan.cli.validate_cmd import validate
 from zeroplan.cli.presets_cmd import presets_app
 from zeroplan.core.errors import InputError
@@ -30,6 +32,8 @@ app.command("bench")(bench)
 app.command("check")(check)
 app.add_typer(export_app, name="export")
 app.command("validate")(validate)
+app.command("plan")(plan)
+app.command("sweep")(sweep)
 app.add_typer(presets_app, name="presets")
 
 

@@ -1,0 +1,130 @@
+"""The plan search space: which dp × tp × pp layouts exist for a GPU count, which are ruled out before
+any memory is counted (and why), and which micro-batches reach the global batch exactly."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from fractions import Fraction
+
+from zeroplan.core.activations import RECOMPUTE_MODES
+from zeroplan.core.errors import InputError
+from zeroplan.core.model import ModelSpec
+from zeroplan.core.options import PAPER_OPTIONS, Option
+from zeroplan.core.parallel import ParallelDims
+
+# An uneven pipeline split is accepted while the busiest stage carries at most this much more than an
+# even share of the layers (pp·ceil(L/pp)/L - 1): 96 layers on 64 stages (33%) is not a sensible split.
+MAX_PP_IMBALANCE = Fraction(1, 8)
+PIPELINE_STAGES = (0, 1)  # DeepSpeed's pipeline engine runs ZeRO stages 0-1 only
+
+# Reasons a layout (dp, tp, pp) is ruled out before evaluation, in the order they are checked.
+TP_HEADS = "tp does not divide the attention heads"
+TP_KV_HEADS = "tp does not divide the key/value heads"
+TP_CROSSES_NODES = "tp spans more than one node"
+PP_LAYERS = "pp exceeds the layers"
+PP_UNEVEN = "pp splits the layers unevenly"
+DP_BATCH = "dp does not divide the global batch"
+NO_MICRO_BATCH = "no --micro-batches value divides the per-rank batch"
+# Reasons a (layout, option, step shape) combination is skipped without evaluation.
+PIPELINE_STAGE = "ZeRO-2/3 with pipeline parallelism (DeepSpeed supports stages 0-1 there)"
+INTERLEAVE_PIPELINE = "interleaving needs a pipeline (pp > 1)"
+INTERLEAVE_LAYERS = "interleaving needs layers divisible by pp × virtual stages"
+INTERLEAVE_MICRO_BATCHES = "interleaving needs micro-batches divisible by pp"
+
+
+def divisors(n: int) -> list[int]:
+    small = [d for d in range(1, int(n**0.5) + 1) if n % d == 0]
+    return sorted(set(small + [n // d for d in small]))
+
+
+@dataclass(frozen=True)
+class SearchSpace:
+    """What the search varies and what it holds fixed."""
+
+    gpus: int
+    global_batch: int  # sequences per optimizer step
+    seq_len: int
+    stages: tuple[int, ...] = (0, 1, 2, 3)
+    offload: bool = True  # also try CPU/NVMe offload tiers
+    recompute: tuple[str, ...] = RECOMPUTE_MODES
+    sequence_parallel: tuple[bool, ...] = (False, True)  # True is tried only with tp > 1
+    virtual_stages: tuple[int, ...] = (1,)
+    micro_batches: tuple[int, ...] | None = None  # None: every divisor of the per-rank batch
+    tp: tuple[int, ...] | None = None  # None: every divisor that passes the checks
+    pp: tuple[int, ...] | None = None
+    allow_cross_node_tp: bool = False
+    flash_attention: bool = True
+
+    def __post_init__(self) -> None:
+        for name, value in (("--gpus", self.gpus), ("--global-batch", self.global_batch),
+                            ("--seq-len", self.seq_len)):
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise InputError(name, f"must be a positive whole number, got {value!r}")
+        lists = (("--stages", self.stages, lambda s: s in (0, 1, 2, 3), "0, 1, 2 or 3"),
+                 ("--recompute", self.recompute, lambda r: r in RECOMPUTE_MODES, "none, selective or full"),
+                 ("--virtual-stages", self.virtual_stages, _positive, "positive whole numbers"),
+                 ("--micro-batches", self.micro_batches or (1,), _positive, "positive whole numbers"),
+                 ("--tp", self.tp or (1,), _positive, "positive whole numbers"),
+                 ("--pp", self.pp or (1,), _positive, "positive whole numbers"))
+        for name, values, valid, expected in lists:
+            bad = [v for v in values if not valid(v)]
+            if bad or not values:
+                raise InputError(name, f"got {', '.join(map(str, bad)) or 'nothing'}", f"use {expected}")
+
+    def options(self) -> tuple[Option, ...]:
+        return tuple(o for o in PAPER_OPTIONS if o.stage in self.stages and (self.offload or not o.offloads))
+
+
+def _positive(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 1
+
+
+def layouts(space: SearchSpace) -> list[tuple[int, int]]:
+    """Every (tp, pp) whose product divides the GPU count, narrowed by --tp/--pp."""
+    found = []
+    for tp in divisors(space.gpus):
+        if space.tp is not None and tp not in space.tp:
+            continue
+        for pp in divisors(space.gpus // tp):
+            if space.pp is None or pp in space.pp:
+                found.append((tp, pp))
+    return found
+
+
+def layout_problem(model: ModelSpec, parallel: ParallelDims, space: SearchSpace) -> str | None:
+    """Why this layout cannot run this model and batch, or None."""
+    tp, pp = parallel.tp, parallel.pp
+    if model.heads % tp:
+        return TP_HEADS
+    if (model.kv_heads or model.heads) % tp:
+        return TP_KV_HEADS
+    if not space.allow_cross_node_tp and not parallel.tp_intra_node:
+        return TP_CROSSES_NODES
+    if pp > model.layers:
+        return PP_LAYERS
+    if Fraction(pp * -(-model.layers // pp), model.layers) - 1 > MAX_PP_IMBALANCE:
+        return PP_UNEVEN
+    if space.global_batch % parallel.dp:
+        return DP_BATCH
+    if not micro_batch_choices(space, parallel.dp):
+        return NO_MICRO_BATCH
+    return None
+
+
+def micro_batch_choices(space: SearchSpace, dp: int) -> list[int]:
+    """Micro-batches that divide each rank's share of the global batch (global = micro × accum × dp)."""
+    per_rank = space.global_batch // dp
+    return [b for b in divisors(per_rank) if space.micro_batches is None or b in space.micro_batches]
+
+
+def interleave_problem(layers: int, pp: int, virtual_stages: int, grad_accum: int) -> str | None:
+    """Megatron's interleaved schedule: equal chunks, and micro-batches in whole rounds of pp."""
+    if virtual_stages == 1:
+        return None
+    if pp == 1:
+        return INTERLEAVE_PIPELINE
+    if layers % (pp * virtual_stages):
+        return INTERLEAVE_LAYERS
+    if grad_accum % pp:
+        return INTERLEAVE_MICRO_BATCHES
+    return None

@@ -1,0 +1,179 @@
+"""`zeroplan plan` end to end through the real error handling of zeroplan.cli.app.main, on a local typer
+app (the lead registers the command in cli/app.py)."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+
+import pytest
+import typer
+
+import zeroplan.cli.app as app_module
+from zeroplan.cli.plan_cmd import plan
+from zeroplan.cli.sweep_cmd import sweep
+
+SMALL = ["plan", "--model", "llama-2-7b", "--gpus", "16", "--global-batch", "64", "--seq-len", "2048"]
+
+
+@pytest.fixture
+def cli(monkeypatch, capsys):
+    local = typer.Typer()
+    local.command("plan")(plan)
+    local.command("sweep")(sweep)
+    monkeypatch.setattr(app_module, "app", local)
+
+    def run(*args: str) -> tuple[int, str, str]:
+        with pytest.raises(SystemExit) as exit_info:
+            app_module.main(list(args))
+        captured = capsys.readouterr()
+        return exit_info.value.code, captured.out, captured.err
+
+    return run
+
+
+def test_table_shows_top_plans_reasons_and_infeasible_summary(cli):
+    code, out, err = cli(*SMALL, "--tokens", "1T")
+    assert code == 0 and err == ""
+    assert "Why each ranks where it does" in out and "#1:" in out and "#5:" in out
+    assert "plans/s" in out and "GPU memory" in out and "Assumptions" in out
+    assert "MFU" in out and "GPU-h" in out
+
+
+def test_json_contract(cli):
+    code, out, _ = cli(*SMALL, "--tokens", "1T", "--format", "json", "--top", "3")
+    assert code == 0
+    data = json.loads(out)
+    assert data["command"] == "plan" and data["schema_version"] == 1
+    assert {"inputs", "model", "cluster", "search", "top", "infeasible", "assumptions"} <= data.keys()
+    assert len(data["top"]) == 3
+    search = data["search"]
+    assert search["plans_evaluated"] > search["plans_fitting"] > 0
+    for rank, entry in enumerate(data["top"], start=1):
+        assert entry["rank"] == rank and entry["fits"] is True
+        assert entry["dp"] * entry["tp"] * entry["pp"] == 16
+        assert entry["micro_batch"] * entry["grad_accum"] * entry["dp"] == 64
+        assert isinstance(entry["gpu_bytes_total"], int) and entry["gpu_bytes_total"] <= entry["usable_gpu_bytes"]
+        assert entry["tokens_per_step"] == 64 * 2048
+        assert entry["tokens_per_second"] == pytest.approx(64 * 2048 / entry["step_seconds"])
+        assert 0 < entry["mfu"] < 1 and entry["gpu_hours"] > 0 and entry["reason"]
+        assert entry["train_seconds"] == pytest.approx(-(-10**12 // (64 * 2048)) * entry["step_seconds"])
+    assert data["infeasible"]["plans_by_limit"]["gpu"] > 0
+
+
+def test_csv_has_every_evaluated_plan_with_exact_bytes(cli):
+    code, out, _ = cli(*SMALL, "--format", "csv")
+    assert code == 0
+    rows = list(csv.DictReader(io.StringIO(out)))
+    _, json_out, _ = cli(*SMALL, "--format", "json")
+    search = json.loads(json_out)["search"]
+    assert len(rows) == search["plans_evaluated"]
+    fitting = [r for r in rows if r["fits"] == "True"]
+    assert len(fitting) == search["plans_fitting"]
+    assert [int(r["time_rank"]) for r in fitting] == list(range(1, len(fitting) + 1))
+    for row in rows:
+        parts = sum(int(row[f"gpu_bytes_{k}"]) for k in ("params", "gradients", "optimizer_states", "activations",
+                                                          "buffers"))
+        assert parts == int(row["gpu_bytes_total"])
+        assert (row["fits"] == "True") == (row["limits"] == "")
+
+
+def test_params_with_a_shape(cli):
+    code, out, _ = cli("plan", "--params", "7e9", "--layers", "32", "--hidden", "4096", "--heads", "32",
+                       "--vocab", "32000", "--gpus", "8", "--global-batch", "32", "--seq-len", "2048", "-f", "json")
+    assert code == 0
+    assert json.loads(out)["model"]["params"] == 7 * 10**9
+
+
+def test_nothing_fits_is_reported_not_an_error(cli):
+    code, out, _ = cli("plan", "--model", "gpt3-175b", "--gpus", "8", "--global-batch", "16", "--no-offload")
+    assert code == 0 and "no plan fits" in out
+    code, out, _ = cli("plan", "--model", "gpt3-175b", "--gpus", "8", "--global-batch", "16", "--no-offload",
+                       "-f", "json")
+    assert json.loads(out)["top"] == []
+
+
+def test_write_deepspeed_config_for_the_top_plan(cli, tmp_path):
+    target = tmp_path / "ds_config.json"
+    code, out, _ = cli(*SMALL, "--write-deepspeed", str(target), "-f", "json")
+    assert code == 0
+    best = json.loads(out)["top"][0]
+    config = json.loads(target.read_text())
+    assert config["zero_optimization"]["stage"] == best["stage"]
+    assert config["train_micro_batch_size_per_gpu"] == best["micro_batch"]
+    assert config["gradient_accumulation_steps"] == best["grad_accum"]
+    assert config["train_batch_size"] == 64
+    code, _, err = cli("plan", "--model", "gpt3-175b", "--gpus", "8", "--global-batch", "16", "--no-offload",
+                       "--write-deepspeed", str(tmp_path / "none.json"))
+    assert code == 1 and "no plan fits" in err
+    code, _, err = cli(*SMALL, "--write-deepspeed", "/nonexistent/dir/ds.json")
+    assert code == 2 and "--write-deepspeed" in err
+
+
+def test_calibration_links_are_used(cli, tmp_path):
+    from zeroplan.calibration import Calibration, FitRecord, save_calibration
+
+    record = FitRecord(ranks=8, latency_s=5e-6, bandwidth_bytes_per_s=50_000_000_000, r_squared=1.0,
+                       max_relative_residual=0.0, points=5)
+    profile = Calibration(created="2025-01-01T00:00:00Z", backend="nccl", dtype="bfloat16", world_size=8, nodes=1,
+                          gpus_per_node=8, hostnames=["node0"], device="A100", torch_version="2.13.0",
+                          fits={"all_reduce": {"intra_node": record}})
+    path = tmp_path / "calibration.yaml"
+    save_calibration(profile, path)
+    args = ["plan", "--model", "llama-2-13b", "--gpus", "8", "--global-batch", "32", "--seq-len", "2048",
+            "--tp", "8", "-f", "json"]
+    _, preset_out, _ = cli(*args)
+    code, calibrated_out, _ = cli(*args, "--calibration", str(path))
+    assert code == 0
+    calibrated = json.loads(calibrated_out)
+    assert calibrated["cluster"]["measured_links"] == {"all_reduce/intra_node": 50_000_000_000}
+    # A slower measured NVLink makes tensor parallelism slower than the preset says.
+    assert calibrated["top"][0]["seconds_tp_comm"] > json.loads(preset_out)["top"][0]["seconds_tp_comm"]
+
+
+BAD_INPUTS = [
+    (["--model", "llama-2-7b", "--gpus", "8"], "--global-batch"),
+    (["--params", "7e9", "--gpus", "8", "--global-batch", "8"], "--layers"),
+    (["--model", "gpt2", "--layers", "12", "--gpus", "8", "--global-batch", "8"], "--layers"),
+    (["--model", "llama-2-7", "--gpus", "8", "--global-batch", "8"], "did you mean"),
+    (["--model", "gpt2", "--gpus", "0", "--global-batch", "8"], "--gpus"),
+    (["--model", "gpt2", "--gpus", "8", "--global-batch", "0"], "--global-batch"),
+    (["--model", "gpt2", "--gpus", "8", "--global-batch", "8", "--efficiency", "0"], "--efficiency"),
+    (["--model", "gpt2", "--gpus", "8", "--global-batch", "8", "--stages", "5"], "--stages"),
+    (["--model", "gpt2", "--gpus", "8", "--global-batch", "8", "--recompute", "some"], "--recompute"),
+    (["--model", "gpt2", "--gpus", "8", "--global-batch", "8", "--top", "0"], "--top"),
+    (["--model", "gpt2", "--gpus", "8", "--global-batch", "8", "--sequence-parallel", "maybe"], "--sequence-parallel"),
+    (["--model", "gpt2", "--gpus", "8", "--global-batch", "8", "--micro-batches", "a"], "--micro-batches"),
+    (["--model", "gpt2", "--gpus", "8", "--global-batch", "8", "--virtual-stages", "0"], "--virtual-stages"),
+    (["--model", "gpt2", "--gpus", "8", "--global-batch", "8", "--tokens", "lots"], "--tokens"),
+    (["--model", "gpt2", "--gpus", "8", "--global-batch", "8", "--tie-tolerance", "150%"], "--tie-tolerance"),
+    (["--model", "gpt2", "--gpus", "8", "--global-batch", "8", "--cpu-adam-rate", "0"], "--cpu-adam-rate"),
+    (["--model", "gpt2", "--gpus", "8", "--global-batch", "8", "--calibration", "/nonexistent.yaml"], "nonexistent"),
+    (["--model", "gpt2", "--gpus", "8", "--global-batch", "8", "--format", "xml"], "--format"),
+    (["--model", "gpt2", "--gpus", "8", "--global-batch", "8", "--units", "bits"], "--units"),
+    (["--model", "gpt2", "--gpus", "8", "--global-batch", "8", "--gpu-memory", "0"], "--gpu-memory"),
+    (["--model", "gpt2", "--gpus", "abc", "--global-batch", "8"], "--gpus"),
+]
+
+
+@pytest.mark.parametrize("args,needle", BAD_INPUTS, ids=[needle for _, needle in BAD_INPUTS])
+def test_bad_input_is_one_line_and_exit_2(cli, args, needle):
+    code, out, err = cli("plan", *args)
+    assert code == 2, err
+    assert out == "" and err.count("\n") == 1 and err.startswith("zeroplan: error:") and needle in err
+
+
+def test_progress_bar_appears_only_after_a_moment(monkeypatch):
+    from zeroplan.plan import run
+
+    monkeypatch.setattr(run.sys.stderr, "isatty", lambda: True, raising=False)
+    monkeypatch.setattr(run, "PROGRESS_AFTER_S", 0.0)
+    bar = run._LateProgress(enabled=True)
+    bar(1, 3)
+    assert bar.bar is not None
+    bar(3, 3)
+    bar.close()
+    quiet = run._LateProgress(enabled=False)
+    quiet(1, 3)
+    assert quiet.bar is None

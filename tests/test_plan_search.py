@@ -1,0 +1,152 @@
+"""The plan search: the fast memory path agrees with evaluate_options to the byte, every plan is a valid
+layout of the GPUs and the batch, and everything not evaluated is counted under its reason."""
+
+from __future__ import annotations
+
+import dataclasses
+import random
+
+import pytest
+
+from zeroplan.core import plan_space
+from zeroplan.core.activations import ActivationConfig
+from zeroplan.core.estimate import EstimateRequest, evaluate_options
+from zeroplan.core.parallel import ParallelDims
+from zeroplan.core.search import rank, search
+from zeroplan.plan.inputs import PlanInputs, resolve
+
+
+def request_for(**values):
+    return resolve(PlanInputs(**values)).request
+
+
+def reference(request, plan):
+    """The same configuration through the estimate core, the slow way."""
+    space = request.space
+    parallel = ParallelDims(space.gpus, plan.tp, plan.pp, request.cluster.gpus_per_node)
+    activations = ActivationConfig(
+        seq_len=space.seq_len, micro_batch=plan.micro_batch, recompute=plan.recompute,
+        flash_attention=space.flash_attention, sequence_parallel=plan.sequence_parallel, tp=plan.tp, pp=plan.pp,
+        virtual_stages=plan.virtual_stages, num_micro_batches=plan.grad_accum)
+    estimate_request = EstimateRequest(
+        model=request.model, cluster=request.cluster, parallel=parallel, per_param=request.per_param,
+        budget=request.budget, options=(plan.option,), largest_layer_params=request.largest_layer_params,
+        activations=activations, micro_batches_per_step=plan.grad_accum, global_batch=space.global_batch,
+        buffers=request.buffers)
+    return evaluate_options(estimate_request)[0]
+
+
+SCENARIOS = {
+    "llama-2-13b interleaved": dict(model="llama-2-13b", gpus=16, global_batch=64, seq_len=4096,
+                                    virtual_stages="1,2"),
+    "mixtral moe gqa": dict(model="mixtral-8x7b", gpus=32, global_batch=64, seq_len=4096),
+    "gpt2 workstation": dict(model="gpt2", cluster="workstation-4x3090", gpus=4, global_batch=32, seq_len=1024,
+                             flash_attention=False),
+    "params with a shape": dict(params="20e9", layers=44, hidden=6144, heads=48, vocab=50000, gpus=16,
+                                global_batch=32, seq_len=2048, gpu="h100-80g"),
+    "tight host memory": dict(model="llama-2-13b", gpus=8, global_batch=32, seq_len=2048, cpu_memory="120GB",
+                              nvme="300GB", micro_batches="1,2", stages="2,3"),
+}
+
+
+@pytest.mark.parametrize("name", SCENARIOS)
+def test_fast_memory_is_byte_identical_to_evaluate_options(name):
+    request = request_for(**SCENARIOS[name])
+    result = search(request)
+    assert result.plans
+    sample = random.Random(name).sample(result.plans, min(40, len(result.plans)))
+    for plan in sample:
+        slow = reference(request, plan)
+        parts = slow.gpu_bytes
+        assert plan.gpu == tuple(parts[k] for k in ("params", "gradients", "optimizer_states", "activations",
+                                                    "buffers")), plan
+        assert plan.gpu_total == parts["total"]
+        assert (plan.cpu_bytes_per_node, plan.nvme_bytes_per_node) == (slow.cpu_bytes_per_node,
+                                                                        slow.nvme_bytes_per_node)
+        assert plan.limits == slow.limits and plan.host_checked == slow.host_checked
+
+
+def test_every_plan_is_a_valid_layout_and_batch():
+    request = request_for(model="llama-2-13b", gpus=32, global_batch=128, seq_len=4096)
+    result = search(request)
+    space = request.space
+    for plan in result.plans:
+        assert plan.dp * plan.tp * plan.pp == space.gpus
+        assert plan.micro_batch * plan.grad_accum * plan.dp == space.global_batch
+        assert plan.pp == 1 or plan.option.stage <= 1
+        assert plan.sequence_parallel is False or plan.tp > 1
+    assert all(p.fits and not p.limits for p in result.feasible)
+    assert len(result.feasible) == sum(p.fits for p in result.plans)
+    keys = [p.layout_key for p in result.best_per_layout()]
+    assert len(keys) == len(set(keys))
+
+
+def test_layout_reasons_are_counted():
+    # gpt2: 12 heads, 12 layers; 24 GPUs on 8-GPU nodes; global batch 32.
+    request = request_for(model="gpt2", gpus=24, global_batch=32, seq_len=1024)
+    result = search(request)
+    rejected = result.rejected_layouts
+    assert rejected[plan_space.TP_HEADS] > 0  # tp 8 and 24
+    assert rejected[plan_space.TP_CROSSES_NODES] > 0  # tp 3 and 6 straddle nodes, 12 is bigger than one
+    assert rejected[plan_space.PP_LAYERS] > 0  # pp 24 > 12 layers
+    assert rejected[plan_space.PP_UNEVEN] > 0  # pp 8: 2 layers on the busiest stage of 1.5
+    assert rejected[plan_space.DP_BATCH] > 0  # dp 3, 24, ... do not divide 32
+    assert sum(rejected.values()) + len({(p.tp, p.pp) for p in result.plans}) <= result.layouts_total
+    assert result.skipped[plan_space.PIPELINE_STAGE] > 0
+    crossing = search(dataclasses.replace(request, space=dataclasses.replace(request.space, allow_cross_node_tp=True)))
+    assert plan_space.TP_CROSSES_NODES not in crossing.rejected_layouts
+    assert any(p.tp == 3 for p in crossing.plans)
+
+
+def test_every_combination_of_a_valid_layout_is_evaluated_or_skipped():
+    request = request_for(model="gpt2-xl", gpus=16, global_batch=64, seq_len=1024)
+    result = search(request)
+    space = request.space
+    expected = 0
+    for tp, pp in plan_space.layouts(space):
+        parallel = ParallelDims(space.gpus, tp, pp, request.cluster.gpus_per_node)
+        if plan_space.layout_problem(request.model, parallel, space) is None:
+            sp = 2 if tp > 1 else 1
+            expected += len(space.options()) * sp * len(space.recompute) * len(
+                plan_space.micro_batch_choices(space, parallel.dp))
+    assert len(result.plans) + sum(result.skipped.values()) == expected
+
+
+def test_ties_go_to_the_simpler_plan():
+    request = request_for(model="gpt2-xl", gpus=8, global_batch=64, seq_len=1024)
+    result = search(request)
+    strict = rank(result.plans, tolerance=0.0)
+    banded = result.feasible
+    fastest = strict[0].time.total
+    assert banded[0].time.total <= fastest * (1 + request.tie_tolerance)
+    assert banded[0].simplicity_key() <= strict[0].simplicity_key()
+    assert sorted(map(id, banded)) == sorted(map(id, strict))  # the same plans, another order
+
+
+def test_progress_reports_every_layout():
+    request = request_for(model="gpt2", gpus=16, global_batch=32, seq_len=1024)
+    calls = []
+    result = search(request, lambda done, total: calls.append((done, total)))
+    assert calls[-1] == (result.layouts_total, result.layouts_total)
+    assert [done for done, _ in calls] == list(range(1, result.layouts_total + 1))
+
+
+def test_micro_batches_reach_the_global_batch_exactly():
+    space = plan_space.SearchSpace(gpus=8, global_batch=48, seq_len=1024)
+    assert plan_space.micro_batch_choices(space, 4) == [1, 2, 3, 4, 6, 12]
+    narrowed = dataclasses.replace(space, micro_batches=(2, 4, 5))
+    assert plan_space.micro_batch_choices(narrowed, 4) == [2, 4]
+    assert plan_space.interleave_problem(48, 4, 2, 8) is None
+    assert plan_space.interleave_problem(48, 1, 2, 8) == plan_space.INTERLEAVE_PIPELINE
+    assert plan_space.interleave_problem(44, 4, 2, 8) == plan_space.INTERLEAVE_LAYERS
+    assert plan_space.interleave_problem(48, 4, 2, 6) == plan_space.INTERLEAVE_MICRO_BATCHES
+
+
+def test_narrowed_space_counts_what_it_cannot_run():
+    request = request_for(model="gpt2", gpus=8, global_batch=16, seq_len=1024, micro_batches="3")
+    result = search(request)
+    assert not result.plans and result.rejected_layouts[plan_space.NO_MICRO_BATCH] > 0
+    # "sequence parallelism on" still plans tp = 1 layouts (where it is the same plan without it).
+    on = search(request_for(model="gpt2", gpus=4, global_batch=16, seq_len=1024, sequence_parallel="on"))
+    assert any(p.tp == 1 and not p.sequence_parallel for p in on.plans)
+    assert all(p.sequence_parallel for p in on.plans if p.tp > 1)

@@ -1,0 +1,171 @@
+"""The step-time model: FLOPs, α-β collectives, the bubble, overlap rules, offload (core.step_time, core.plan_comm)."""
+
+from __future__ import annotations
+
+import pytest
+
+from zeroplan.core.architecture import model_spec_from_hf_config
+from zeroplan.core.errors import InputError
+from zeroplan.core.hardware import Link
+from zeroplan.core.model import ModelSpec
+from zeroplan.core.options import Option
+from zeroplan.core.plan_comm import DpSeconds, OffloadSeconds, gpu_optimizer_seconds, offload_seconds, zero_dp_seconds
+from zeroplan.core.precision import bytes_per_param
+from zeroplan.core.step_time import (FlopModel, Layout, LinkTable, Machine, check_efficiency, compose,
+                                     microbatch_seconds, narayanan_flops_per_iteration, pp_intra_node, ring_seconds,
+                                     stage_flops, train_seconds)
+
+NVLINK = Link(300_000_000_000, 3e-6)
+IB = Link(25_000_000_000, 5e-6)
+MACHINE = Machine(peak_flops=312e12, hbm_bytes_per_s=2e12, pcie_bytes_per_s=31.5e9, nvme_bytes_per_s=25e9,
+                  links=LinkTable(NVLINK, IB), efficiency=0.5)
+NO_DP = DpSeconds(0.0, 0.0, 0.0, 0.0)
+NO_OFFLOAD = OffloadSeconds(0.0, 0, 0.0, 0.0)
+
+
+def gpt(hidden=12288, layers=96, heads=96, vocab=51200) -> ModelSpec:
+    return model_spec_from_hf_config({"model_type": "gpt2", "n_embd": hidden, "n_layer": layers, "n_head": heads,
+                                      "vocab_size": vocab, "n_positions": 2048}, "gpt")
+
+
+def layout(dp=1, tp=1, pp=1, v=1, seq=2048, b=1, m=1, recompute="none", sp=False, intra=(True, True, True)):
+    return Layout(dp, tp, pp, v, seq, b, m, recompute, sp, *intra)
+
+
+def test_flops_per_token_follow_formulas_section_8():
+    flops = FlopModel.from_model(gpt())
+    s, L, h = 2048, 96, 12288
+    assert flops.model_flops_per_token() == 6 * flops.params
+    assert flops.hardware_flops_per_token(s, "none") == 6 * flops.params + 12 * L * h * s
+    assert flops.hardware_flops_per_token(s, "selective") == 6 * flops.params + 16 * L * h * s
+    full = flops.hardware_flops_per_token(s, "full")
+    assert full == 6 * flops.params + 2 * flops.layer_params * L + 16 * L * h * s
+    # Narayanan's per-token count with full recompute (B = 1, one sequence) agrees within 1%.
+    narayanan = narayanan_flops_per_iteration(1, s, L, h, 51200) / s
+    assert full == pytest.approx(narayanan, rel=0.01)
+
+
+def test_narayanan_formula_is_exact_integer_form():
+    B, s, L, h, V = 2304, 2048, 80, 12288, 51200
+    expected = 96 * B * s * L * h**2 * (1 + s / (6 * h) + V / (16 * L * h))
+    assert narayanan_flops_per_iteration(B, s, L, h, V) == pytest.approx(expected, rel=1e-12)
+
+
+def test_moe_counts_only_the_experts_a_token_meets():
+    mixtral = ModelSpec(params=46_702_792_704, layers=32, hidden=4096, heads=32, kv_heads=8, ffn=14336, vocab=32000,
+                        experts=8, experts_per_token=2, gated_mlp=True)
+    flops = FlopModel.from_model(mixtral)
+    idle = 6 * 3 * 4096 * 14336 * 32  # 6 idle experts per layer
+    assert flops.params == mixtral.params - idle
+    assert 12e9 < flops.params < 14e9  # Mixtral's ~12.9B active parameters
+
+
+def test_shape_is_required():
+    with pytest.raises(InputError, match="shape"):
+        FlopModel.from_model(ModelSpec(params=13 * 10**9))
+
+
+def test_ring_collectives_alpha_beta():
+    n, size = 8, 1_000_000_000
+    assert ring_seconds(size, 1, NVLINK, allreduce=True) == 0.0
+    gather = ring_seconds(size, n, NVLINK, allreduce=False)
+    assert gather == pytest.approx((n - 1) * 3e-6 + (n - 1) / n * size / 300e9)
+    assert ring_seconds(size, n, NVLINK, allreduce=True) == pytest.approx(2 * gather)
+
+
+def test_stage_flops_busiest_stage():
+    flops = FlopModel.from_model(gpt(hidden=1024, layers=10, heads=16))
+    whole = stage_flops(flops, 1024, "none", 1)
+    split = stage_flops(flops, 1024, "none", 4)  # 3, 3, 2, 2 layers: first stage or last + head
+    assert split.forward < whole.forward
+    assert split.backward == 2 * split.forward
+    full = stage_flops(flops, 1024, "full", 4)
+    assert full.backward > 2 * full.forward
+
+
+def test_tensor_parallel_allreduces_per_layer():
+    flops = FlopModel.from_model(gpt(layers=8))
+    _, _, tp4, _ = microbatch_seconds(layout(tp=8), flops, 12288, MACHINE)
+    _, _, tp6, _ = microbatch_seconds(layout(tp=8, recompute="full"), flops, 12288, MACHINE)
+    message = 2048 * 12288 * 2
+    assert tp4 == pytest.approx(8 * 4 * ring_seconds(message, 8, NVLINK, allreduce=True))
+    assert tp6 == pytest.approx(tp4 * 6 / 4)
+    _, _, cross, _ = microbatch_seconds(layout(tp=8, intra=(False, True, True)), flops, 12288, MACHINE)
+    assert cross > 5 * tp4  # the slow link
+
+
+def test_pipeline_transfers_and_bubble():
+    flops = FlopModel.from_model(gpt(layers=8))
+    micro = microbatch_seconds(layout(tp=8, pp=4, m=16, intra=(True, True, False)), flops, 12288, MACHINE)
+    per_transfer = 5e-6 + 2048 * 12288 * 2 / 8 / 25e9
+    assert micro[3] == pytest.approx(2 * per_transfer)
+    step = compose(layout(tp=8, pp=4, m=16), micro, NO_DP, NO_OFFLOAD, 0.0, 1)
+    stage_time = sum(micro)
+    assert step.bubble == pytest.approx(3 * stage_time)  # (p-1)/m of the m stage-times
+    assert step.total == pytest.approx(19 * stage_time)
+    interleaved = compose(layout(tp=8, pp=4, v=2, m=16), micro, NO_DP, NO_OFFLOAD, 0.0, 1)
+    assert interleaved.bubble == pytest.approx(1.5 * stage_time)
+
+
+def test_overlap_rules():
+    micro = (1.0, 2.0, 0.0, 0.0)  # forward 1 s, backward 2 s
+    dp = DpSeconds(reduce=1.5, gather_forward=0.0, gather_backward=0.0, gather_after_step=0.5)
+    # Stage 0: the whole AllReduce (both halves) hides behind the last backward.
+    assert compose(layout(dp=8, m=4), micro, dp, NO_OFFLOAD, 0.0, 0).dp_exposed == 0.0
+    # Stage 1: the reduce hides, the post-step AllGather does not.
+    assert compose(layout(dp=8, m=4), micro, dp, NO_OFFLOAD, 0.0, 1).dp_exposed == pytest.approx(0.5)
+    # A pipeline reduces after the flush: everything exposed.
+    assert compose(layout(dp=8, pp=2, m=4), micro, dp, NO_OFFLOAD, 0.0, 1).dp_exposed == pytest.approx(2.0)
+    # Stage 3: per micro-batch gathers beyond the compute they overlap are exposed.
+    zero3 = DpSeconds(reduce=4.0, gather_forward=8.0, gather_backward=4.0, gather_after_step=0.0)
+    step = compose(layout(dp=8, m=4), micro, zero3, NO_OFFLOAD, 0.0, 3)
+    assert step.dp_exposed == pytest.approx(4 * (max(0, 2 - 1) + max(0, 2 - 2)))
+
+
+def test_zero_dp_seconds_repeat_per_micro_batch():
+    per_param = bytes_per_param()
+    links = LinkTable(NVLINK, IB)
+    once = zero_dp_seconds(Option(1), 10**9, 8, per_param, True, 4, 5 * 10**8, 5 * 10**8, links)
+    stage2 = zero_dp_seconds(Option(2), 10**9, 8, per_param, True, 4, 5 * 10**8, 5 * 10**8, links)
+    assert stage2.reduce == pytest.approx(4 * once.reduce)
+    stage3 = zero_dp_seconds(Option(3), 10**9, 8, per_param, True, 4, 5 * 10**8, 5 * 10**7, links)
+    assert stage3.gather_forward > 0 and stage3.gather_backward > 0 and stage3.gather_after_step == 0
+    measured = LinkTable(NVLINK, IB, {"reduce_scatter/intra_node": Link(30_000_000_000, 3e-6)})
+    slower = zero_dp_seconds(Option(1), 10**9, 8, per_param, True, 4, 5 * 10**8, 5 * 10**8, measured)
+    assert slower.reduce > 5 * once.reduce and slower.gather_after_step == once.gather_after_step
+
+
+def test_offload_and_optimizer_step():
+    per_param = bytes_per_param()
+    partition = 10**9
+    cpu = offload_seconds(Option(2, "cpu"), partition, 8, per_param, 4, MACHINE)
+    assert cpu.gradient_repeats == 4
+    assert cpu.exposed == pytest.approx(partition * 2 / 31.5e9 + 8 * partition / MACHINE.cpu_adam_params_per_s)
+    nvme = offload_seconds(Option(3, "nvme", "nvme"), partition, 8, per_param, 4, MACHINE)
+    assert nvme.exposed > cpu.exposed and nvme.param_fetch > 0
+    assert offload_seconds(Option(3), partition, 8, per_param, 4, MACHINE) == NO_OFFLOAD
+    assert gpu_optimizer_seconds(Option(1), partition, per_param, MACHINE) == pytest.approx(28 * partition / 2e12)
+    assert gpu_optimizer_seconds(Option(1, "cpu"), partition, per_param, MACHINE) == 0.0
+
+
+def test_small_helpers():
+    assert pp_intra_node(8, 8) and not pp_intra_node(16, 8)
+    assert train_seconds(10.0, 1000, 2500) == 30.0  # three whole steps
+    assert check_efficiency(1.0) == 1.0
+    for bad in (0, -0.1, 1.5):
+        with pytest.raises(InputError, match="--efficiency"):
+            check_efficiency(bad)
+
+
+def test_offload_exposure_is_reported_apart_from_dp():
+    micro = (1.0, 2.0, 0.0, 0.0)
+    gathers = DpSeconds(reduce=0.0, gather_forward=2.0, gather_backward=0.0, gather_after_step=0.0)
+    fetching = OffloadSeconds(gradients_down=0.0, gradient_repeats=0, exposed=0.25, param_fetch=1.0)
+    step = compose(layout(dp=8, m=4), micro, gathers, fetching, 0.0, 3)
+    # Per micro-batch: forward hides 1 s of (0.5 s gather + 1 s fetch): 0.5 s exposed, charged to offload.
+    assert step.dp_exposed == 0.0
+    assert step.offload == pytest.approx(4 * 0.5 + 0.25)
+    assert step.total == pytest.approx(4 * 3.0 + 4 * 0.5 + 0.25)
+    streaming = OffloadSeconds(gradients_down=3.0, gradient_repeats=4, exposed=0.0, param_fetch=0.0)
+    assert compose(layout(dp=8, m=4), micro, NO_DP, streaming, 0.0, 2).offload == pytest.approx(4 * 1.0)
+    assert compose(layout(dp=8, pp=2, m=4), micro, NO_DP, streaming, 0.0, 1).offload == pytest.approx(12.0)
