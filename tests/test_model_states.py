@@ -65,9 +65,9 @@ def test_stages_are_ordered_and_formulas_hold(params, dp, precision, optimizer):
     values = [model_states(stage, params, dp, per_param) for stage in range(4)]
     assert values[3] <= values[2] <= values[1] <= values[0]
     p, g, k = per_param.params, per_param.gradients, per_param.optimizer_states
-    ceil = lambda x: -(-x // dp)  # noqa: E731
-    assert values == [(p + g + k) * params, (p + g) * params + ceil(k * params),
-                      p * params + ceil(g * params) + ceil(k * params), ceil(p * params) + ceil(g * params) + ceil(k * params)]
+    shard = -(-params // dp)  # the most loaded rank holds ceil(Ψ/N) whole elements of each partition
+    assert values == [(p + g + k) * params, (p + g) * params + k * shard, p * params + (g + k) * shard,
+                      (p + g + k) * shard]
     if dp == 1:
         assert len(set(values)) == 1  # N_d = 1: no stage saves anything
 
@@ -101,3 +101,20 @@ def test_tp_pp_divide_the_shard():
     assert request.shard_params == -(-(-(-175 * 10**9 // 8)) // 8)
     zero0 = evaluate_options(request)[0]
     assert zero0.model_state_bytes == 16 * request.shard_params
+
+
+def test_offload_traffic_per_step():
+    from zeroplan.core.model_states import offload_traffic
+
+    psi, dp, node = 13 * 10**9, 16, 8
+    partition = 2 * -(-psi // dp)  # a 16-bit partition
+    # Optimizer offload at stage 2: gradients down every micro-batch, updated parameters up once.
+    assert offload_traffic(Option(2, "cpu"), psi, dp, MIXED_ADAM, node, 4)["pcie/bytes_per_gpu"] == 5 * partition
+    # Stage 1 reduces (and moves) gradients once per step.
+    assert offload_traffic(Option(1, "cpu"), psi, dp, MIXED_ADAM, node, 4)["pcie/bytes_per_gpu"] == 2 * partition
+    # Parameters on the host too: no upload after the step, a fetch for forward and one for backward.
+    both = offload_traffic(Option(3, "cpu", "cpu"), psi, dp, MIXED_ADAM, node, 1)
+    assert both["pcie/bytes_per_gpu"] == 3 * partition
+    # NVMe optimizer: the 12-byte states and the 4-byte fp32 gradients are written and read once per step.
+    nvme = offload_traffic(Option(3, "nvme"), psi, dp, MIXED_ADAM, node, 2)
+    assert nvme["nvme/read_bytes_per_node"] == nvme["nvme/write_bytes_per_node"] == node * 16 * -(-psi // dp)

@@ -7,6 +7,7 @@ can list its assumptions. The math itself lives in zeroplan.core.
 from __future__ import annotations
 
 import dataclasses
+import math
 from dataclasses import dataclass, field
 
 from zeroplan.core.activations import ActivationConfig
@@ -20,7 +21,7 @@ from zeroplan.core.precision import bytes_per_param
 from zeroplan.core.recommend import Recommendation, recommend
 from zeroplan.core.units import format_bytes, format_count, parse_count
 from zeroplan.resolve_hardware import budget_assumptions, resolve_budget, resolve_cluster
-from zeroplan.resolve_training import resolve_activations, resolve_buffers, resolve_model
+from zeroplan.resolve_training import grad_accum_steps, resolve_activations, resolve_buffers, resolve_model
 
 
 @dataclass
@@ -38,7 +39,7 @@ class EstimateInputs:
     precision: str = "mixed"
     optimizer: str = "adam"
     convention: str = "paper"
-    framework: str = "deepspeed"  # for the framework convention: deepspeed or torch
+    framework: str | None = None  # for the framework convention: deepspeed (the default) or torch
     stage: int | None = None
     offload_optimizer: str | None = None
     offload_params: str | None = None
@@ -105,13 +106,24 @@ def _check_combinations(inputs: EstimateInputs, parallel: ParallelDims, zeropp: 
     validate_zeropp(zeropp, inputs.stage)
     if zeropp and inputs.convention == "deepspeed":
         raise InputError("--zeropp", "DeepSpeed's estimators do not model ZeRO++", "use --convention paper")
-    if inputs.buffer_factor <= 0:
-        raise InputError("--buffer-factor", f"must be positive, got {inputs.buffer_factor}")
     if inputs.units not in ("iec", "si"):
         raise InputError("--units", f"unknown units '{inputs.units}'", "use iec (GiB) or si (GB)")
     if parallel.pp > 1 and inputs.stage is not None and inputs.stage >= 2:
         raise InputError("--stage", f"DeepSpeed's pipeline engine supports ZeRO stages 0-1 only, asked {inputs.stage} "
                          f"with pp({parallel.pp})", "use --stage 1, or --pp 1")
+    if zeropp and parallel.pp > 1:
+        raise InputError("--zeropp", f"ZeRO++ is a stage-3 feature and pp({parallel.pp}) allows stages 0-1 only",
+                         "drop --zeropp or --pp")
+    if inputs.framework is not None and inputs.convention != "framework":
+        raise InputError("--framework", f"applies to --convention framework, not {inputs.convention}",
+                         "add --convention framework, or drop --framework")
+    if inputs.convention == "deepspeed" and (inputs.precision not in ("mixed", "bf16", "fp16")
+                                             or inputs.optimizer not in ("adam", "adamw")):
+        raise InputError("--convention", "DeepSpeed's estimators assume mixed precision with Adam, asked "
+                         f"{inputs.precision} + {inputs.optimizer}", "use --convention paper for other setups")
+    if not math.isfinite(inputs.buffer_factor) or inputs.buffer_factor <= 0 or inputs.buffer_factor > 1e3:
+        raise InputError("--buffer-factor", f"must be a finite positive factor, got {inputs.buffer_factor}",
+                         "DeepSpeed's default is 1.5")
 
 
 def _activation_notes(request: EstimateRequest, activations: ActivationConfig | None, units: str) -> list[str]:
@@ -129,8 +141,9 @@ def _activation_notes(request: EstimateRequest, activations: ActivationConfig | 
 
 def _buffer_notes(inputs: EstimateInputs) -> list[str]:
     if inputs.convention == "framework":
-        return [f"framework convention ({inputs.framework}): model states of the most loaded rank as "
-                f"{'DeepSpeed' if inputs.framework == 'deepspeed' else 'DDP, ZeroRedundancyOptimizer and FSDP2'} "
+        framework = inputs.framework or "deepspeed"
+        return [f"framework convention ({framework}): model states of the most loaded rank as "
+                f"{'DeepSpeed' if framework == 'deepspeed' else 'DDP, ZeroRedundancyOptimizer and FSDP2'} "
                 "partition the model's real tensors (checked against real runs by zeroplan validate); "
                 "buffers as in the paper convention; the fewest-GPUs search uses the paper convention"]
     if inputs.convention == "deepspeed":
@@ -152,15 +165,21 @@ def build_request(inputs: EstimateInputs, assumptions: list[str]) -> tuple[Estim
     options = options_for(inputs.convention, inputs.stage, inputs.offload_optimizer, inputs.offload_params)
     if parallel.pp > 1:
         options = tuple(option for option in options if option.stage <= 1)
+        if not options:
+            raise InputError("--pp", f"pp({parallel.pp}) allows ZeRO stages 0-1 only, and the options asked for "
+                             "need stage 3", "drop --pp, or the stage-3 offload flags")
         assumptions.append(f"pipeline pp({parallel.pp}): only ZeRO stages 0-1 (DeepSpeed's pipeline engine "
                            "supports no higher stage)")
     largest = _largest_layer(inputs, model, assumptions)
     activations = resolve_activations(inputs, model, parallel, assumptions)
-    micro_batches = activations.num_micro_batches if activations else 1
-    if activations is None and (inputs.grad_accum or inputs.global_batch):
-        from zeroplan.resolve_training import grad_accum_steps
-
-        micro_batches = grad_accum_steps(inputs, parallel, inputs.micro_batch or 1)
+    if activations is not None:
+        micro_batches = activations.num_micro_batches
+    else:
+        if inputs.micro_batch is not None and inputs.micro_batch < 1:
+            raise InputError("--micro-batch", f"must be at least 1, got {inputs.micro_batch}")
+        if inputs.global_batch is not None and inputs.micro_batch is None:
+            assumptions.append("micro-batch 1 sequence per GPU (the default; --micro-batch)")
+        micro_batches = grad_accum_steps(inputs, parallel, inputs.micro_batch or 1, assumptions)
     if inputs.max_micro_batch and activations is None:
         raise InputError("--max-micro-batch", "needs the model's shape to size activations",
                          "use --model with a preset or a config.json")
@@ -170,7 +189,7 @@ def build_request(inputs: EstimateInputs, assumptions: list[str]) -> tuple[Estim
         largest_layer_params=largest, zero_init=inputs.zero_init, buffer_factor=inputs.buffer_factor, zeropp=zeropp,
         hpz_partition_size=inputs.hpz_partition_size, buffers=resolve_buffers(inputs), activations=activations,
         micro_batches_per_step=micro_batches, global_batch=inputs.global_batch, max_micro_batch=inputs.max_micro_batch,
-        calibrated_links=_calibrated_links(inputs, assumptions), framework=inputs.framework,
+        calibrated_links=_calibrated_links(inputs, assumptions), framework=inputs.framework or "deepspeed",
         parameters=_parameters(inputs, model),
     )
     return request, activations
@@ -244,8 +263,14 @@ def build_plan(inputs: EstimateInputs) -> Plan:
     assumptions.extend(_buffer_notes(inputs))
     if parallel.pp > 1 and not request.model.has_layout:
         assumptions.append(f"pipeline: parameters split evenly over {parallel.pp} stages (only the count is known)")
-    assumptions.append(f"precision {per_param.precision} + {per_param.optimizer}: {per_param.params} + "
-                       f"{per_param.gradients} + {per_param.optimizer_states} = {per_param.total} bytes per parameter")
+    if inputs.convention == "framework" and request.framework == "torch":
+        assumptions.append(f"precision as torch keeps it for {per_param.precision} + {per_param.optimizer}: fp32 weights"
+                           " and gradients (4 + 4 bytes), fp32 optimizer states, Adam's 4-byte step per tensor; the"
+                           " compute-dtype copies (autocast, FSDP2's unsharded parameters) are not counted")
+    else:
+        assumptions.append(f"precision {per_param.precision} + {per_param.optimizer}: {per_param.params} + "
+                           f"{per_param.gradients} + {per_param.optimizer_states} = {per_param.total} bytes per "
+                           "parameter")
     assumptions.append(f"communication: ring collectives over the data-parallel group, priced on the slowest link it "
                        f"crosses; {request.micro_batches_per_step} micro-batch(es) per optimizer step; TP/PP traffic "
                        "not counted here")

@@ -29,12 +29,15 @@ def _default_cluster_for(gpu_name: str) -> str | None:
 
 
 def resolve_cluster(inputs: EstimateInputs, assumptions: list[str]) -> ClusterSpec:
+    generic = False
     if inputs.cluster is not None:
         cluster = presets.cluster(inputs.cluster)
         if inputs.gpu is not None and presets.gpu(inputs.gpu).name != cluster.gpu.name:
             raise InputError("--gpu", f"'{inputs.gpu}' conflicts with cluster '{inputs.cluster}' "
                              f"({cluster.gpu.name})", "drop --gpu or --cluster")
     else:
+        if inputs.gpu is not None and not inputs.gpu.strip():
+            raise InputError("--gpu", "is empty", "name a GPU preset, e.g. --gpu h100-80g")
         gpu_name = (inputs.gpu or DEFAULT_GPU).strip().lower()
         gpu = presets.gpu(gpu_name)
         if inputs.gpu is None:
@@ -48,9 +51,7 @@ def resolve_cluster(inputs: EstimateInputs, assumptions: list[str]) -> ClusterSp
                                   inter_node_link=GENERIC_INTER_NODE, cpu_memory_bytes=None, nvme_bytes=None,
                                   nvme_bandwidth_bytes_per_s=None, pcie_bandwidth_bytes_per_s=31_500_000_000,
                                   pcie_generation=4)
-            assumptions.append(f"node: generic, {GENERIC_GPUS_PER_NODE} GPUs per node, PCIe Gen4, inter-node "
-                               f"{format_rate(GENERIC_INTER_NODE.bandwidth_bytes_per_s)} per GPU; CPU RAM and NVMe "
-                               "unknown (give --cpu-memory/--nvme or --cluster)")
+            generic = True
     overrides = {}
     if inputs.gpus_per_node is not None:
         overrides["gpus_per_node"] = inputs.gpus_per_node
@@ -75,7 +76,17 @@ def resolve_cluster(inputs: EstimateInputs, assumptions: list[str]) -> ClusterSp
                 raise InputError("--gpu-memory", "must be positive", "write e.g. 80GiB")
             gpu = dataclasses.replace(gpu, memory_bytes=memory)
         overrides["gpu"] = gpu
-    return dataclasses.replace(cluster, **overrides) if overrides else cluster
+    cluster = dataclasses.replace(cluster, **overrides) if overrides else cluster
+    if generic:  # described after the flags, so it says what is really used
+        def known(value, flag: str) -> str:
+            return "unknown, not checked (" + flag + ")" if value is None else format_bytes(value, inputs.units)
+
+        assumptions.append(
+            f"node: no preset for {cluster.gpu.name}, so a generic node: {cluster.gpus_per_node} GPUs per node, PCIe "
+            f"Gen4, inter-node {format_rate(cluster.inter_node_link.bandwidth_bytes_per_s)} per GPU, CPU RAM "
+            f"{known(cluster.cpu_memory_bytes, '--cpu-memory')}, NVMe {known(cluster.nvme_bytes, '--nvme')}; "
+            "defaults wherever no flag was given (or choose --cluster)")
+    return cluster
 
 
 def resolve_budget(inputs: EstimateInputs, cluster: ClusterSpec, assumptions: list[str]) -> MemoryBudget:

@@ -43,7 +43,7 @@ def resolve_model(inputs: EstimateInputs) -> ModelSpec:
 def resolve_activations(inputs: EstimateInputs, model: ModelSpec, parallel: ParallelDims,
                         assumptions: list[str]) -> ActivationConfig | None:
     """The step's activation shape when the model's shape is known; None keeps the reserve."""
-    step_flags = {"--seq-len": inputs.seq_len, "--micro-batch": inputs.micro_batch, "--recompute": inputs.recompute,
+    step_flags = {"--seq-len": inputs.seq_len, "--recompute": inputs.recompute,
                   "--sequence-parallel": inputs.sequence_parallel or None}
     if not model.has_shape:
         given = [flag for flag, value in step_flags.items() if value is not None]
@@ -68,19 +68,27 @@ def resolve_activations(inputs: EstimateInputs, model: ModelSpec, parallel: Para
     if inputs.sequence_parallel and parallel.tp == 1:
         raise InputError("--sequence-parallel", "sequence parallelism splits activations over tp, and tp is 1",
                          "add --tp 2 or more, or drop --sequence-parallel")
-    accumulation = grad_accum_steps(inputs, parallel, micro_batch)
+    accumulation = grad_accum_steps(inputs, parallel, micro_batch, assumptions)
     return ActivationConfig(seq_len=seq_len, micro_batch=micro_batch, recompute=recompute,
                             flash_attention=inputs.flash_attention, sequence_parallel=inputs.sequence_parallel,
                             tp=parallel.tp, pp=parallel.pp, num_micro_batches=accumulation)
 
 
-def grad_accum_steps(inputs: EstimateInputs, parallel: ParallelDims, micro_batch: int) -> int:
+def grad_accum_steps(inputs: EstimateInputs, parallel: ParallelDims, micro_batch: int,
+                     assumptions: list[str]) -> int:
     """Micro-batches per optimizer step, from --grad-accum or from the batch-size identity
-    global_batch = micro_batch × grad_accum × dp, checked exactly."""
+    global_batch = micro_batch × grad_accum × dp, checked exactly. A pipeline with neither given gets pp
+    micro-batches, the fewest that fill it (and what 1F1B's first stage then holds)."""
     if inputs.grad_accum is not None and inputs.grad_accum < 1:
         raise InputError("--grad-accum", f"must be at least 1, got {inputs.grad_accum}")
     if inputs.global_batch is None:
-        return inputs.grad_accum or 1
+        if inputs.grad_accum is not None:
+            return inputs.grad_accum
+        if parallel.pp > 1:
+            assumptions.append(f"{parallel.pp} micro-batches per step, the fewest that fill pp({parallel.pp}) "
+                               "(the default; --grad-accum or --global-batch)")
+            return parallel.pp
+        return 1
     if inputs.global_batch < 1:
         raise InputError("--global-batch", f"must be positive, got {inputs.global_batch}")
     per_step = micro_batch * parallel.dp

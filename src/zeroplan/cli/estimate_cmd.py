@@ -34,7 +34,7 @@ def estimate(
     activation_reserve: opt.ActivationReserve = None,
     host_reserve: opt.HostReserve = None,
     convention: opt.Convention = "paper",
-    framework: opt.Framework = "deepspeed",
+    framework: opt.Framework = None,
     zero_init: opt.ZeroInit = True,
     buffer_factor: opt.BufferFactor = 1.5,
     seq_len: opt.SeqLen = None,
@@ -64,7 +64,7 @@ def estimate(
     inputs = EstimateInputs(
         gpus=gpus, params=params, model=model, gpu=gpu, cluster=cluster, gpus_per_node=gpus_per_node, tp=tp, pp=pp,
         precision=precision, optimizer=optimizer, convention=convention.strip().lower(),
-        framework=framework.strip().lower(), stage=stage,
+        framework=framework.strip().lower() if framework is not None else None, stage=stage,
         offload_optimizer=offload_optimizer.strip().lower() if offload_optimizer else None,
         offload_params=offload_params.strip().lower() if offload_params else None,
         largest_layer_params=largest_layer_params, zero_init=zero_init, buffer_factor=buffer_factor,

@@ -16,8 +16,6 @@ DEEPSPEED = "DeepSpeed convention"
 
 Params = Annotated[Optional[str], typer.Option(
     "--params", help="Parameter count: 13e9, 13B, 6.7b, 350M, 1.5T.", rich_help_panel=MODEL)]
-ModelName = Annotated[Optional[str], typer.Option(
-    "--model", help="A model preset (see `zeroplan presets list`).", rich_help_panel=MODEL)]
 LargestLayer = Annotated[Optional[str], typer.Option(
     "--largest-layer-params", help="Parameters of the largest single module (DeepSpeed's definition).",
     rich_help_panel=MODEL)]
@@ -75,8 +73,9 @@ HostReserve = Annotated[Optional[str], typer.Option(
 Convention = Annotated[str, typer.Option(
     "--convention", help="paper (ZeRO paper), deepspeed (DeepSpeed's estimators, to the byte) or framework "
     "(real tensor partitioning, see --framework).", rich_help_panel=DEEPSPEED)]
-Framework = Annotated[str, typer.Option(
-    "--framework", help="For --convention framework: deepspeed, or torch (DDP, ZeroRedundancyOptimizer, FSDP2).",
+Framework = Annotated[Optional[str], typer.Option(
+    "--framework", help="For --convention framework: deepspeed (default), or torch (DDP, ZeroRedundancyOptimizer, "
+    "FSDP2).",
     rich_help_panel=DEEPSPEED)]
 ZeroInit = Annotated[bool, typer.Option(
     "--zero-init/--no-zero-init", help="DeepSpeed's zero_init for the ZeRO-3 CPU estimate.", rich_help_panel=DEEPSPEED)]

@@ -55,7 +55,8 @@ def gpu_buffer_bytes(stage: int, shard_params: int, dp: int, largest_layer_param
     - stage 3: the largest layer gathered in full (its 16-bit parameters and gradients) plus the
       prefetch bucket, capped by stage3_max_live_parameters, and the gradient reduce bucket.
     - mixed precision with the optimizer on the GPU: the optimizer steps on an fp32 copy of the
-      gradient partition (stages 1-2: the whole partition; stage 3: one sub-group at a time).
+      gradients it owns (stage 0: all of them, as DeepSpeed's fp16/bf16 optimizers do; stages 1-2: the
+      partition; stage 3: one sub-group at a time).
     """
     reduce_bytes = min(config.reduce_bucket_elements, shard_params) * gradient_bytes
     buffers = {"reduce_bucket": reduce_bytes}
@@ -70,8 +71,11 @@ def gpu_buffer_bytes(stage: int, shard_params: int, dp: int, largest_layer_param
         buffers["gathered_parameters"] = live * param_bytes
         buffers["gathered_layer_gradients"] = min(largest_layer_params, shard_params) * gradient_bytes
     partition = ceil_div(shard_params, dp)
-    if mixed_precision and optimizer_on_gpu and stage >= 1:
-        step_elements = partition if stage < 3 else min(config.sub_group_size, partition)
+    if mixed_precision and optimizer_on_gpu:
+        if stage == 0:
+            step_elements = shard_params
+        else:
+            step_elements = partition if stage < 3 else min(config.sub_group_size, partition)
         buffers["fp32_gradient_partition"] = step_elements * FP32_BYTES
     return buffers
 

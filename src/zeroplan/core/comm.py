@@ -11,7 +11,6 @@ inside each node so the backward gather never leaves the node, qgZ reduces int4 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from fractions import Fraction
 
 from zeroplan.core.errors import InputError
 from zeroplan.core.hardware import Link
@@ -95,6 +94,29 @@ def dp_collectives(stage: int, shard_params: int, dp: int, param_bytes: int, gra
     return collectives
 
 
+def torch_collectives(stage: int, shard_params: int, dp: int, compute_bytes: int, dp_span: str, calls: int = 1,
+                      micro_batches: int = 1) -> list[Collective]:
+    """DP traffic as torch's wrappers send it (fp32 gradients even in mixed precision):
+    DDP all-reduces fp32 gradients (stage 0); ZeroRedundancyOptimizer adds a broadcast of the updated
+    fp32 parameters (stage 1, priced as an all-gather); FSDP2 gathers parameters in the compute dtype
+    once (stage 2, no resharding) or for forward and again for backward (stage 3) and reduce-scatters
+    fp32 gradients (MixedPrecisionPolicy's reduce_dtype) every micro-batch."""
+    if dp <= 1:
+        return []
+    fp32 = 4
+    gradients = shard_params * fp32
+    if stage <= 1:
+        collectives = [Collective("reduce_scatter_gradients", gradients, dp, dp_span, calls),
+                       Collective("allgather_gradients", gradients, dp, dp_span, calls)]
+        if stage == 1:
+            collectives.append(Collective("allgather_parameters", shard_params * fp32, dp, dp_span, calls))
+        return collectives
+    gathers = 1 if stage == 2 else 2
+    return [Collective("allgather_parameters", shard_params * compute_bytes, dp, dp_span, calls,
+                       gathers * micro_batches),
+            Collective("reduce_scatter_gradients", gradients, dp, dp_span, calls, micro_batches)]
+
+
 def paper_elements(stage: int, shard_params: int) -> int:
     """The ZeRO paper's large-n figure in parameter elements: 2Ψ for stages 0-2, 3Ψ for stage 3."""
     return (3 if stage == 3 else 2) * shard_params
@@ -102,8 +124,4 @@ def paper_elements(stage: int, shard_params: int) -> int:
 
 def hpz_secondary_bytes(shard_params: int, param_bytes: int, hpz_ranks: int) -> int:
     """hpZ's secondary 16-bit partition per GPU: the parameters split over the node's ranks only."""
-    return ceil_div(shard_params * param_bytes, hpz_ranks)
-
-
-def exact_ring_fraction(ranks: int) -> Fraction:
-    return Fraction(ranks - 1, ranks)
+    return param_bytes * ceil_div(shard_params, hpz_ranks)

@@ -127,8 +127,11 @@ def _evaluate(request: EstimateRequest, option: Option, activations: dict[str, i
             breakdown = framework_model_states(option, request.parameters, parallel.dp, per_param, request.framework)
         else:
             breakdown = paper_model_states(option, shard, parallel.dp, per_param, gpus_in_node)
+        # torch's wrappers keep fp32 gradients: there is no fp32 copy to make for the optimizer step.
+        fp32_step_copy = per_param.precision == "mixed" and not (
+            request.convention == "framework" and request.framework == "torch")
         gpu_buffers = gpu_buffer_bytes(option.stage, shard, parallel.dp, request.shard_largest_layer_params,
-                                       per_param.params, per_param.gradients, per_param.precision == "mixed",
+                                       per_param.params, per_param.gradients, fp32_step_copy,
                                        option.offload_optimizer == "none", request.buffers)
         breakdown.update({f"gpu/buffers/{name}": size for name, size in gpu_buffers.items()})
         host_buffers = host_buffer_bytes(option.offload_optimizer, option.offload_params, shard, parallel.dp,
@@ -145,15 +148,19 @@ def _evaluate(request: EstimateRequest, option: Option, activations: dict[str, i
     calls_reduce = ceil_div(shard, request.buffers.reduce_bucket_elements)
     gather_bucket = request.buffers.prefetch_bucket_elements if stage == 3 else request.buffers.allgather_bucket_elements
     calls_gather = calls_reduce if stage == 0 else ceil_div(shard, gather_bucket)
-    collectives = comm.dp_collectives(stage, shard, parallel.dp, per_param.params, per_param.gradients,
-                                      request.dp_span, zeropp, request.hpz_ranks, calls_reduce, calls_gather,
-                                      request.micro_batches_per_step)
+    if request.convention == "framework" and request.framework == "torch":
+        collectives = comm.torch_collectives(stage, shard, parallel.dp, per_param.params, request.dp_span,
+                                             calls_reduce, request.micro_batches_per_step)
+    else:
+        collectives = comm.dp_collectives(stage, shard, parallel.dp, per_param.params, per_param.gradients,
+                                          request.dp_span, zeropp, request.hpz_ranks, calls_reduce, calls_gather,
+                                          request.micro_batches_per_step)
     breakdown["comm/intra_node_bytes"] = sum(c.bytes_per_gpu for c in collectives if c.span == "intra_node")
     breakdown["comm/inter_node_bytes"] = sum(c.bytes_per_gpu for c in collectives if c.span == "inter_node")
     breakdown["comm/paper_elements"] = comm.paper_elements(stage, shard) if parallel.dp > 1 else 0
     comm_seconds = sum(c.seconds(request.link_for(c)) for c in collectives)
 
-    traffic = offload_traffic(option, shard, parallel.dp, per_param, gpus_in_node)
+    traffic = offload_traffic(option, shard, parallel.dp, per_param, gpus_in_node, request.micro_batches_per_step)
     breakdown.update({f"traffic/{k}": v for k, v in traffic.items()})
     offload_seconds = traffic["pcie/bytes_per_gpu"] / request.cluster.pcie_bandwidth_bytes_per_s
     nvme_io = traffic["nvme/read_bytes_per_node"] + traffic["nvme/write_bytes_per_node"]

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from fractions import Fraction
+from math import ceil
 
 from zeroplan.core.errors import InputError
 from zeroplan.core.units import GIB
@@ -51,7 +52,7 @@ class MemoryBudget:
 
     @property
     def fragmentation_bytes(self) -> int:
-        return int(self.gpu_capacity * self.fragmentation)
+        return ceil(self.gpu_capacity * self.fragmentation)  # reserves round up: usable rounds down
 
     @property
     def usable_gpu_bytes(self) -> int:
@@ -62,7 +63,7 @@ class MemoryBudget:
         return int(self.usable_gpu_bytes * self.activation_reserve)
 
     def usable_host_bytes(self, capacity: int | None) -> int | None:
-        return None if capacity is None else capacity - int(capacity * self.host_reserve)
+        return None if capacity is None else capacity - ceil(capacity * self.host_reserve)
 
 
 def parse_fraction(text: str, input_name: str) -> Fraction:

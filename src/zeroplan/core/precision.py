@@ -39,11 +39,6 @@ class BytesPerParam:
     def total(self) -> int:
         return self.params + self.gradients + self.optimizer_states
 
-    @property
-    def master_weights(self) -> int:
-        """The fp32 master copy inside optimizer_states (0 under fp32 training)."""
-        return _MASTER_WEIGHT_BYTES if self.precision == "mixed" else 0
-
 
 def normalize_precision(name: str) -> str:
     key = name.strip().lower()

@@ -2,8 +2,10 @@
 
 Order of preference: no offload before offload (CPU before CPU+params before NVMe), then less
 data-parallel traffic, then the lower stage (less machinery for the same traffic). When nothing
-fits, find the fewest GPUs of this kind that would, by bisection over dp: every option's per-GPU
-bytes are non-increasing in dp.
+fits, find the fewest GPUs of this kind that would, by bisection over dp. Per-GPU shards only shrink
+as dp grows, so fitting is monotone in dp and the answer is the smallest world, with one exception:
+hpZ's secondary partition appears once dp exceeds the hpZ group, so with --zeropp hpz the answer is a
+world that fits where the one below it does not.
 """
 
 from __future__ import annotations
@@ -57,29 +59,34 @@ def _fits_summary(estimate: OptionEstimate, request: EstimateRequest, units: str
 
 
 def fewest_gpus(request: EstimateRequest) -> tuple[int, OptionEstimate] | None:
-    """Smallest world (a multiple of tp·pp) where some option fits, or None up to MAX_DP_SEARCHED."""
+    """Smallest world (a multiple of tp·pp; whole nodes for the deepspeed convention, whose formulas
+    need them) where some option fits, or None up to MAX_DP_SEARCHED data-parallel ranks."""
     # Partitioning real tensors costs O(ranks × tensors): search with the paper's even split instead.
     base = dataclasses.replace(request, convention="paper") if request.convention == "framework" else request
+    parallel = base.parallel
+    model_parallel = parallel.tp * parallel.pp
+
+    def layout(dp: int) -> int:
+        world = dp * model_parallel
+        if base.convention == "deepspeed" and world > parallel.gpus_per_node:
+            world = -(-world // parallel.gpus_per_node) * parallel.gpus_per_node
+        return world
 
     def best_at(dp: int) -> OptionEstimate | None:
-        parallel = base.parallel
-        world = dp * parallel.tp * parallel.pp
-        trial = dataclasses.replace(base, parallel=ParallelDims(world, parallel.tp, parallel.pp,
+        trial = dataclasses.replace(base, parallel=ParallelDims(layout(dp), parallel.tp, parallel.pp,
                                                                 parallel.gpus_per_node))
         fitting = [e for e in evaluate_options(trial) if e.fits]
         return min(fitting, key=preference_key) if fitting else None
 
     if best_at(MAX_DP_SEARCHED) is None:  # what does not shrink with dp (activations, buffers) already fails
         return None
-    low, high = request.parallel.dp, request.parallel.dp * 2
+    low, high = parallel.dp, parallel.dp * 2
     while best_at(high) is None:
-        if high >= MAX_DP_SEARCHED:
-            return None
         low, high = high, high * 2
     while high - low > 1:
         middle = (low + high) // 2
         low, high = (low, middle) if best_at(middle) is not None else (middle, high)
-    return high * request.parallel.tp * request.parallel.pp, best_at(high)
+    return layout(high), best_at(high)
 
 
 def recommend(request: EstimateRequest, estimates: list[OptionEstimate], units: str = "iec") -> Recommendation:
@@ -106,7 +113,7 @@ def recommend(request: EstimateRequest, estimates: list[OptionEstimate], units: 
     parts.append(_fits_summary(chosen, request, units))
     reason = "; ".join(parts)
     if not rejected:
-        reason += ", with the least traffic and no offload"
+        reason += ", the cheapest option asked for" if chosen.option.offloads else ", with the least traffic and no offload"
     same_cost = [e for e in ordered if e.fits and e is not chosen and preference_key(e)[:2] == preference_key(chosen)[:2]]
     if same_cost:
         lighter = min(same_cost, key=lambda e: e.gpu_bytes["total"])

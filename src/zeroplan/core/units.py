@@ -18,6 +18,10 @@ GIB = 2**30
 TIB = 2**40
 GB = 10**9
 TB = 10**12
+# Far beyond any real model or machine, and small enough that byte counts times factors stay exact
+# and their float conversions (for seconds) never overflow.
+MAX_COUNT = 10**18
+MAX_BYTES = 2**80
 
 _COUNT_SUFFIXES = {"": 1, "k": 10**3, "m": 10**6, "b": 10**9, "g": 10**9, "t": 10**12}
 _BYTE_SUFFIXES = {
@@ -50,6 +54,8 @@ def parse_count(text: str | int, input_name: str = "--params") -> int:
         value = _exact_integer(match.group(1), _COUNT_SUFFIXES[match.group(2).lower()], input_name, example)
     if value <= 0:
         raise InputError(input_name, f"must be positive, got {text}", f"write {example}")
+    if value > MAX_COUNT:
+        raise InputError(input_name, f"{text} is beyond any real model (more than 1e18)", f"write {example}")
     return value
 
 
@@ -65,18 +71,24 @@ def parse_bytes(text: str | int, input_name: str) -> int:
         value = _exact_integer(match.group(1), _BYTE_SUFFIXES[match.group(2).lower()], input_name, example)
     if value < 0:
         raise InputError(input_name, f"must not be negative, got {text}", f"write {example}")
+    if value > MAX_BYTES:
+        raise InputError(input_name, f"{text} is beyond any real machine (more than 2^80 bytes)", f"write {example}")
     return value
 
 
 def parse_rate(text: str | int, input_name: str) -> int:
     """Bytes per second from '25GB/s', '400Gb/s' (bits), '7e9' (bytes per second)."""
     raw = str(text).strip()
-    lowered = raw.lower()
-    bits = lowered.endswith("b/s") and raw[-3] == "b"
-    if lowered.endswith("/s"):
+    if raw.lower().endswith("/s"):
         raw = raw[:-2]
-    if bits:  # network link speeds are quoted in bits: 400Gb/s = 50 GB/s
-        value = parse_bytes(raw[:-1] + "B", input_name)
+    # Network links are quoted in bits (400Gb/s = 50 GB/s): bits need an upper-case prefix and a
+    # lower-case b ("Gb", "Gbit"); "7gb/s" could mean either, so it is refused rather than guessed.
+    bits_match = re.fullmatch(r"(.*[0-9.\s])([KMGT])(?:b|bit)", raw)
+    if bits_match is None and re.fullmatch(r".*[0-9.\s][kmgt]b", raw):
+        raise InputError(input_name, f"'{text}' is ambiguous: bits or bytes?",
+                         "write GB/s for bytes or Gb/s (Gbit/s) for bits per second")
+    if bits_match is not None:
+        value = parse_bytes(bits_match.group(1) + bits_match.group(2) + "B", input_name)
         if value % 8:
             raise InputError(input_name, f"'{text}' is not a whole number of bytes per second")
         value //= 8
@@ -108,9 +120,9 @@ def format_rate(bytes_per_second: int | float, digits: int = 1) -> str:
 
 
 def format_count(value: int) -> str:
-    """13000000000 -> '13.0B', 124439808 -> '124.4M'."""
+    """13000000000 -> '13.0B', 124439808 -> '124.4M', 999999999 -> '1.0B' (never '1000.0M')."""
     for limit, suffix in ((10**12, "T"), (10**9, "B"), (10**6, "M"), (10**3, "K")):
-        if value >= limit:
+        if round(value / limit, 1) >= 1:
             return f"{value / limit:.1f}{suffix}"
     return str(value)
 
