@@ -45,6 +45,24 @@ BAD_INPUTS = [
     (["--model", "llama-2-7b", "--gpus", "8", "--sequence-parallel"], "--sequence-parallel"),
     (["--model", "llama-2-7b", "--gpus", "8", "--pp", "64"], "--pp"),
     (["--model", "missing/config.json"], "config.json"),
+    # Found in review: each of these once crashed, or was silently ignored.
+    (["--params", "13e9", "--gpus", "8", "--pp", "2", "--offload-params", "cpu"], "--pp"),
+    (["--params", "13e9", "--gpus", "8", "--pp", "2", "--zeropp", "qwz"], "--zeropp"),
+    (["--params", "1e400"], "--params"),
+    (["--params", "13e9", "--gpu-memory", "1e400"], "--gpu-memory"),
+    (["--params", "13e9", "--gpu-memory", "1GB"], "--gpu-memory"),
+    (["--params", "13e9", "--convention", "deepspeed", "--buffer-factor", "nan"], "--buffer-factor"),
+    (["--params", "13e9", "--buffer-factor", "inf"], "--buffer-factor"),
+    (["--params", "13e9", "--grad-accum", "0"], "--grad-accum"),
+    (["--params", "13e9", "--global-batch", "0"], "--global-batch"),
+    (["--params", "13e9", "--gpu", ""], "--gpu"),
+    (["--params", "13e9", "--framework", "torch"], "--framework"),
+    (["--params", "13e9", "--convention", "deepspeed", "--optimizer", "sgd"], "--convention"),
+    (["--params", "13e9", "--nvme-bandwidth", "7gb/s"], "ambiguous"),
+    (["--params", "13e9", "--gpus", "16", "--zeropp", "hpz", "--hpz-partition-size", "3"], "--hpz-partition-size"),
+    (["--params", "13e9", "--explain", "--format", "csv"], "--explain"),
+    (["--params", "13e9", "--offload-optimizer", "foo"], "none, cpu or nvme"),
+    (["--model", "llama-2-7b", "--seq-len", "0"], "--seq-len: must"),
 ]
 
 
@@ -95,3 +113,11 @@ def test_unsupported_config_json(tmp_path, capsys):
         main(["estimate", "--model", str(config)])
     err = capsys.readouterr().err
     assert info.value.code == 2 and "line 1" in err and "column" in err
+
+
+def test_binary_calibration_file(tmp_path, capsys):
+    binary = tmp_path / "calibration.yaml"
+    binary.write_bytes(b"\x00\x01\xff")
+    with pytest.raises(SystemExit) as info:
+        main(["estimate", "--params", "13e9", "--calibration", str(binary)])
+    assert info.value.code == 2 and capsys.readouterr().err.count("\n") == 1

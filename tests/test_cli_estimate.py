@@ -116,11 +116,15 @@ def test_output_file(tmp_path):
 
 
 def test_tp_pp_and_zeropp_flags():
-    data = run_json("--params", "175e9", "--gpus", "1024", "--tp", "8", "--stage", "3", "--zeropp", "qwz,hpz,qgz")
-    assert data["parallel"]["dp"] == 128 and data["parallel"]["dp_span"] == "inter_node"
-    base = run_json("--params", "175e9", "--gpus", "1024", "--tp", "8", "--stage", "3")
-    inter = lambda d: d["options"][0]["comm_bytes_by_link"]["inter_node"]  # noqa: E731
+    data = run_json("--params", "175e9", "--gpus", "1024", "--stage", "3", "--zeropp", "qwz,hpz,qgz")
+    assert data["parallel"]["dp"] == 1024 and data["parallel"]["dp_span"] == "inter_node"
+    base = run_json("--params", "175e9", "--gpus", "1024", "--stage", "3")
+    inter = lambda d: [o for o in d["options"] if o["offload_params"] == "none"][0]["comm_bytes_by_link"]["inter_node"]  # noqa: E731
     assert inter(data) * 4 == pytest.approx(inter(base), rel=1e-6)  # 3Ψ → 0.75Ψ across nodes
+    # With tp = 8 filling each node, an hpZ group of 8 data-parallel ranks spans 8 nodes: priced there.
+    wide = run_json("--params", "175e9", "--gpus", "1024", "--tp", "8", "--stage", "3", "--offload-optimizer", "none",
+                    "--zeropp", "hpz")
+    assert wide["options"][0]["comm_bytes_by_link"]["intra_node"] == 0
 
 
 def test_units_si_changes_display_not_bytes():

@@ -34,7 +34,7 @@ class _Strict(BaseModel):
 
 class FitRecord(_Strict):
     ranks: int = Field(ge=2, description="ranks in the measured group")
-    latency_s: float = Field(ge=0, description="per ring step")
+    latency_s: float = Field(ge=0, allow_inf_nan=False, description="per ring step")
     bandwidth_bytes_per_s: int | None = Field(gt=0, description="None: latency-bound sweep, no bandwidth")
     r_squared: float
     max_relative_residual: float = Field(ge=0)
@@ -144,6 +144,9 @@ def load_calibration(path: str | Path) -> Calibration:
         text = source.read_text(encoding="utf-8")
     except OSError as exc:
         raise InputError(name, f"cannot read calibration file: {exc.strerror}",
+                         "write one with `zeroplan bench --save-calibration FILE`") from None
+    except UnicodeDecodeError:
+        raise InputError(name, "is not a text (YAML) calibration profile",
                          "write one with `zeroplan bench --save-calibration FILE`") from None
     loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
     try:

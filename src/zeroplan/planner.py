@@ -271,9 +271,16 @@ def build_plan(inputs: EstimateInputs) -> Plan:
         assumptions.append(f"precision {per_param.precision} + {per_param.optimizer}: {per_param.params} + "
                            f"{per_param.gradients} + {per_param.optimizer_states} = {per_param.total} bytes per "
                            "parameter")
+    batch = (f"{request.micro_batches_per_step} micro-batch(es) of the given micro-batch size per optimizer step"
+             + ("; --max-micro-batch does not reprice it" if request.max_micro_batch else ""))
     assumptions.append(f"communication: ring collectives over the data-parallel group, priced on the slowest link it "
-                       f"crosses; {request.micro_batches_per_step} micro-batch(es) per optimizer step; TP/PP traffic "
-                       "not counted here")
+                       f"crosses; {batch}; TP/PP traffic not counted here (zeroplan plan prices it)")
+    if request.zeropp:
+        assumptions.append(f"ZeRO++ {', '.join(sorted(request.zeropp))} on the stage-3 rows (arXiv 2306.10209): qwZ "
+                           "gathers int8 weights in forward, hpZ keeps a 16-bit secondary partition over groups of "
+                           f"{request.hpz_ranks} ranks ({request.hpz_span.replace('_', '-')}; --hpz-partition-size, "
+                           "default GPUs per node) so the backward gather stays there, qgZ reduces int4 gradients; "
+                           "quantisation scales not counted")
     if any(not e.host_checked for e in estimates):
         assumptions.append("host capacity unknown: offload rows are not checked against CPU RAM/NVMe")
     return Plan(inputs, request, estimates, recommendation, assumptions)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from zeroplan.cli import options as opt
 from zeroplan.cli.output_sink import check_format, console_for, write_text
+from zeroplan.core.errors import InputError
 
 
 def estimate(
@@ -61,6 +62,9 @@ def estimate(
     from zeroplan.planner import EstimateInputs, build_plan
 
     output_format = check_format(output_format)
+    if explain and output_format == "csv":
+        raise InputError("--explain", "a CSV row has no room for formulas",
+                         "use --explain with --format table, markdown or json")
     inputs = EstimateInputs(
         gpus=gpus, params=params, model=model, gpu=gpu, cluster=cluster, gpus_per_node=gpus_per_node, tp=tp, pp=pp,
         precision=precision, optimizer=optimizer, convention=convention.strip().lower(),
@@ -91,12 +95,14 @@ def estimate(
         if output is not None:
             write_text(console.export_text(), output)
         return
+    from zeroplan.core.explain import explain_lines
     from zeroplan.output import report
 
-    text = {"json": report.to_json, "csv": report.to_csv, "markdown": report.to_markdown}[output_format](plan)
-    if explain and output_format == "markdown":
-        from zeroplan.core.explain import explain_lines
-
-        text += "\nHow each figure is computed:\n\n" + "".join(
-            f"- {line.strip()}\n" for line in explain_lines(plan.request, plan.estimates, inputs.units))
+    lines = explain_lines(plan.request, plan.estimates, inputs.units) if explain else None
+    if output_format == "json":
+        text = report.to_json(plan, explain=lines)
+    else:
+        text = {"csv": report.to_csv, "markdown": report.to_markdown}[output_format](plan)
+        if lines:
+            text += "\nHow each figure is computed:\n\n" + "".join(f"- {line.strip()}\n" for line in lines)
     write_text(text, output)

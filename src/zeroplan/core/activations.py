@@ -85,6 +85,9 @@ class ActivationConfig:
         if "--virtual-stages" not in problems and "--pp" not in problems \
                 and self.virtual_stages > 1 and self.pp == 1:
             problems["--virtual-stages"] = "interleaving needs a pipeline: --pp must be above 1"
+        if len(problems) == 1:
+            ((name, text),) = problems.items()
+            raise InputError(name, text)
         if problems:
             details = "; ".join(f"{name} {text}" for name, text in problems.items())
             raise InputError(", ".join(problems), details, "correct each input named")

@@ -64,7 +64,7 @@ def validate_zeropp(features: frozenset[str], stage: int | None = None) -> froze
 
 def dp_collectives(stage: int, shard_params: int, dp: int, param_bytes: int, gradient_bytes: int,
                    dp_span: str, zeropp: frozenset[str], hpz_ranks: int, calls_reduce: int = 1,
-                   calls_gather: int = 1, micro_batches: int = 1) -> list[Collective]:
+                   calls_gather: int = 1, micro_batches: int = 1, hpz_span: str = "intra_node") -> list[Collective]:
     """The DP collectives one GPU takes part in per optimizer step of `micro_batches` micro-batches.
 
     Stages 0-1 accumulate gradients locally and reduce once per step; stage 2 reduce-scatters every
@@ -82,7 +82,7 @@ def dp_collectives(stage: int, shard_params: int, dp: int, param_bytes: int, gra
     collectives = [Collective("allgather_parameters_forward", forward_bytes, dp, dp_span, calls_gather, micro_batches)]
     if "hpz" in zeropp and hpz_ranks > 1:
         collectives.append(Collective("allgather_parameters_backward_hpz", shard_params * param_bytes,
-                                      min(hpz_ranks, dp), "intra_node", calls_gather, micro_batches))
+                                      min(hpz_ranks, dp), hpz_span, calls_gather, micro_batches))
     elif "hpz" not in zeropp:
         collectives.append(Collective("allgather_parameters_backward", shard_params * param_bytes, dp, dp_span,
                                       calls_gather, micro_batches))

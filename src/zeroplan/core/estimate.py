@@ -73,6 +73,9 @@ class EstimateRequest:
             raise InputError("--seq-len", "activations need the model's shape", "use --model with a preset or config.json")
         if self.hpz_partition_size is not None and self.hpz_partition_size < 1:
             raise InputError("--hpz-partition-size", f"must be at least 1, got {self.hpz_partition_size}")
+        if "hpz" in self.zeropp and self.parallel.dp % self.hpz_ranks:
+            raise InputError("--hpz-partition-size", f"hpZ groups of {self.hpz_ranks} do not divide dp({self.parallel.dp})",
+                             "choose a partition size that divides the data-parallel degree")
 
     @property
     def shard_params(self) -> int:
@@ -103,6 +106,13 @@ class EstimateRequest:
     @property
     def hpz_ranks(self) -> int:
         return min(self.hpz_partition_size or self.parallel.gpus_per_node, self.parallel.dp)
+
+    @property
+    def hpz_span(self) -> str:
+        """An hpZ group is hpz_ranks consecutive DP ranks, tp apart: inside a node when the block fits
+        a node and lines up with its boundaries."""
+        block, per_node = self.hpz_ranks * self.parallel.tp, self.parallel.gpus_per_node
+        return "intra_node" if block <= per_node and per_node % block == 0 else "inter_node"
 
 
 def _activation_breakdown(request: EstimateRequest) -> dict[str, int]:
@@ -145,16 +155,7 @@ def _evaluate(request: EstimateRequest, option: Option, activations: dict[str, i
             shard, per_param.params, request.hpz_ranks)
 
     stage = option.stage
-    calls_reduce = ceil_div(shard, request.buffers.reduce_bucket_elements)
-    gather_bucket = request.buffers.prefetch_bucket_elements if stage == 3 else request.buffers.allgather_bucket_elements
-    calls_gather = calls_reduce if stage == 0 else ceil_div(shard, gather_bucket)
-    if request.convention == "framework" and request.framework == "torch":
-        collectives = comm.torch_collectives(stage, shard, parallel.dp, per_param.params, request.dp_span,
-                                             calls_reduce, request.micro_batches_per_step)
-    else:
-        collectives = comm.dp_collectives(stage, shard, parallel.dp, per_param.params, per_param.gradients,
-                                          request.dp_span, zeropp, request.hpz_ranks, calls_reduce, calls_gather,
-                                          request.micro_batches_per_step)
+    collectives = collectives_for(request, option)
     breakdown["comm/intra_node_bytes"] = sum(c.bytes_per_gpu for c in collectives if c.span == "intra_node")
     breakdown["comm/inter_node_bytes"] = sum(c.bytes_per_gpu for c in collectives if c.span == "inter_node")
     breakdown["comm/paper_elements"] = comm.paper_elements(stage, shard) if parallel.dp > 1 else 0
@@ -172,6 +173,21 @@ def _evaluate(request: EstimateRequest, option: Option, activations: dict[str, i
     if request.max_micro_batch and request.activations is not None:
         estimate = with_max_micro_batch(request, estimate)
     return _with_fit(request, estimate)
+
+
+def collectives_for(request: EstimateRequest, option: Option) -> list[comm.Collective]:
+    """The data-parallel collectives one GPU takes part in per optimizer step under this option."""
+    parallel, per_param, shard, stage = request.parallel, request.per_param, request.shard_params, option.stage
+    calls_reduce = ceil_div(shard, request.buffers.reduce_bucket_elements)
+    gather_bucket = request.buffers.prefetch_bucket_elements if stage == 3 else request.buffers.allgather_bucket_elements
+    calls_gather = calls_reduce if stage == 0 else ceil_div(shard, gather_bucket)
+    if request.convention == "framework" and request.framework == "torch":
+        return comm.torch_collectives(stage, shard, parallel.dp, per_param.params, request.dp_span, calls_reduce,
+                                      request.micro_batches_per_step)
+    zeropp = request.zeropp if stage == 3 else frozenset()
+    return comm.dp_collectives(stage, shard, parallel.dp, per_param.params, per_param.gradients, request.dp_span,
+                               zeropp, request.hpz_ranks, calls_reduce, calls_gather, request.micro_batches_per_step,
+                               request.hpz_span)
 
 
 def _overlap_step_temporary(breakdown: dict[str, int]) -> None:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from zeroplan.core.estimate import EstimateRequest, OptionEstimate
+from zeroplan.core.estimate import EstimateRequest, OptionEstimate, collectives_for
 from zeroplan.core.units import format_bytes, format_count, format_rate
 
 _STAGE_FORMULAS = {
@@ -19,7 +19,7 @@ def _paper_line(estimate: OptionEstimate, request: EstimateRequest, units: str) 
     terms = terms_of(per_param.params, per_param.gradients, per_param.optimizer_states)
     numeric = " + ".join(f"{factor}×{format_count(shard)}" + (f"/{dp}" if divisor == "N" else "")
                          for factor, divisor in terms)
-    values = [factor * shard if divisor == 1 else -(-factor * shard // dp) for factor, divisor in terms]
+    values = [factor * shard if divisor == 1 else factor * -(-shard // dp) for factor, divisor in terms]
     total = sum(values)
     line = (f"{estimate.option.label}: model states = {symbolic} = {numeric} = "
             + " + ".join(format_bytes(v, units, 2) for v in values)
@@ -30,18 +30,26 @@ def _paper_line(estimate: OptionEstimate, request: EstimateRequest, units: str) 
     return line
 
 
-def _comm_line(estimate: OptionEstimate, request: EstimateRequest) -> str:
-    dp = request.parallel.dp
-    if dp == 1:
-        return f"{estimate.option.label}: no data-parallel traffic (dp = 1)"
-    per_param = request.per_param
-    factor = 3 if estimate.option.stage == 3 else 2
+def _comm_lines(estimate: OptionEstimate, request: EstimateRequest) -> list[str]:
+    """One line per collective: its full buffer, the ring share each GPU sends, repeats, link and time."""
+    if request.parallel.dp == 1:
+        return [f"{estimate.option.label}: no data-parallel traffic (dp = 1)"]
+    lines = []
+    for collective in collectives_for(request, estimate.option):
+        link = request.link_for(collective)
+        repeats = f" × {collective.repeats} micro-batches" if collective.repeats > 1 else ""
+        lines.append(f"{collective.name}: ({collective.ranks}−1)/{collective.ranks} × "
+                     f"{format_bytes(collective.buffer_bytes, 'si', 2)}{repeats} = "
+                     f"{format_bytes(collective.bytes_per_gpu, 'si', 2)} on the {collective.span.replace('_', '-')} "
+                     f"link ({format_rate(link.bandwidth_bytes_per_s)}, {link.latency_s * 1e6:g} µs × "
+                     f"{collective.ranks - 1} steps × {collective.calls * collective.repeats} launches) = "
+                     f"{collective.seconds(link):.3f} s")
     elements = estimate.breakdown["comm/paper_elements"]
-    exact = estimate.comm_bytes_per_gpu_per_step
-    return (f"{estimate.option.label}: traffic per GPU per step = {factor} collectives × (N_d−1)/N_d × "
-            f"{per_param.params} B × Ψ = {format_bytes(exact, 'si', 2)} exact ring "
-            f"({dp - 1}/{dp}); paper's large-N figure {factor}Ψ = {format_count(elements)} elements "
-            f"= {format_bytes(elements * per_param.params, 'si', 2)}; {estimate.comm_seconds_per_step:.3f} s")
+    lines.append(f"total {format_bytes(estimate.comm_bytes_per_gpu_per_step, 'si', 2)} per GPU per step, "
+                 f"{estimate.comm_seconds_per_step:.3f} s; the ZeRO paper's large-N figure for one micro-batch: "
+                 f"{3 if estimate.option.stage == 3 else 2}Ψ = {format_count(elements)} elements = "
+                 f"{format_bytes(elements * request.per_param.params, 'si', 2)}")
+    return lines
 
 
 def explain_lines(request: EstimateRequest, estimates: list[OptionEstimate], units: str = "iec") -> list[str]:
@@ -58,6 +66,12 @@ def explain_lines(request: EstimateRequest, estimates: list[OptionEstimate], uni
     for estimate in estimates:
         if request.convention == "paper":
             lines.append(_paper_line(estimate, request, units))
+        elif request.convention == "framework":
+            gpu = estimate.gpu_bytes
+            lines.append(f"{estimate.option.label}: {request.framework} partitions the model's tensors; its most loaded "
+                         f"rank ({estimate.breakdown['framework/most_loaded_rank']}) holds params "
+                         f"{format_bytes(gpu['params'], units, 2)}, gradients {format_bytes(gpu['gradients'], units, 2)}, "
+                         f"optimizer states {format_bytes(gpu['optimizer_states'], units, 2)}")
         else:
             lines.append(f"{estimate.option.label}: DeepSpeed estimator gives "
                          f"{format_bytes(estimate.gpu_bytes['total'] - estimate.gpu_bytes['activations'], units, 2)} "
@@ -65,7 +79,7 @@ def explain_lines(request: EstimateRequest, estimates: list[OptionEstimate], uni
         buffers = {k.split('/', 2)[2]: v for k, v in estimate.breakdown.items() if k.startswith("gpu/buffers/")}
         if buffers:
             lines.append("    buffers: " + ", ".join(f"{name} {format_bytes(size, units, 2)}" for name, size in buffers.items()))
-        lines.append("    " + _comm_line(estimate, request))
+        lines.extend("    " + line for line in _comm_lines(estimate, request))
         pcie = estimate.breakdown.get("traffic/pcie/bytes_per_gpu", 0)
         if pcie:
             lines.append(f"    offload: {format_bytes(pcie, 'si', 2)} over PCIe per GPU per step at "

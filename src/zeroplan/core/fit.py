@@ -47,8 +47,10 @@ class MemoryBudget:
         _check_fraction("--activation-reserve", self.activation_reserve)
         _check_fraction("--host-reserve", self.host_reserve)
         if self.usable_gpu_bytes <= 0:
-            raise InputError("--runtime-reserve", "leaves no usable GPU memory",
-                             "lower --runtime-reserve or --fragmentation")
+            raise InputError("--gpu-memory/--runtime-reserve",
+                             f"capacity {self.gpu_capacity} − runtime reserve {self.runtime_reserve} − fragmentation "
+                             f"{self.fragmentation_bytes} bytes leaves no usable GPU memory",
+                             "check --gpu-memory, or lower --runtime-reserve or --fragmentation")
 
     @property
     def fragmentation_bytes(self) -> int:

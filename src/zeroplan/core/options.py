@@ -103,6 +103,11 @@ def options_for(convention: str, stage: int | None = None, offload_optimizer: st
     """The options a convention evaluates, narrowed by whatever the user fixed."""
     if convention not in CONVENTIONS:
         raise InputError("--convention", f"unknown convention '{convention}'", "use paper, deepspeed or framework")
+    if stage is not None and stage not in (0, 1, 2, 3):
+        raise InputError("--stage", f"ZeRO stage must be 0, 1, 2 or 3, got {stage}")
+    for flag, tier in (("--offload-optimizer", offload_optimizer), ("--offload-params", offload_params)):
+        if tier is not None and tier not in TIERS:
+            raise InputError(flag, f"unknown offload tier '{tier}'", "use none, cpu or nvme")
     if stage is not None or offload_optimizer is not None or offload_params is not None:
         # Validate the combination the user asked for explicitly (raises with the reason).
         if stage is not None and offload_optimizer is not None and offload_params is not None:

@@ -98,6 +98,7 @@ def plan_dict(plan: Plan) -> dict[str, Any]:
             "key": chosen.option.key if chosen else None,
             "reason": recommendation.reason,
             "fewest_gpus": recommendation.fewest_gpus,
+            "fewest_gpus_option": recommendation.fewest_gpus_option,
         },
         "assumptions": plan.assumptions,
     }
@@ -114,8 +115,12 @@ def _training_dict(request) -> dict[str, Any]:
     return block
 
 
-def to_json(plan: Plan) -> str:
-    return json.dumps(plan_dict(plan), indent=2, ensure_ascii=False) + "\n"
+def to_json(plan: Plan, explain: list[str] | None = None) -> str:
+    data = plan_dict(plan)
+    if explain is not None:
+        data["explain"] = explain
+    # allow_nan=False: NaN or Infinity would be invalid JSON; every figure must be finite by now.
+    return json.dumps(data, indent=2, ensure_ascii=False, allow_nan=False) + "\n"
 
 
 CSV_FIELDS = (
