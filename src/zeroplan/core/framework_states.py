@@ -6,7 +6,7 @@ and reads the most loaded rank off core.framework_partition:
   with the precision's bytes per parameter (mixed: 16-bit weights and gradients, fp32 master + states).
 - torch: DDP, ZeroRedundancyOptimizer, FSDP2 without and with resharding. torch keeps fp32 weights and
   gradients even in mixed precision (autocast or FSDP2's MixedPrecisionPolicy cast per op), so it is
-  fp32 bytes per parameter plus Adam's 4-byte `step` tensor per parameter.
+  fp32 bytes per parameter plus the 4-byte `step` tensor Adam keeps per parameter tensor.
 Offload tiers stay in the paper convention: this one evaluates stages 0-3 on the GPU.
 """
 
