@@ -10,10 +10,9 @@ from __future__ import annotations
 
 import difflib
 import functools
-import hashlib
+import zlib
 import json
 import os
-import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -74,6 +73,8 @@ def _read_cache(path: Path | None) -> dict | None:
 def _write_cache(path: Path | None, entries: dict) -> None:
     if path is None:
         return
+    import tempfile  # only on a cache miss
+
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         handle, temporary = tempfile.mkstemp(dir=path.parent, suffix=".tmp")
@@ -93,7 +94,10 @@ def _load_category(category: str) -> dict[str, PresetEntry]:
         content = path.read_bytes()
     except OSError as exc:
         raise PresetError(str(path), f"cannot read preset file: {exc.strerror}", "reinstall zeroplan") from None
-    key = hashlib.sha256(content + f"|{__version__}|{SCHEMA_REVISION}".encode()).hexdigest()[:20]
+    # crc32 + adler32 + length of the content and the versions: an edit that keeps all three is not a
+    # practical risk, and zlib costs a fraction of hashlib's OpenSSL import at every start.
+    keyed = content + f"|{__version__}|{SCHEMA_REVISION}".encode()
+    key = f"{zlib.crc32(keyed):08x}{zlib.adler32(keyed):08x}{len(keyed):x}"
     cache_dir = _cache_dir()
     cache_path = cache_dir / f"presets-{category}-{key}.json" if cache_dir else None
     entries = _read_cache(cache_path)

@@ -10,31 +10,61 @@ import sys
 
 import typer
 
-from zeroplan.cli.bench_cmd import bench
-from zeroplan.cli.check_cmd import check
-from zeroplan.cli.estimate_cmd import estimate
-from zeroplan.cli.export_cmd import export_app
-from zeroplan.cli.plan_cmd import plan
-from zeroplan.cli.sweep_cmd import sweep
-from zeroplan.cli.validate_cmd import validate
-from zeroplan.cli.presets_cmd import presets_app
 from zeroplan.core.errors import InputError
 
-app = typer.Typer(
-    name="zeroplan",
-    help="Plan DeepSpeed ZeRO and 3D-parallel training: memory per GPU, traffic, fit, and what to use.",
-    no_args_is_help=True,
-    add_completion=False,
-    pretty_exceptions_enable=False,
-)
-app.command("estimate")(estimate)
-app.command("bench")(bench)
-app.command("check")(check)
-app.add_typer(export_app, name="export")
-app.command("validate")(validate)
-app.command("plan")(plan)
-app.command("sweep")(sweep)
-app.add_typer(presets_app, name="presets")
+HELP = "Plan DeepSpeed ZeRO and 3D-parallel training: memory per GPU, traffic, fit, and what to use."
+
+
+def _register(app: typer.Typer, name: str) -> None:
+    """Import one command's module and add it. Each import is deferred to here so a run builds (and
+    pays for) only the command it runs; typer would otherwise build every command's options."""
+    if name == "estimate":
+        from zeroplan.cli.estimate_cmd import estimate
+        app.command("estimate")(estimate)
+    elif name == "plan":
+        from zeroplan.cli.plan_cmd import plan
+        app.command("plan")(plan)
+    elif name == "sweep":
+        from zeroplan.cli.sweep_cmd import sweep
+        app.command("sweep")(sweep)
+    elif name == "check":
+        from zeroplan.cli.check_cmd import check
+        app.command("check")(check)
+    elif name == "export":
+        from zeroplan.cli.export_cmd import export_app
+        app.add_typer(export_app, name="export")
+    elif name == "bench":
+        from zeroplan.cli.bench_cmd import bench
+        app.command("bench")(bench)
+    elif name == "validate":
+        from zeroplan.cli.validate_cmd import validate
+        app.command("validate")(validate)
+    elif name == "presets":
+        from zeroplan.cli.presets_cmd import presets_app
+        app.add_typer(presets_app, name="presets")
+
+
+COMMANDS = ("estimate", "plan", "sweep", "check", "export", "bench", "validate", "presets")
+
+
+def build_app(only: str | None = None) -> typer.Typer:
+    """The whole CLI, or just one command of it (still invoked by name, as `zeroplan NAME ...`)."""
+    app = typer.Typer(name="zeroplan", help=HELP, no_args_is_help=True, add_completion=False,
+                      pretty_exceptions_enable=False)
+
+    @app.callback()
+    def _group() -> None:
+        """Keeps commands as subcommands even when only one is registered."""
+
+    for name in COMMANDS if only is None else (only,):
+        _register(app, name)
+    return app
+
+
+def __getattr__(name: str):
+    if name == "app":  # `from zeroplan.cli.app import app`: the whole CLI, for tests and embedding
+        return build_app()
+    raise AttributeError(name)
 
 
 def _is_click_error(exc: BaseException) -> bool:
@@ -62,7 +92,8 @@ def main(argv: list[str] | None = None) -> None:
     debug = "--debug" in args
     if debug:
         args = [a for a in args if a != "--debug"]
-    command = typer.main.get_command(app)
+    only = args[0] if args and args[0] in COMMANDS else None
+    command = typer.main.get_command(build_app(only))
     try:
         # standalone_mode=False hands a raised typer.Exit(n) back as the return value n.
         returned = command.main(args=args, prog_name="zeroplan", standalone_mode=False)

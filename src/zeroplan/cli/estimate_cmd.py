@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from zeroplan.cli import options as opt
-from zeroplan.cli.output_sink import check_format, console_for, write_text
+from zeroplan.cli.output_sink import check_format, write_text
 from zeroplan.core.errors import InputError
 
 
@@ -87,13 +87,13 @@ def estimate(
     if output_format == "table":
         from zeroplan.core.explain import explain_lines
         from zeroplan.output.table import render, render_explain
+        from zeroplan.output.terminal import Canvas
 
-        console = console_for(output)
-        render(plan, console)
+        canvas = Canvas.for_output(to_file=output is not None)
+        render(plan, canvas)
         if explain:
-            render_explain(explain_lines(plan.request, plan.estimates, inputs.units), console)
-        if output is not None:
-            write_text(console.export_text(), output)
+            render_explain(explain_lines(plan.request, plan.estimates, inputs.units), canvas)
+        write_text(canvas.text(), output)
         return
     from zeroplan.core.explain import explain_lines
     from zeroplan.output import report

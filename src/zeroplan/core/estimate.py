@@ -16,8 +16,6 @@ from zeroplan.core.buffers import BufferConfig, gpu_buffer_bytes, host_buffer_by
 from zeroplan.core.deepspeed_estimator import DEFAULT_BUFFER_FACTOR, deepspeed_model_states
 from zeroplan.core.errors import InputError
 from zeroplan.core.fit import MemoryBudget
-from zeroplan.core.framework_partition import ParamSpec
-from zeroplan.core.framework_states import framework_model_states
 from zeroplan.core.hardware import ClusterSpec, Link
 from zeroplan.core.model import ModelSpec
 from zeroplan.core.micro_batch import with_max_micro_batch
@@ -55,7 +53,7 @@ class EstimateRequest:
     calibrated_links: tuple[tuple[tuple[str, str], Link], ...] = ()
     # The framework convention: which framework, and the model's parameter tensors it partitions.
     framework: str = "deepspeed"
-    parameters: tuple[ParamSpec, ...] = ()
+    parameters: tuple = ()  # core.framework_partition.ParamSpec, imported only when this convention runs
 
     def __post_init__(self) -> None:
         if self.convention in ("deepspeed", "framework") and (self.parallel.tp > 1 or self.parallel.pp > 1):
@@ -134,6 +132,8 @@ def _evaluate(request: EstimateRequest, option: Option, activations: dict[str, i
         del breakdown["deepspeed/gpu_bytes"]
     else:
         if request.convention == "framework":
+            from zeroplan.core.framework_states import framework_model_states
+
             breakdown = framework_model_states(option, request.parameters, parallel.dp, per_param, request.framework)
         else:
             breakdown = paper_model_states(option, shard, parallel.dp, per_param, gpus_in_node)
