@@ -271,7 +271,8 @@ def build_plan(inputs: EstimateInputs) -> Plan:
         assumptions.append(f"precision {per_param.precision} + {per_param.optimizer}: {per_param.params} + "
                            f"{per_param.gradients} + {per_param.optimizer_states} = {per_param.total} bytes per "
                            "parameter")
-    batch = (f"{request.micro_batches_per_step} micro-batch(es) of the given micro-batch size per optimizer step"
+    count = request.micro_batches_per_step
+    batch = (f"{count} micro-batch{'es' if count > 1 else ''} of the given size per optimizer step"
              + ("; --max-micro-batch does not reprice it" if request.max_micro_batch else ""))
     assumptions.append(f"communication: ring collectives over the data-parallel group, priced on the slowest link it "
                        f"crosses; {batch}; TP/PP traffic not counted here (zeroplan plan prices it)")
