@@ -87,7 +87,7 @@ def test_cli_exits_1_naming_the_failed_rank(token):
     done = subprocess.run([sys.executable, "-m", "zeroplan.bench", "--nproc", "2", *SWEEP], env=env,
                           capture_output=True, text=True, timeout=60)
     assert done.returncode == 1
-    assert "zeroplan bench: rank 1 exited with code 17" in done.stderr
+    assert "zeroplan: error: rank 1 exited with code 17" in done.stderr
     assert done.stdout == ""
     assert _processes_with(token) == []
 

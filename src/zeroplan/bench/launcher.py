@@ -46,15 +46,15 @@ class LaunchOutcome:
     pids: list[int] = field(default_factory=list)  # every rank process started, all tries
 
 
-class _Interrupted(Exception):
+class Interrupted(Exception):
     pass
 
 
-def _raise_interrupt(signum, frame):  # SIGTERM to the launcher: clean up as for Ctrl-C
-    raise _Interrupted()
+def raise_interrupt(signum, frame):  # SIGTERM to the launcher: clean up as for Ctrl-C
+    raise Interrupted()
 
 
-def _describe_exit(code: int) -> str:
+def describe_exit(code: int) -> str:
     if code < 0:
         try:
             return f"was killed by {signal.Signals(-code).name}"
@@ -145,7 +145,7 @@ def _watch(ranks: _RankSet, timeout_s: float) -> tuple[str, int | None, str]:
             first = min(failed, key=lambda r: (codes[r] >= 0, counts[r], r))
             if codes[first] == EXIT_ADDRESS_IN_USE:
                 return "port", first, f"rank {first}: port taken"
-            message = f"rank {first} {_describe_exit(codes[first])}"
+            message = f"rank {first} {describe_exit(codes[first])}"
             tail = _tail(ranks.stderr_paths[first]) if first else ""
             return "failed", first, message + (f"; its last lines:\n{tail}" if tail else "")
         if all(code == 0 for code in codes):
@@ -181,7 +181,7 @@ def launch_local(config: BenchConfig, nproc: int, *, port_picker: Callable[[], i
     log = log or sys.stderr
     outcome = LaunchOutcome(exit_code=EXIT_FAILED)
     workdir = Path(tempfile.mkdtemp(prefix="zeroplan-bench-"))
-    previous_term = signal.signal(signal.SIGTERM, _raise_interrupt) if _main_thread() else None
+    previous_term = signal.signal(signal.SIGTERM, raise_interrupt) if _main_thread() else None
     ranks: _RankSet | None = None
     try:
         for attempt in range(1, port_tries + 1):
@@ -201,7 +201,7 @@ def launch_local(config: BenchConfig, nproc: int, *, port_picker: Callable[[], i
                 if state == "port":
                     outcome.message = f"rank 0 found every port taken (errno 98, EADDRINUSE) in {port_tries} tries"
             break
-    except (KeyboardInterrupt, _Interrupted):
+    except (KeyboardInterrupt, Interrupted):
         outcome.exit_code, outcome.message = EXIT_INTERRUPTED, "interrupted; stopped every rank"
     finally:
         if ranks is not None:

@@ -6,37 +6,16 @@ from __future__ import annotations
 
 import sys
 
-import typer
 
-from zeroplan.cli.validate_cmd import validate
-from zeroplan.core.errors import InputError
+def main(argv: list[str] | None = None) -> int:
+    """`zeroplan validate ARGS` through the CLI's single entry point (one error table, one exit-status rule)."""
+    from zeroplan.cli.app import main as cli_main
 
-app = typer.Typer(add_completion=False, pretty_exceptions_enable=False)
-app.command()(validate)
-
-
-def main() -> int:
     try:
-        code = app(standalone_mode=False)
-    except InputError as exc:
-        sys.stderr.write(f"zeroplan validate: {exc}\n")
-        return 2
-    except RuntimeError as exc:  # ValidateFailed carries its exit code
-        if not isinstance(getattr(exc, "exit_code", None), int):
-            raise
-        sys.stderr.write(f"zeroplan validate: {exc}\n")
-        return exc.exit_code
-    except typer.Exit as exc:
-        return exc.exit_code
-    except (typer.Abort, KeyboardInterrupt):
-        return 130
-    except Exception as exc:  # click usage errors under standalone_mode=False
-        show = getattr(exc, "show", None)
-        if show is None:
-            raise
-        show()
-        return getattr(exc, "exit_code", 2)
-    return code if isinstance(code, int) else 0
+        cli_main(["validate", *(sys.argv[1:] if argv is None else argv)])
+    except SystemExit as exc:
+        return exc.code if isinstance(exc.code, int) else 0
+    return 0
 
 
 if __name__ == "__main__":

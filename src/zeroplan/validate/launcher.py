@@ -20,6 +20,7 @@ import tempfile
 import time
 from pathlib import Path
 
+from zeroplan.bench.launcher import Interrupted, describe_exit, raise_interrupt  # one process-exit vocabulary
 from zeroplan.bench.rendezvous import EXIT_ADDRESS_IN_USE, LOCAL_HOST, free_port
 from zeroplan.validate import ValidateFailed
 from zeroplan.validate.config import ValidateConfig
@@ -27,28 +28,12 @@ from zeroplan.validate.config import ValidateConfig
 POLL_S = 0.05
 TERM_GRACE_S = 2.0
 PORT_TRIES = 3
+
 TAIL_LINES = 6
 EXIT_INTERRUPTED = 130
 # The environment a rank reads (zeroplan.validate.worker).
 CONFIG_ENV, BACKEND_ENV = "ZEROPLAN_VALIDATE_CONFIG", "ZEROPLAN_VALIDATE_BACKEND"
 RESULT_DIR_ENV, PARENT_PID_ENV = "ZEROPLAN_VALIDATE_RESULTS", "ZEROPLAN_VALIDATE_PARENT_PID"
-
-
-class _Interrupted(Exception):
-    pass
-
-
-def _raise_interrupt(signum, frame):
-    raise _Interrupted()
-
-
-def _describe_exit(code: int) -> str:
-    if code < 0:
-        try:
-            return f"was killed by {signal.Signals(-code).name}"
-        except ValueError:
-            return f"was killed by signal {-code}"
-    return f"exited with code {code}"
 
 
 def _tail(path: Path) -> str:
@@ -110,7 +95,7 @@ class _Ranks:
                 if codes[first] == EXIT_ADDRESS_IN_USE:
                     return "port", f"rank {first}: port taken"
                 tail = _tail(self.stderr_paths[first])
-                return "failed", f"rank {first} {_describe_exit(codes[first])}" + (f": {tail}" if tail else "")
+                return "failed", f"rank {first} {describe_exit(codes[first])}" + (f": {tail}" if tail else "")
             if all(code == 0 for code in codes):
                 return "ok", ""
             if time.monotonic() > deadline:
@@ -126,7 +111,7 @@ def launch_local(config: ValidateConfig, backend: str, nproc: int, *, port_tries
     pids, when given, collects every rank process started (tests check none is left)."""
     workdir = Path(tempfile.mkdtemp(prefix="zeroplan-validate-"))
     main_thread = _main_thread()
-    previous_term = signal.signal(signal.SIGTERM, _raise_interrupt) if main_thread else None
+    previous_term = signal.signal(signal.SIGTERM, raise_interrupt) if main_thread else None
     ranks: _Ranks | None = None
     try:
         for attempt in range(1, port_tries + 1):
@@ -145,7 +130,7 @@ def launch_local(config: ValidateConfig, backend: str, nproc: int, *, port_tries
                 results += json.loads((workdir / f"rank{rank}.json").read_text(encoding="utf-8"))
             return results
         raise AssertionError("unreachable")  # the loop returns or raises
-    except (KeyboardInterrupt, _Interrupted):
+    except (KeyboardInterrupt, Interrupted):
         raise ValidateFailed("interrupted; stopped every rank", EXIT_INTERRUPTED) from None
     finally:
         if ranks is not None:
