@@ -121,3 +121,18 @@ def test_binary_calibration_file(tmp_path, capsys):
     with pytest.raises(SystemExit) as info:
         main(["estimate", "--params", "13e9", "--calibration", str(binary)])
     assert info.value.code == 2 and capsys.readouterr().err.count("\n") == 1
+
+
+@pytest.mark.parametrize("args", [[], ["export"], ["presets"]])
+def test_bare_commands_show_help_and_exit_0(args, capsys):
+    with pytest.raises(SystemExit) as info:
+        main(args)
+    captured = capsys.readouterr()
+    assert info.value.code == 0 and "Usage" in captured.out and captured.err == ""
+
+
+def test_unknown_command_is_one_line(capsys):
+    with pytest.raises(SystemExit) as info:
+        main(["estimat"])
+    err = capsys.readouterr().err
+    assert info.value.code == 2 and err.count("\n") == 1 and "estimat" in err

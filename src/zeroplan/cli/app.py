@@ -92,7 +92,9 @@ def main(argv: list[str] | None = None) -> None:
     debug = "--debug" in args
     if debug:
         args = [a for a in args if a != "--debug"]
-    only = args[0] if args and args[0] in COMMANDS else None
+    if not args:
+        args = ["--help"]  # a bare `zeroplan` shows the commands and exits 0
+    only = args[0] if args[0] in COMMANDS else None
     command = typer.main.get_command(build_app(only))
     try:
         # standalone_mode=False hands a raised typer.Exit(n) back as the return value n.
@@ -102,6 +104,8 @@ def main(argv: list[str] | None = None) -> None:
             raise
         if type(exc).__name__ == "Exit" and hasattr(exc, "exit_code"):  # --help, --version, typer.Exit
             sys.exit(exc.exit_code)
+        if type(exc).__name__ == "NoArgsIsHelpError":  # `zeroplan export` alone: its help was shown
+            sys.exit(0)
         if debug:
             raise
         message, status = _error_line(exc)
