@@ -88,7 +88,7 @@ def test_export_plan_passes_check_and_drives_export_deepspeed(run, tmp_path, nam
     flags = ROUND_TRIPS[name]
     plan = tmp_path / "plan.yaml"
     code, out, err = run("export", "plan", *flags, "-o", str(plan))
-    assert code == 0 and out.startswith(f"wrote {plan}: plan for "), err
+    assert code == 0 and out == "" and err.startswith(f"wrote {plan}: plan for "), err  # status on stderr
     code, report, err = run("check", str(plan), "--strict", "-f", "json")
     assert code == 0 and json.loads(report)["files"][0]["findings"] == [], report
     ds = tmp_path / "ds.json"

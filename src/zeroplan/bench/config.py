@@ -3,6 +3,7 @@ milliseconds with exit 2, before any process is spawned."""
 
 from __future__ import annotations
 
+
 import json
 import math
 from dataclasses import asdict, dataclass
@@ -68,8 +69,19 @@ def _check_calibration_path(path: str | None) -> str | None:
     target = Path(path)
     if target.is_dir():
         raise InputError("--save-calibration", f"{path} is a directory", "give a file name such as calib.yaml")
+    if not path.strip():
+        raise InputError("--save-calibration", "is empty", "give a file name such as calib.yaml")
     if not target.parent.is_dir():
         raise InputError("--save-calibration", f"folder {target.parent} does not exist", "create it first")
+    existed = target.exists()
+    try:  # a real probe: permission bits say nothing to root, and some filesystems refuse new files
+        with open(target, "a", encoding="utf-8"):
+            pass
+    except OSError as exc:
+        raise InputError("--save-calibration", f"cannot write {path}: {exc.strerror}",
+                         "choose a writable location") from None
+    if not existed:
+        target.unlink()
     return str(target)
 
 

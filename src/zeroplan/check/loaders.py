@@ -87,6 +87,8 @@ def parse_json(path: Path, text: str) -> Source:
     except json.JSONDecodeError as exc:
         raise InputError(str(path), f"malformed JSON at line {exc.lineno}, column {exc.colno}: {exc.msg}",
                          "fix the syntax: DeepSpeed reads strict JSON") from None
+    except RecursionError:
+        raise InputError(str(path), "is nested too deeply to be a DeepSpeed config", "check the file") from None
     return Source(path, text, data, "json", duplicates=[(key,) for key in duplicates])
 
 
@@ -102,6 +104,8 @@ def parse_yaml(path: Path, text: str) -> Source:
         where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
         problem = getattr(exc, "problem", None) or "syntax error"
         raise InputError(str(path), f"malformed YAML{where}: {problem}", "fix the syntax") from None
+    except RecursionError:
+        raise InputError(str(path), "is nested too deeply to be a config or plan file", "check the file") from None
     source = Source(path, text, data, "yaml")
     if node is not None:
         _collect_marks(node, (), source)

@@ -8,6 +8,8 @@ from typing import Annotated, Optional
 
 import typer
 
+from zeroplan.core.errors import InputError
+
 from zeroplan.cli import options as opt
 from zeroplan.cli.check_cmd import Hidden, MaybeFlash, MaybePp, MaybeTp, PlanOption
 from zeroplan.cli.output_sink import write_text
@@ -51,14 +53,21 @@ def _choice(plan, params, model, hidden, largest_layer_params, gpus, gpus_per_no
 
 
 def _confirm(output: str | None, what: str, choice) -> None:
-    if output is not None:  # the file holds the data; say what went into it
-        from zeroplan.core.units import format_bytes
+    from zeroplan.core.units import format_bytes
 
-        estimate = choice.estimate
+    estimate = choice.estimate
+    if not estimate.fits:  # --force wrote it anyway: never silently
+        typer.echo(f"warning: {estimate.option.label} does not fit ({', '.join(estimate.limits)}): "
+                   f"{format_bytes(estimate.gpu_bytes['total'], choice.context.units)} per GPU; written because "
+                   "of --force", err=True)
+    if output is not None:  # the file holds the data; say what went into it
         typer.echo(f"wrote {output}: {what} for {estimate.option.label}, "
-                   f"{format_bytes(estimate.gpu_bytes['total'], choice.context.units)} per GPU predicted")
-        typer.echo(f"check it with `zeroplan check {output}` and the same model, hardware and step flags "
-                   "(--recompute, --seq-len, ...), or export a plan file, which records them")
+                   f"{format_bytes(estimate.gpu_bytes['total'], choice.context.units)} per GPU predicted", err=True)
+        if what == "plan":
+            typer.echo(f"check it with `zeroplan check {output}`", err=True)
+        else:
+            typer.echo(f"check it with `zeroplan check {output}` and the same model, hardware and step flags "
+                       "(--recompute, --seq-len, ...), or export a plan file, which records them", err=True)
 
 
 @export_app.command("deepspeed")
@@ -96,6 +105,8 @@ def deepspeed(
     """A ready ds_config.json: stage, offload blocks, bucket sizes scaled to the model, precision, batch sizes."""
     from zeroplan.export import deepspeed_config
 
+    if nvme_path is not None and not nvme_path.strip():
+        raise InputError("--nvme-path", "is empty", "give the NVMe mount point, e.g. /local_nvme")
     choice, path = _choice(plan, params, model, hidden, largest_layer_params, gpus, gpus_per_node, gpu, cluster,
                            cpu_memory, nvme, gpu_memory, tp, pp, stage, offload_optimizer, offload_params, precision,
                            optimizer, micro_batch, grad_accum, global_batch, seq_len, recompute, flash_attention,

@@ -83,7 +83,12 @@ BufferFactor = Annotated[float, typer.Option(
     "--buffer-factor", help="DeepSpeed's additional_buffer_factor for CPU memory.", rich_help_panel=DEEPSPEED)]
 
 Format = Annotated[str, typer.Option(
-    "--format", "-f", help="table, json, csv or markdown.", rich_help_panel=OUTPUT)]
+    "--format", "-f", help="Output format: table, json, csv or markdown (the command's error names the ones it has).",
+    rich_help_panel=OUTPUT)]
+FormatTableJsonCsv = Annotated[str, typer.Option(
+    "--format", "-f", help="table, json or csv.", rich_help_panel=OUTPUT)]
+FormatTableJson = Annotated[str, typer.Option(
+    "--format", "-f", help="table or json.", rich_help_panel=OUTPUT)]
 Output = Annotated[Optional[str], typer.Option(
     "--output", "-o", help="Write to this file instead of stdout.", rich_help_panel=OUTPUT)]
 Units = Annotated[str, typer.Option(

@@ -3,11 +3,14 @@ mode for the fastest plans that fit, and say why the rest do not."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from typing import Annotated, Optional
 
 import typer
 
 from zeroplan.cli import options as opt
+from zeroplan.core.errors import InputError
 from zeroplan.cli.output_sink import check_format, console_for, write_text
 
 SEARCH = "Search space"
@@ -111,7 +114,7 @@ def plan(
     flash_attention: opt.FlashAttention = True,
     top: Top = 5,
     tie_tolerance: TieTolerance = None,
-    output_format: opt.Format = "table",
+    output_format: opt.FormatTableJsonCsv = "table",
     output: opt.Output = None,
     units: opt.Units = "iec",
     progress: Progress = True,
@@ -123,6 +126,9 @@ def plan(
     from zeroplan.plan.run import run_plan
 
     output_format = check_format(output_format, ("table", "json", "csv"))
+    if write_deepspeed is not None and output is not None and Path(write_deepspeed).resolve() == Path(output).resolve():
+        raise InputError("--write-deepspeed", f"{write_deepspeed} is also the --output file",
+                         "give the DeepSpeed config and the report different files")
     inputs = PlanInputs(
         gpus=gpus, global_batch=global_batch, seq_len=seq_len, model=model, params=params, layers=layers,
         hidden=hidden, heads=heads, kv_heads=kv_heads, vocab=vocab, ffn=ffn, gpu=gpu, cluster=cluster,

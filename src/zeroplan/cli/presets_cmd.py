@@ -13,7 +13,7 @@ presets_app = typer.Typer(help="Built-in GPU, cluster and model presets.", no_ar
 
 
 @presets_app.command("list")
-def list_presets(output_format: opt.Format = "table") -> None:
+def list_presets(output_format: opt.FormatTableJson = "table") -> None:
     """Every preset name, by category."""
     import json
 
@@ -35,7 +35,7 @@ def list_presets(output_format: opt.Format = "table") -> None:
 
 @presets_app.command("show")
 def show_preset(name: Annotated[str, typer.Argument(help="A preset name.")],
-                output_format: opt.Format = "table") -> None:
+                output_format: opt.FormatTableJson = "table") -> None:
     """One preset's fields and sources."""
     import json
 

@@ -3,11 +3,14 @@ GPU types and ZeRO stages, for capacity planning. CSV by default; --plot draws m
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from typing import Annotated, Optional
 
 import typer
 
 from zeroplan.cli import options as opt
+from zeroplan.core.errors import InputError
 from zeroplan.cli.output_sink import check_format, console_for, write_text
 
 GRID = "Grid"
@@ -55,6 +58,8 @@ def sweep(
     from zeroplan.plan import sweep_output
 
     output_format = check_format(output_format, ("csv", "json", "table"))
+    if plot is not None and output is not None and Path(plot).resolve() == Path(output).resolve():
+        raise InputError("--plot", f"{plot} is also the --output file", "give the plot and the table different files")
     inputs = SweepInputs(models=model, params=params, gpus=gpus, gpu_types=gpu, stages=stages, tp=tp, pp=pp,
                          gpus_per_node=gpus_per_node, seq_len=seq_len, micro_batch=micro_batch,
                          recompute=recompute.strip().lower() if recompute else None, flash_attention=flash_attention,

@@ -26,7 +26,8 @@ DEFAULT_HOST_RESERVE = Fraction(10, 100)
 
 def _check_fraction(name: str, value: Fraction) -> Fraction:
     if not 0 <= value < 1:
-        raise InputError(name, f"must be a fraction in [0, 1), got {float(value):g}", "write e.g. 10% or 0.1")
+        shown = f"{float(value):g}" if abs(value) < 10**6 else "a huge number"  # float() of 1e400 overflows
+        raise InputError(name, f"must be a fraction in [0, 1), got {shown}", "write e.g. 10% or 0.1")
     return value
 
 

@@ -37,6 +37,13 @@ class ModelSpec:
         if isinstance(self.params, bool) or not isinstance(self.params, int) or self.params <= 0:
             raise InputError("--params", f"must be a positive whole count, got {self.params}",
                              "write a count such as 13e9 or 13B")
+        if self.heads is not None and self.hidden is not None:
+            if self.head_dim is None and self.hidden % self.heads:
+                raise InputError("--heads", f"{self.heads} heads do not divide hidden size {self.hidden}",
+                                 "give the model's real head count (or its head_dim in config.json)")
+            if self.kv_heads is not None and (self.kv_heads > self.heads or self.heads % self.kv_heads):
+                raise InputError("--kv-heads", f"{self.kv_heads} key/value heads do not divide {self.heads} heads",
+                                 "grouped-query attention needs heads to be a multiple of kv_heads")
         if self.largest_layer_params is not None and not 0 < self.largest_layer_params <= self.params:
             raise InputError("--largest-layer-params",
                              f"must be between 1 and the model's {self.params} parameters, got {self.largest_layer_params}")

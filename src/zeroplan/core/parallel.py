@@ -11,6 +11,8 @@ from math import gcd
 
 from zeroplan.core.errors import InputError
 
+MAX_WORLD = 2**24  # 16.7M GPUs: beyond any cluster, and it keeps every search over world sizes bounded
+
 
 @dataclass(frozen=True)
 class ParallelDims:
@@ -26,6 +28,8 @@ class ParallelDims:
                             ("--gpus-per-node", self.gpus_per_node)):
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise InputError(name, f"must be a positive whole number, got {value}")
+            if value > MAX_WORLD:
+                raise InputError(name, f"{value} is beyond any cluster (more than {MAX_WORLD})")
         if self.world % (self.tp * self.pp):
             dp_floor = self.world // (self.tp * self.pp)
             raise InputError(

@@ -10,7 +10,7 @@ from zeroplan.core.activations import RECOMPUTE_MODES
 from zeroplan.core.errors import InputError
 from zeroplan.core.model import ModelSpec
 from zeroplan.core.options import PAPER_OPTIONS, Option
-from zeroplan.core.parallel import ParallelDims
+from zeroplan.core.parallel import MAX_WORLD, ParallelDims
 
 # An uneven pipeline split is accepted while the busiest stage carries at most this much more than an
 # even share of the layers (pp·ceil(L/pp)/L - 1): 96 layers on 64 stages (33%) is not a sensible split.
@@ -60,6 +60,11 @@ class SearchSpace:
                             ("--seq-len", self.seq_len)):
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise InputError(name, f"must be a positive whole number, got {value!r}")
+        # Bounds that keep the divisor enumeration (√n steps) instant; both are far past real runs.
+        for name, value, limit in (("--gpus", self.gpus, MAX_WORLD), ("--global-batch", self.global_batch, 10**9),
+                                   ("--seq-len", self.seq_len, 10**8)):
+            if value > limit:
+                raise InputError(name, f"{value} is beyond any real run (more than {limit})")
         lists = (("--stages", self.stages, lambda s: s in (0, 1, 2, 3), "0, 1, 2 or 3"),
                  ("--recompute", self.recompute, lambda r: r in RECOMPUTE_MODES, "none, selective or full"),
                  ("--virtual-stages", self.virtual_stages, _positive, "positive whole numbers"),
@@ -88,6 +93,11 @@ def layouts(space: SearchSpace) -> list[tuple[int, int]]:
         for pp in divisors(space.gpus // tp):
             if space.pp is None or pp in space.pp:
                 found.append((tp, pp))
+    if not found:  # only possible when --tp/--pp narrowed it: say so rather than search nothing
+        asked = " and ".join(f"{flag} {','.join(map(str, values))}" for flag, values in
+                             (("--tp", space.tp), ("--pp", space.pp)) if values)
+        raise InputError("--tp/--pp", f"no tp × pp from {asked} divides the {space.gpus} GPUs",
+                         "choose degrees whose product divides --gpus")
     return found
 
 

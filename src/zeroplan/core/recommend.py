@@ -14,10 +14,8 @@ import dataclasses
 from dataclasses import dataclass
 
 from zeroplan.core.estimate import EstimateRequest, OptionEstimate, evaluate_options
-from zeroplan.core.parallel import ParallelDims
+from zeroplan.core.parallel import MAX_WORLD, ParallelDims
 from zeroplan.core.units import format_bytes
-
-MAX_DP_SEARCHED = 2**24
 
 
 @dataclass(frozen=True)
@@ -60,7 +58,7 @@ def _fits_summary(estimate: OptionEstimate, request: EstimateRequest, units: str
 
 def fewest_gpus(request: EstimateRequest) -> tuple[int, OptionEstimate] | None:
     """Smallest world (a multiple of tp·pp; whole nodes for the deepspeed convention, whose formulas
-    need them) where some option fits, or None up to MAX_DP_SEARCHED data-parallel ranks."""
+    need them) where some option fits, or None up to MAX_WORLD GPUs."""
     # Partitioning real tensors costs O(ranks × tensors): search with the paper's even split instead.
     base = dataclasses.replace(request, convention="paper") if request.convention == "framework" else request
     parallel = base.parallel
@@ -78,11 +76,13 @@ def fewest_gpus(request: EstimateRequest) -> tuple[int, OptionEstimate] | None:
         fitting = [e for e in evaluate_options(trial) if e.fits]
         return min(fitting, key=preference_key) if fitting else None
 
-    if best_at(MAX_DP_SEARCHED) is None:  # what does not shrink with dp (activations, buffers) already fails
+    largest_dp = MAX_WORLD // model_parallel
+    if best_at(largest_dp) is None:  # what does not shrink with dp (activations, buffers) already fails
         return None
     low, high = parallel.dp, parallel.dp * 2
-    while best_at(high) is None:
+    while best_at(min(high, largest_dp)) is None:
         low, high = high, high * 2
+    high = min(high, largest_dp)
     while high - low > 1:
         middle = (low + high) // 2
         low, high = (low, middle) if best_at(middle) is not None else (middle, high)
@@ -98,7 +98,7 @@ def recommend(request: EstimateRequest, estimates: list[OptionEstimate], units: 
         gpu_name = request.cluster.gpu.name
         reason = f"nothing fits on {request.parallel.world} × {gpu_name}: {_shortfall(closest, request, units)}"
         if found is None:
-            reason += f"; no world size up to {MAX_DP_SEARCHED} data-parallel ranks fits either"
+            reason += f"; no world size up to {MAX_WORLD} GPUs fits either"
             return Recommendation(None, reason)
         world, option = found
         reason += f"; the fewest {gpu_name} GPUs that fit: {world} ({option.option.label})"

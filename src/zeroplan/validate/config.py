@@ -89,12 +89,15 @@ def _precision(text: str) -> str:
 def build_config(*, stage: str, shape: TinyShape, precision: str, optimizer: str, micro_batch: int, steps: int,
                  backend: str, nproc: int | None, cpu_offload: bool, timeout: float, output_format: str,
                  perturb_bytes: int = 0) -> ValidateConfig:
-    if micro_batch < 1:
-        raise InputError("--micro-batch", f"must be at least 1, got {micro_batch}")
+    if not 1 <= micro_batch <= 4096:
+        raise InputError("--micro-batch", f"must be between 1 and 4096 for a validation run, got {micro_batch}")
     if steps < 1:
         raise InputError("--steps", f"must be at least 1, got {steps}", "states are measured after the last step")
     if not (math.isfinite(timeout) and timeout > 0):
         raise InputError("--timeout", f"must be a positive number of seconds, got {timeout}")
+    if nproc is not None and nproc > 1024:
+        raise InputError("--nproc", f"{nproc} local ranks is more than this command starts (at most 1024)",
+                         "use torchrun across nodes for larger runs")
     if nproc is not None and nproc < 2:
         raise InputError("--nproc", f"sharding needs at least 2 ranks, got {nproc}",
                          "use --nproc 2 or more, or start validate under torchrun")

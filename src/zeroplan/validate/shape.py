@@ -20,6 +20,9 @@ LLAMA_STYLE_FAMILIES = ("llama", "mistral", "mixtral", "qwen2", "gemma", "phi3")
 MIN_HEAD_DIM = 8
 
 
+MAX_DIMENSION = 1_000_000  # validate trains real tensors on this machine's memory
+
+
 @dataclass(frozen=True)
 class TinyShape:
     style: str = "gpt2"
@@ -40,6 +43,9 @@ class TinyShape:
                             ("--seq-len", self.seq_len)):
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise InputError(flag, f"must be a positive whole number, got {value!r}")
+            if value > MAX_DIMENSION:
+                raise InputError(flag, f"{value} is too large for a validation run (at most {MAX_DIMENSION})",
+                                 "validate trains a small model: keep every dimension modest")
         if self.hidden % self.heads:
             raise InputError("--heads", f"{self.heads} heads do not divide --hidden {self.hidden}",
                              "pick a head count that divides the width")
