@@ -57,3 +57,14 @@ def test_plan_output_collision(tmp_path, capsys):
         main(["plan", "--model", "llama-2-7b", "--gpus", "8", "--global-batch", "64", "-o", target,
               "--write-deepspeed", target])
     assert info.value.code == 2 and "--write-deepspeed" in capsys.readouterr().err
+
+
+def test_check_says_when_a_flag_is_not_used(capsys):
+    """The config's own value wins over a flag (flags fill "auto"): never silently."""
+    with pytest.raises(SystemExit) as info:
+        main(["check", GOOD_CONFIG, "--model", "llama-2-7b", "--gpus", "8", "--micro-batch", "1", "--format", "json"])
+    out = capsys.readouterr().out
+    assert info.value.code in (0, 1) and "--micro-batch 1 not used" in out
+    with pytest.raises(SystemExit):
+        main(["check", GOOD_CONFIG, "--model", "llama-2-7b", "--gpus", "8", "--micro-batch", "4", "--format", "json"])
+    assert "not used" not in capsys.readouterr().out

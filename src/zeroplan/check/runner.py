@@ -15,7 +15,7 @@ from zeroplan.check import config_rules, hardware_rules, loaders, planning
 from zeroplan.check.batch import Batch, deepspeed_fill
 from zeroplan.check.config_view import AUTO, ConfigView
 from zeroplan.check.context import CheckContext, from_accelerate, from_plan
-from zeroplan.check.findings import SEVERITIES, FileReport, Finding
+from zeroplan.check.findings import NOTE, SEVERITIES, FileReport, Finding
 from zeroplan.check.loaders import Source
 from zeroplan.check.plan_file import PLAN_KEY_FOR, referenced_config, validate_plan
 from zeroplan.core.errors import InputError
@@ -60,9 +60,28 @@ def run_rules(data: dict, context: CheckContext, duplicates: list[tuple[str, ...
         findings += hardware_rules.memory(view, context, report.skipped, report.assumptions)
     findings += hardware_rules.buckets(view, context, report.skipped)
     findings += view.findings
+    findings += _overridden_flags(data, context)
     order = {severity: index for index, severity in enumerate(SEVERITIES)}
     report.findings = sorted(findings, key=lambda f: (order[f.severity], f.rule))
     return report
+
+
+def _overridden_flags(data: dict, context: CheckContext) -> list[Finding]:
+    """A flag that fills an "auto" is used; one the config contradicts with a value of its own is not —
+    and says so, rather than being ignored silently."""
+    notes = []
+    for flag, key, given in (("--micro-batch", "train_micro_batch_size_per_gpu", context.micro_batch),
+                             ("--grad-accum", "gradient_accumulation_steps", context.grad_accum),
+                             ("--global-batch", "train_batch_size", context.global_batch)):
+        value = data.get(key) if isinstance(data, dict) else None
+        if given is not None and context.origin.get(_FLAG_FIELDS[flag]) == "flag" and isinstance(value, int) \
+                and not isinstance(value, bool) and value != given:
+            notes.append(Finding("ZP015", NOTE, f"{flag} {given} not used: the config sets {key} = {value}",
+                                 f"set {key} to \"auto\" to take it from the flag, or drop {flag}", (key,)))
+    return notes
+
+
+_FLAG_FIELDS = {"--micro-batch": "micro_batch", "--grad-accum": "grad_accum", "--global-batch": "global_batch"}
 
 
 def _placed(report: FileReport, source: Source, mapper: Mapper) -> FileReport:
