@@ -182,3 +182,19 @@ def test_flags_override_the_plans_choice(run, tmp_path):
     run("export", "plan", *LLAMA7, "--stage", "2", "-o", str(plan))
     assert config(run, "--plan", str(plan))["zero_optimization"]["stage"] == 2
     assert config(run, "--plan", str(plan), "--stage", "3")["zero_optimization"]["stage"] == 3
+
+
+def test_export_uses_fp16_on_a_gpu_without_bf16():
+    from zeroplan import presets
+    from zeroplan.cli.app import main
+
+    assert presets.gpu("v100-32g").supports_bf16 is False and presets.gpu("a100-80g").supports_bf16
+    import io
+    import contextlib
+    import json as json_module
+
+    buffer = io.StringIO()
+    with contextlib.redirect_stdout(buffer), pytest.raises(SystemExit):
+        main(["export", "deepspeed", "--params", "1e9", "--gpu", "v100-32g", "--gpus", "8"])
+    config = json_module.loads(buffer.getvalue())
+    assert config["fp16"]["enabled"] is True and "bf16" not in config

@@ -22,6 +22,7 @@ class GpuEntry(_Strict):
     memory: str = Field(description="as the driver reports it, e.g. 81920MiB")
     hbm_bandwidth: str
     bf16_tflops: float = Field(gt=0, description="dense; fp16 where the GPU has no bf16")
+    bf16: bool = Field(True, description="false where the GPU has no bf16 (V100): plan and export fp16")
     intra_node_link: LinkEntry
     sources: list[str] = Field(min_length=1)
 

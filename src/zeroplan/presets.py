@@ -23,7 +23,7 @@ from zeroplan.core.model import ModelSpec
 from zeroplan.core.units import parse_bytes, parse_rate
 
 CATEGORIES = ("gpus", "clusters", "models")
-SCHEMA_REVISION = 1  # bump when preset_schema.py changes what a validated entry holds
+SCHEMA_REVISION = 2  # bump when preset_schema.py changes what a validated entry holds
 # PCIe x16 per direction, after encoding overhead (Gen3 15.75, Gen4 31.5, Gen5 63 GB/s).
 PCIE_X16_BYTES_PER_S = {3: 15_750_000_000, 4: 31_500_000_000, 5: 63_000_000_000}
 
@@ -156,6 +156,7 @@ def gpu(name: str) -> GpuSpec:
         intra_node_link=_link(e.intra_node_link["bandwidth"], e.intra_node_link["latency_us"],
                               f"gpu preset {name}: intra_node_link"),
         description=e.description,
+        supports_bf16=e.bf16,
     )
 
 

@@ -58,6 +58,15 @@ def environment(context: CheckContext, config: dict) -> Environment:
         global_batch=context.global_batch, precision=context.precision)
 
 
+def gpu_spec(context: CheckContext):
+    """The GPU named (flag, plan or cluster), else the planner's default GPU."""
+    from zeroplan.resolve_hardware import DEFAULT_GPU
+
+    if context.cluster is not None:
+        return presets.cluster(context.cluster).gpu
+    return presets.gpu(context.gpu or DEFAULT_GPU)
+
+
 def gpu_capacity(context: CheckContext) -> int:
     """The GPU's memory in bytes: the one named (flag, plan or cluster), else the planner's default GPU,
     so the bucket rule and the memory rules judge the same GPU."""

@@ -30,6 +30,7 @@ class GpuSpec:
     bf16_flops: int  # dense, per second
     intra_node_link: Link
     description: str = ""
+    supports_bf16: bool = True
 
 
 @dataclass(frozen=True)

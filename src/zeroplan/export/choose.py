@@ -77,7 +77,8 @@ def choose(context: CheckContext, *, stage: int | None = None, offload_optimizer
            offload_params: str | None = None, force: bool = False) -> Choice:
     from zeroplan.planner import build_plan
 
-    precision = (context.precision or "bf16").strip().lower()
+    # bf16 by default, fp16 on GPUs without bf16 (V100): an fp16 config needs DeepSpeed's loss scaling.
+    precision = (context.precision or ("bf16" if planning.gpu_spec(context).supports_bf16 else "fp16")).strip().lower()
     if precision not in PRECISIONS:
         raise InputError("--precision", f"unknown precision '{context.precision}'", "use bf16, fp16 or fp32")
     world, tp, pp = context.gpus or 1, context.tp or 1, context.pp or 1
