@@ -41,14 +41,20 @@ class SweepInputs:
     units: str = "iec"
 
 
-def _split(text: str | None) -> list[str]:
-    return [part.strip() for part in (text or "").split(",") if part.strip()]
+def _split(text: str | None, flag: str = "list") -> list[str]:
+    """'a,b' -> ['a', 'b'], duplicates dropped; an empty item ('a,,b' or '') is an error, not skipped."""
+    if text is None:
+        return []
+    parts = [part.strip() for part in text.split(",")]
+    if not all(parts):
+        raise InputError(flag, f"'{text}' has an empty item", "write a comma list such as a,b")
+    return list(dict.fromkeys(parts))
 
 
 def _models(inputs: SweepInputs) -> list[tuple[str, dict[str, str]]]:
     """(label, EstimateInputs fields) per model, in the order given."""
-    models = [(name, {"model": name}) for name in _split(inputs.models)]
-    models += [(count, {"params": count}) for count in _split(inputs.params)]
+    models = [(name, {"model": name}) for name in _split(inputs.models, "--model")]
+    models += [(count, {"params": count}) for count in _split(inputs.params, "--params")]
     if not models:
         raise InputError("--model/--params", "no model given",
                          "e.g. --model llama-2-7b,llama-2-13b or --params 7e9,13e9")
@@ -77,7 +83,7 @@ def sweep_rows(inputs: SweepInputs) -> tuple[list[dict[str, Any]], list[str]]:
     for stage in stages:
         if stage > 3:
             raise InputError("--stages", f"ZeRO stage must be 0, 1, 2 or 3, got {stage}")
-    gpu_types = _split(inputs.gpu_types) or [None]
+    gpu_types = _split(inputs.gpu_types, "--gpu") or [None]
     rows: list[dict[str, Any]] = []
     assumptions: list[str] = []
     fewest_cache: dict[tuple, int | None] = {}
