@@ -20,7 +20,7 @@ export_app = typer.Typer(help="Write a DeepSpeed config or a zeroplan plan file 
 ExportGpus = Annotated[Optional[int], typer.Option(
     "--gpus", help="Total GPUs (the world size, default 1).", rich_help_panel=opt.HARDWARE)]
 ExportPrecision = Annotated[Optional[str], typer.Option(
-    "--precision", help="bf16 (default), fp16 or fp32.", rich_help_panel=opt.TRAINING)]
+    "--precision", help="bf16 (default; fp16 on GPUs without bf16), fp16 or fp32.", rich_help_panel=opt.TRAINING)]
 ExportOptimizer = Annotated[Optional[str], typer.Option(
     "--optimizer", help="adam (default), adamw, sgd-momentum, sgd, adam-8bit.", rich_help_panel=opt.TRAINING)]
 NvmePath = Annotated[Optional[str], typer.Option(
