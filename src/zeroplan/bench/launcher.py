@@ -54,6 +54,25 @@ def raise_interrupt(signum, frame):  # SIGTERM to the launcher: clean up as for 
     raise Interrupted()
 
 
+def kill_process_groups(procs: list[subprocess.Popen], grace_s: float) -> None:
+    """SIGTERM each rank's process group, SIGKILL what is left after a grace period, reap all."""
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        alive = [proc for proc in procs if proc.poll() is None]
+        for proc in alive:
+            try:
+                os.killpg(proc.pid, sig)  # each rank leads its own session: pgid == pid
+            except ProcessLookupError:
+                pass
+        deadline = time.monotonic() + grace_s
+        for proc in alive:
+            try:
+                proc.wait(timeout=max(0.0, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                pass
+    for proc in procs:
+        proc.wait()
+
+
 def describe_exit(code: int) -> str:
     if code < 0:
         try:
@@ -113,22 +132,7 @@ class _RankSet:
         return [read_counter(str(path)) for path in self.counters]
 
     def kill(self) -> None:
-        """SIGTERM each rank's process group, SIGKILL what is left after a grace period, reap all."""
-        for sig in (signal.SIGTERM, signal.SIGKILL):
-            alive = [p for p in self.procs if p.poll() is None]
-            for proc in alive:
-                try:
-                    os.killpg(proc.pid, sig)  # the rank leads its own session: pgid == pid
-                except ProcessLookupError:
-                    pass
-            deadline = time.monotonic() + TERM_GRACE_S
-            for proc in alive:
-                try:
-                    proc.wait(timeout=max(0.0, deadline - time.monotonic()))
-                except subprocess.TimeoutExpired:
-                    pass
-        for proc in self.procs:
-            proc.wait()
+        kill_process_groups(self.procs, TERM_GRACE_S)
 
 
 def _watch(ranks: _RankSet, timeout_s: float) -> tuple[str, int | None, str]:

@@ -20,7 +20,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from zeroplan.bench.launcher import Interrupted, describe_exit, raise_interrupt  # one process-exit vocabulary
+from zeroplan.bench.launcher import Interrupted, describe_exit, kill_process_groups, raise_interrupt  # one process-exit vocabulary
 from zeroplan.bench.rendezvous import EXIT_ADDRESS_IN_USE, LOCAL_HOST, free_port
 from zeroplan.validate import ValidateFailed
 from zeroplan.validate.config import ValidateConfig
@@ -66,22 +66,7 @@ class _Ranks:
             raise
 
     def kill(self) -> None:
-        """SIGTERM each rank's process group, SIGKILL what is left after a grace period, reap all."""
-        for sig in (signal.SIGTERM, signal.SIGKILL):
-            alive = [proc for proc in self.procs if proc.poll() is None]
-            for proc in alive:
-                try:
-                    os.killpg(proc.pid, sig)  # each rank leads its own session: pgid == pid
-                except ProcessLookupError:
-                    pass
-            deadline = time.monotonic() + TERM_GRACE_S
-            for proc in alive:
-                try:
-                    proc.wait(timeout=max(0.0, deadline - time.monotonic()))
-                except subprocess.TimeoutExpired:
-                    pass
-        for proc in self.procs:
-            proc.wait()
+        kill_process_groups(self.procs, TERM_GRACE_S)
 
     def watch(self, timeout_s: float) -> tuple[str, str]:
         """("ok", ""), ("port", message) or ("failed", message), once the try is over."""
