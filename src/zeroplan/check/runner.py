@@ -133,8 +133,8 @@ def _check_plan(source: Source, context: CheckContext) -> FileReport:
         choice = choose(_consistent_batch(context), stage=zero.stage if zero else None,
                         offload_optimizer=zero.offload_optimizer if zero else None,
                         offload_params=zero.offload_params if zero else None, force=True)
-    except InputError as exc:  # the plan's own combination is invalid (e.g. parameter offload at stage 2)
-        raise InputError(f"{source.name}: zero", exc.problem, exc.fix) from None
+    except InputError as exc:  # something in the plan is invalid: name the plan section it came from
+        raise InputError(f"{source.name}: {_plan_section(exc.input_name)}", exc.problem, exc.fix) from None
     data = deepspeed_config.build(choice, zero.nvme_path if zero else None)
     if any(value is not None for value in given.values()):
         for key, value in given.items():
@@ -144,6 +144,20 @@ def _check_plan(source: Source, context: CheckContext) -> FileReport:
     report = _placed(run_rules(data, context), source, _mapper(PLAN_KEY_FOR))
     report.file, report.kind, report.checked_file = source.name, "plan", source.name
     return report
+
+
+_SECTION_OF_FLAG = {
+    "--gpu": "cluster", "--cluster": "cluster", "--gpus": "cluster", "--gpus-per-node": "cluster",
+    "--cpu-memory": "cluster", "--nvme": "cluster", "--gpu-memory": "cluster", "--model": "model",
+    "--params": "model", "--largest-layer-params": "model", "--hidden": "model", "--tp": "parallel",
+    "--pp": "parallel", "--micro-batch": "training", "--grad-accum": "training", "--global-batch": "training",
+    "--seq-len": "training", "--recompute": "training", "--precision": "training", "--optimizer": "training",
+}
+
+
+def _plan_section(input_name: str) -> str:
+    """The plan-file section behind a flag named in an error ("zero" for stage and offload choices)."""
+    return next((section for flag, section in _SECTION_OF_FLAG.items() if input_name.startswith(flag)), "zero")
 
 
 def _consistent_batch(context: CheckContext) -> CheckContext:
