@@ -40,3 +40,22 @@ def request_factory():
 def _isolated_preset_cache(tmp_path_factory, monkeypatch):
     """Tests never read or write the user's ~/.cache: each session gets its own preset cache."""
     monkeypatch.setenv("ZEROPLAN_CACHE_DIR", str(tmp_path_factory.getbasetemp() / "zeroplan-cache"))
+
+
+@pytest.fixture
+def cli(capsys):
+    """zeroplan's real entry point (zeroplan.cli.app.main): returns (exit status, stdout, stderr)."""
+    from zeroplan.cli.app import main
+
+    def run(*args: str) -> tuple[int, str, str]:
+        with pytest.raises(SystemExit) as done:
+            main(list(args))
+        captured = capsys.readouterr()
+        return done.value.code, captured.out, captured.err
+
+    return run
+
+
+@pytest.fixture
+def run(cli):
+    return cli

@@ -1,7 +1,6 @@
 """`zeroplan check` through its command: exit codes, formats, --strict, --plan, unreadable files.
 
-The lead registers the command in cli/app.py; here a local typer app carries it, and `run` mirrors
-zeroplan.cli.app.main (one stderr line per error, InputError -> 2, an exception with exit_code -> its code).
+`run` (tests/conftest.py) goes through zeroplan.cli.app.main, the real entry point.
 """
 
 from __future__ import annotations
@@ -11,37 +10,10 @@ import sys
 from pathlib import Path
 
 import pytest
-import typer
 
-from zeroplan.cli.app import _error_line
-from zeroplan.cli.check_cmd import check
-from zeroplan.cli.export_cmd import export_app
 
 CONFIGS = Path(__file__).parent / "configs"
 DS = CONFIGS / "deepspeed"
-
-app = typer.Typer(add_completion=False, pretty_exceptions_enable=False)
-app.command("check")(check)
-app.add_typer(export_app, name="export")
-
-
-@pytest.fixture
-def run(capsys):
-    """Like zeroplan.cli.app.main: (exit status, stdout, stderr), errors as one stderr line."""
-    def invoke(*args: str) -> tuple[int, str, str]:
-        command = typer.main.get_command(app)
-        try:
-            command.main(args=list(args), prog_name="zeroplan", standalone_mode=False)
-            code = 0
-        except SystemExit as exc:
-            code = exc.code
-        except Exception as exc:  # noqa: BLE001 - mirrors main's one-line mapping
-            message, code = _error_line(exc)
-            sys.stderr.write(f"zeroplan: error: {message}\n")
-        captured = capsys.readouterr()
-        return code, captured.out, captured.err
-    return invoke
-
 
 def test_clean_config_exits_0(run):
     code, out, err = run("check", str(DS / "good_zero2.json"), "--gpus", "8")

@@ -3,38 +3,12 @@
 from __future__ import annotations
 
 import json
-import sys
 
 import pytest
-import typer
 import yaml
 
-from zeroplan.cli.app import _error_line
-from zeroplan.cli.check_cmd import check
-from zeroplan.cli.export_cmd import export_app
-
-app = typer.Typer(add_completion=False, pretty_exceptions_enable=False)
-app.command("check")(check)
-app.add_typer(export_app, name="export")
 
 CHOICE_FLAGS = ("--stage", "--offload-optimizer", "--offload-params", "--nvme-path")
-
-
-@pytest.fixture
-def run(capsys):
-    def invoke(*args: str) -> tuple[int, str, str]:
-        command = typer.main.get_command(app)
-        try:
-            command.main(args=list(args), prog_name="zeroplan", standalone_mode=False)
-            code = 0
-        except SystemExit as exc:
-            code = exc.code
-        except Exception as exc:  # noqa: BLE001 - mirrors zeroplan.cli.app.main
-            message, code = _error_line(exc)
-            sys.stderr.write(f"zeroplan: error: {message}\n")
-        captured = capsys.readouterr()
-        return code, captured.out, captured.err
-    return invoke
 
 
 def context_flags(flags: list[str]) -> list[str]:

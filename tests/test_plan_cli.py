@@ -8,29 +8,9 @@ import io
 import json
 
 import pytest
-import typer
 
-import zeroplan.cli.app as app_module
-from zeroplan.cli.plan_cmd import plan
-from zeroplan.cli.sweep_cmd import sweep
 
 SMALL = ["plan", "--model", "llama-2-7b", "--gpus", "16", "--global-batch", "64", "--seq-len", "2048"]
-
-
-@pytest.fixture
-def cli(monkeypatch, capsys):
-    local = typer.Typer()
-    local.command("plan")(plan)
-    local.command("sweep")(sweep)
-    monkeypatch.setattr(app_module, "app", local)
-
-    def run(*args: str) -> tuple[int, str, str]:
-        with pytest.raises(SystemExit) as exit_info:
-            app_module.main(list(args))
-        captured = capsys.readouterr()
-        return exit_info.value.code, captured.out, captured.err
-
-    return run
 
 
 def test_table_shows_top_plans_reasons_and_infeasible_summary(cli):

@@ -8,29 +8,10 @@ import io
 import json
 
 import pytest
-import typer
 
-import zeroplan.cli.app as app_module
-from zeroplan.cli.sweep_cmd import sweep
 from zeroplan.planner import EstimateInputs, build_plan
 
 GRID = ["sweep", "--model", "llama-2-7b", "--params", "13e9", "--gpus", "1,2,8", "--gpu", "a100-80g,h100-80g"]
-
-
-@pytest.fixture
-def cli(monkeypatch, capsys):
-    local = typer.Typer()
-    local.command("sweep")(sweep)
-    local.command("noop")(lambda: None)
-    monkeypatch.setattr(app_module, "app", local)
-
-    def run(*args: str) -> tuple[int, str, str]:
-        with pytest.raises(SystemExit) as exit_info:
-            app_module.main(list(args))
-        captured = capsys.readouterr()
-        return exit_info.value.code, captured.out, captured.err
-
-    return run
 
 
 def rows_of(text: str) -> list[dict[str, str]]:

@@ -4,12 +4,9 @@ import json
 import os
 
 import pytest
-import typer
 
 pytest.importorskip("torch")
 
-from zeroplan.cli import app as app_module  # noqa: E402
-from zeroplan.cli.validate_cmd import validate  # noqa: E402
 from zeroplan.validate import ValidateFailed  # noqa: E402
 from zeroplan.validate.config import build_config  # noqa: E402
 from zeroplan.validate.runner import run_validate  # noqa: E402
@@ -28,19 +25,9 @@ def _no_launcher(monkeypatch):
 
 
 @pytest.fixture
-def cli(monkeypatch, capsys):
-    """zeroplan's own main() (one error line, exit codes) with validate registered on a local app."""
-    local = typer.Typer(add_completion=False, pretty_exceptions_enable=False)
-    local.callback()(lambda: None)
-    local.command("validate")(validate)
-    monkeypatch.setattr(app_module, "app", local)
-
-    def run(*args):
-        with pytest.raises(SystemExit) as done:
-            app_module.main(["validate", *args])
-        out, err = capsys.readouterr()
-        return done.value.code, out, err
-    return run
+def validate_cli(cli):
+    """`zeroplan validate ARGS` through the real entry point."""
+    return lambda *args: cli("validate", *args)
 
 
 def _check_exact(report, world):
@@ -57,8 +44,8 @@ def _check_exact(report, world):
     return {stage["stage"]: stage for stage in report["stages"]}
 
 
-def test_stages_0_to_3_on_2_ranks_fp32_match_to_the_byte(cli):
-    code, out, err = cli(*UNEVEN, "--nproc", "2", "--backend", "gloo", "--format", "json")
+def test_stages_0_to_3_on_2_ranks_fp32_match_to_the_byte(validate_cli):
+    code, out, err = validate_cli(*UNEVEN, "--nproc", "2", "--backend", "gloo", "--format", "json")
     assert code == 0, err
     stages = _check_exact(json.loads(out), 2)
     # ZeRO-1 shards only the optimizer; FSDP2 shards everything (padded); DDP holds it all
@@ -66,8 +53,8 @@ def test_stages_0_to_3_on_2_ranks_fp32_match_to_the_byte(cli):
     assert stages[3]["predicted"]["rank1/gpu/params"] < stages[1]["predicted"]["rank1/gpu/params"]
 
 
-def test_stages_0_to_3_on_4_ranks_bf16_mixed_match_to_the_byte(cli):
-    code, out, err = cli(*UNEVEN, "--nproc", "4", "--backend", "gloo", "--precision", "mixed", "--format", "json")
+def test_stages_0_to_3_on_4_ranks_bf16_mixed_match_to_the_byte(validate_cli):
+    code, out, err = validate_cli(*UNEVEN, "--nproc", "4", "--backend", "gloo", "--precision", "mixed", "--format", "json")
     assert code == 0, err
     stages = _check_exact(json.loads(out), 4)
     held = stages[3]["measured"]
@@ -78,8 +65,8 @@ def test_stages_0_to_3_on_4_ranks_bf16_mixed_match_to_the_byte(cli):
         assert copies["measured"] == copies["predicted"] > 0
 
 
-def test_a_wrong_prediction_fails_the_run_after_printing_the_table(cli):
-    code, out, err = cli(*UNEVEN, "--nproc", "2", "--stage", "1", "--perturb-prediction", "4096")
+def test_a_wrong_prediction_fails_the_run_after_printing_the_table(validate_cli):
+    code, out, err = validate_cli(*UNEVEN, "--nproc", "2", "--stage", "1", "--perturb-prediction", "4096")
     assert code == 1
     assert "MISMATCH" in out and "exact" in out  # the table still shows what matched
     lines = err.strip().splitlines()
@@ -114,8 +101,8 @@ def test_a_failing_rank_is_named_and_no_rank_is_left_running(monkeypatch):
       "--seq-len", "2"], "--nproc: the model is too small to shard over 64 ranks"),
     (["--hidden", "10", "--heads", "3"], "--heads: 3 heads do not divide --hidden 10"),
 ])
-def test_bad_input_is_one_line_and_exit_2(cli, args, message):
-    code, out, err = cli(*args)
+def test_bad_input_is_one_line_and_exit_2(validate_cli, args, message):
+    code, out, err = validate_cli(*args)
     assert code == 2 and out == ""
     assert err.count("\n") == 1 and err.startswith(f"zeroplan: error: {message}")
 
