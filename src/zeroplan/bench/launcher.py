@@ -32,6 +32,8 @@ from zeroplan.calibration import Calibration
 POLL_S = 0.02
 TERM_GRACE_S = 2.0
 PORT_TRIES = 3
+# A rank must report ready (torch imported) within this long; the no-progress --timeout counts from then.
+STARTUP_TIMEOUT_S = 300.0
 STDERR_TAIL_LINES = 8
 EXIT_FAILED = 1
 EXIT_INTERRUPTED = 130
@@ -135,11 +137,16 @@ class _RankSet:
         kill_process_groups(self.procs, TERM_GRACE_S)
 
 
-def _watch(ranks: _RankSet, timeout_s: float) -> tuple[str, int | None, str]:
-    """Until the try ends: ("ok", None, ""), ("port", 0, msg) or ("failed", rank, msg)."""
+def _watch(ranks: _RankSet, timeout_s: float, startup_timeout_s: float) -> tuple[str, int | None, str]:
+    """Until the try ends: ("ok", None, ""), ("port", 0, msg) or ("failed", rank, msg).
+
+    The no-progress clock starts when every rank has reported ready (its first tick, after importing
+    torch): start-up time on a loaded machine is not a hang. A rank that is not ready within
+    startup_timeout_s of its spawn is named as one that never started."""
+    spawned = time.monotonic()
     last = ranks.progress()
-    last_change = time.monotonic()
-    next_check = last_change
+    last_change: float | None = None  # None until every running rank is ready
+    next_check = spawned
     while True:
         codes = [proc.poll() for proc in ranks.procs]
         failed = [rank for rank, code in enumerate(codes) if code not in (None, 0)]
@@ -157,7 +164,16 @@ def _watch(ranks: _RankSet, timeout_s: float) -> tuple[str, int | None, str]:
         now = time.monotonic()
         if now >= next_check:
             counts = ranks.progress()
-            if counts != last:
+            running = [rank for rank, code in enumerate(codes) if code is None]
+            if last_change is None:
+                if all(counts[rank] > 0 for rank in running):
+                    last, last_change = counts, now
+                elif now - spawned > startup_timeout_s:
+                    waiting = [rank for rank in running if counts[rank] == 0]
+                    who = ("rank " if len(waiting) == 1 else "ranks ") + ", ".join(map(str, waiting))
+                    return "failed", waiting[0], (f"{who} did not start within {startup_timeout_s:g} s "
+                                                  "(importing torch and starting up); stopped the run")
+            elif counts != last:
                 last, last_change = counts, now
             elif now - last_change > timeout_s:
                 return "failed", *_hang_message(counts, codes, timeout_s)
@@ -192,7 +208,7 @@ def launch_local(config: BenchConfig, nproc: int, *, port_picker: Callable[[], i
             port = port_picker()
             ranks = _RankSet(config, nproc, port, workdir)
             outcome.pids.extend(proc.pid for proc in ranks.procs)
-            state, rank, message = _watch(ranks, config.timeout_s)
+            state, rank, message = _watch(ranks, config.timeout_s, max(STARTUP_TIMEOUT_S, config.timeout_s))
             ranks.kill()
             if state == "port" and attempt < port_tries:
                 log.write(f"zeroplan bench: port {port} was taken (errno 98); retrying on another port\n")
