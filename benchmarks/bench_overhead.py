@@ -107,7 +107,7 @@ def main(argv=None) -> int:
     if "RANK" in os.environ:
         _rank_main(args)
         return 0
-    from zeroplan.bench.rendezvous import LOCAL_HOST, free_port
+    from zeroplan.distributed.rendezvous import LOCAL_HOST, free_port
 
     port = str(free_port())
     procs = []

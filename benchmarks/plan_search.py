@@ -13,8 +13,8 @@ import argparse
 import os
 import time
 
-from zeroplan.plan.inputs import PlanInputs, resolve
-from zeroplan.core.search import search
+from zeroplan.search.inputs import PlanInputs, resolve
+from zeroplan.core.layout_search import search
 
 GPU_COUNTS = (64, 128, 256, 512, 1024, 2048, 4096, 8192, 16384)
 TARGET_GPUS, TARGET_SECONDS = 1024, 2.0

@@ -17,7 +17,7 @@ from zeroplan.core.architecture import (
     model_spec_from_hf_config,
 )
 from zeroplan.core.errors import InputError
-from zeroplan.hf_config import load_hf_config
+from zeroplan.inputs.hf_config import load_hf_config
 
 CONFIGS = Path(__file__).parent / "configs"
 

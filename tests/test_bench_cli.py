@@ -8,7 +8,7 @@ import typer
 from typer.testing import CliRunner
 
 from zeroplan.bench import __main__ as bench_main
-from zeroplan.bench.rendezvous import launcher_env
+from zeroplan.distributed.rendezvous import launcher_env
 from zeroplan.cli.bench_cmd import bench
 from zeroplan.core.errors import InputError
 
@@ -110,6 +110,6 @@ def test_launcher_env_detection():
 
 
 def test_importing_the_command_does_not_import_torch():
-    code = ("import sys, zeroplan.cli.bench_cmd, zeroplan.calibration, zeroplan.bench.launcher; "
+    code = ("import sys, zeroplan.cli.bench_cmd, zeroplan.inputs.calibration, zeroplan.distributed.launcher; "
             "assert 'torch' not in sys.modules, 'torch imported'")
     subprocess.run([sys.executable, "-c", code], check=True)

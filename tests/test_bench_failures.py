@@ -15,8 +15,8 @@ import pytest
 pytest.importorskip("torch")
 
 from zeroplan.bench.config import build_config  # noqa: E402
-from zeroplan.bench.launcher import launch_local  # noqa: E402
-from zeroplan.bench.rendezvous import free_port  # noqa: E402
+from zeroplan.distributed.launcher import launch_local  # noqa: E402
+from zeroplan.distributed.rendezvous import free_port  # noqa: E402
 
 SWEEP = ["--backend", "gloo", "--collectives", "all_reduce", "--min-bytes", "64KiB", "--max-bytes", "256KiB",
          "--factor", "4", "--warmup", "1", "--iters", "3"]
@@ -161,7 +161,7 @@ class _FakeRanks:
 def test_the_no_progress_clock_starts_when_every_rank_is_ready():
     """Slow start-up (both ranks at 0 for longer than --timeout) is not a hang; once both are ready,
     the rank that stops advancing is the one named."""
-    from zeroplan.bench.launcher import _watch
+    from zeroplan.distributed.launcher import _watch
 
     start = time.monotonic()
     script = [[0, 0]] * 8 + [[1, 0]] * 4 + [[1, 1], [2, 1], [3, 1]]  # ~1.5 s of start-up, then rank 1 stalls
@@ -172,7 +172,7 @@ def test_the_no_progress_clock_starts_when_every_rank_is_ready():
 
 
 def test_a_rank_that_never_gets_ready_is_named_as_not_started():
-    from zeroplan.bench.launcher import _watch
+    from zeroplan.distributed.launcher import _watch
 
     state, rank, message = _watch(_FakeRanks([[1, 0]]), 0.2, 0.5)
     assert (state, rank) == ("failed", 1)

@@ -12,10 +12,10 @@ import pytest
 pytest.importorskip("torch")
 
 from zeroplan.bench.config import build_config  # noqa: E402
-from zeroplan.bench.launcher import launch_local  # noqa: E402
+from zeroplan.distributed.launcher import launch_local  # noqa: E402
 from zeroplan.bench.report import result_rows  # noqa: E402
-from zeroplan.bench.rendezvous import free_port  # noqa: E402
-from zeroplan.calibration import load_calibration  # noqa: E402
+from zeroplan.distributed.rendezvous import free_port  # noqa: E402
+from zeroplan.inputs.calibration import load_calibration  # noqa: E402
 from zeroplan.core.hardware import Link  # noqa: E402
 
 LAUNCHER_VARS = ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT", "GROUP_RANK",

@@ -2,7 +2,7 @@
 
 import pytest
 
-from zeroplan.calibration import (
+from zeroplan.inputs.calibration import (
     Calibration, Measurement, build_fits, load_calibration, save_calibration,
 )
 from zeroplan.core.collectives import ring_time
@@ -149,7 +149,7 @@ def test_estimate_uses_the_calibration(tmp_path):
     assert before["comm_bytes_per_gpu_per_step"] == after["comm_bytes_per_gpu_per_step"]
     # 16 GPUs on 8-GPU nodes: the DP group crosses nodes. Measured inter-node all_gather is 45 GB/s
     # against the preset's 25 GB/s per GPU; reduce_scatter was not measured across nodes: preset link.
-    from zeroplan import presets
+    from zeroplan.inputs import presets
 
     preset_link = presets.cluster("dgx-a100").inter_node_link
     measured = load_calibration(path).link("all_gather", intra_node=False)

@@ -7,12 +7,13 @@ from pathlib import Path
 
 import pytest
 
-from zeroplan.check import ds_keys, loaders
+from zeroplan.deepspeed import keys as ds_keys
+from zeroplan.inputs import config_files as loaders
 from zeroplan.check.annotations import annotation
-from zeroplan.check.batch import Batch, BatchProblem, consistent, deepspeed_fill
-from zeroplan.check.buckets import Buckets, largest_bucket_within, round_down, scientific
-from zeroplan.check.findings import ERROR, Finding
-from zeroplan.check.plan_file import validate_plan
+from zeroplan.deepspeed.batch import Batch, BatchProblem, consistent, deepspeed_fill
+from zeroplan.deepspeed.buckets import Buckets, largest_bucket_within, round_down, scientific
+from zeroplan.deepspeed.findings import ERROR, Finding
+from zeroplan.deepspeed.plan_file import validate_plan
 from zeroplan.core.errors import InputError
 
 
@@ -151,7 +152,7 @@ def test_corpus_reproduces_the_hugging_face_examples():
 
 
 def test_flags_replace_the_plans_whole_model_or_hardware():
-    from zeroplan.check.context import CheckContext, from_flags
+    from zeroplan.deepspeed.context import CheckContext, from_flags
 
     plan = CheckContext(model="llama-2-7b", hidden=4096, gpus=8, cluster="dgx-a100", cpu_memory="1TB", micro_batch=2,
                         origin={"model": "plan"})

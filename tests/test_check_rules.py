@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from zeroplan.check.context import from_flags
-from zeroplan.check.findings import ERROR, NOTE, RULES, WARNING
+from zeroplan.deepspeed.context import from_flags
+from zeroplan.deepspeed.findings import ERROR, NOTE, RULES, WARNING
 from zeroplan.check.runner import check_file
 
 CONFIGS = Path(__file__).parent / "configs"

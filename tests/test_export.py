@@ -159,7 +159,7 @@ def test_flags_override_the_plans_choice(run, tmp_path):
 
 
 def test_export_uses_fp16_on_a_gpu_without_bf16():
-    from zeroplan import presets
+    from zeroplan.inputs import presets
     from zeroplan.cli.app import main
 
     assert presets.gpu("v100-32g").supports_bf16 is False and presets.gpu("a100-80g").supports_bf16

@@ -8,12 +8,12 @@ import pytest
 
 from zeroplan.core.architecture import model_spec_from_hf_config
 from zeroplan.core.fit import MemoryBudget
-from zeroplan.core.plan_space import SearchSpace
+from zeroplan.core.layout_space import SearchSpace
 from zeroplan.core.precision import bytes_per_param
-from zeroplan.core.search import SearchRequest, search
+from zeroplan.core.layout_search import SearchRequest, search
 from zeroplan.core.step_time import LinkTable, Machine, narayanan_flops_per_iteration
-from zeroplan import presets
-from zeroplan.plan.inputs import PlanInputs, resolve
+from zeroplan.inputs import presets
+from zeroplan.search.inputs import PlanInputs, resolve
 
 SEQ, VOCAB = 2048, 51200  # every model in both tables
 # Table 1: (billions, heads, hidden, layers, t, p, GPUs, batch, achieved teraFLOP/s per GPU).

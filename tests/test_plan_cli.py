@@ -92,7 +92,7 @@ def test_write_deepspeed_config_for_the_top_plan(cli, tmp_path):
 
 
 def test_calibration_links_are_used(cli, tmp_path):
-    from zeroplan.calibration import Calibration, FitRecord, save_calibration
+    from zeroplan.inputs.calibration import Calibration, FitRecord, save_calibration
 
     record = FitRecord(ranks=8, latency_s=5e-6, bandwidth_bytes_per_s=50_000_000_000, r_squared=1.0,
                        max_relative_residual=0.0, points=5)
@@ -145,7 +145,7 @@ def test_bad_input_is_one_line_and_exit_2(cli, args, needle):
 
 
 def test_progress_bar_appears_only_after_a_moment(monkeypatch):
-    from zeroplan.plan import run
+    from zeroplan.search import run
 
     monkeypatch.setattr(run.sys.stderr, "isatty", lambda: True, raising=False)
     monkeypatch.setattr(run, "PROGRESS_AFTER_S", 0.0)

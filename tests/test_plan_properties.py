@@ -19,11 +19,11 @@ from hypothesis import strategies as st
 from conftest import make_cluster
 from zeroplan.core.architecture import model_spec_from_hf_config
 from zeroplan.core.fit import MemoryBudget
-from zeroplan.core.plan_space import SearchSpace
+from zeroplan.core.layout_space import SearchSpace
 from zeroplan.core.precision import bytes_per_param
-from zeroplan.core.search import SearchRequest, search
+from zeroplan.core.layout_search import SearchRequest, search
 from zeroplan.core.step_time import LinkTable, Machine
-from zeroplan.plan.inputs import PlanInputs, resolve
+from zeroplan.search.inputs import PlanInputs, resolve
 
 GIB = 2**30
 

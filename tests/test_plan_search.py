@@ -8,12 +8,12 @@ import random
 
 import pytest
 
-from zeroplan.core import plan_space
+from zeroplan.core import layout_space as plan_space
 from zeroplan.core.activations import ActivationConfig
 from zeroplan.core.estimate import EstimateRequest, evaluate_options
 from zeroplan.core.parallel import ParallelDims
-from zeroplan.core.search import rank, search
-from zeroplan.plan.inputs import PlanInputs, resolve
+from zeroplan.core.layout_search import rank, search
+from zeroplan.search.inputs import PlanInputs, resolve
 
 
 def request_for(**values):

@@ -5,9 +5,9 @@ from __future__ import annotations
 import subprocess
 import sys
 
-from zeroplan import presets
+from zeroplan.inputs import presets
 
-PROBE = ("import sys; from zeroplan import presets; presets.cluster('dgx-a100'); presets.model('llama-2-7b'); "
+PROBE = ("import sys; from zeroplan.inputs import presets; presets.cluster('dgx-a100'); presets.model('llama-2-7b'); "
          "print('pydantic' in sys.modules, 'yaml' in sys.modules)")
 
 

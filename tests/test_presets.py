@@ -11,9 +11,9 @@ import re
 import pytest
 import yaml
 
-from zeroplan import presets
+from zeroplan.inputs import presets
 from zeroplan.core.units import GB, MIB, TB
-from zeroplan.presets import PresetError
+from zeroplan.inputs.presets import PresetError
 
 REQUIRED = {
     "gpus": {"v100-32g", "a100-40g", "a100-80g", "h100-80g", "h200-141g", "b200", "l40s",

@@ -7,12 +7,12 @@ import json
 import pytest
 from typer.testing import CliRunner
 
-from zeroplan import presets
+from zeroplan.inputs import presets
 from zeroplan.cli.app import app
 from zeroplan.core.activations import ActivationConfig, activation_memory
 from zeroplan.core.errors import InputError
 from zeroplan.core.pipeline import layers_per_stage, stage_params
-from zeroplan.hf_config import load_hf_config
+from zeroplan.inputs.hf_config import load_hf_config
 
 runner = CliRunner()
 

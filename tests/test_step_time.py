@@ -9,7 +9,7 @@ from zeroplan.core.errors import InputError
 from zeroplan.core.hardware import Link
 from zeroplan.core.model import ModelSpec
 from zeroplan.core.options import Option
-from zeroplan.core.plan_comm import DpSeconds, OffloadSeconds, gpu_optimizer_seconds, offload_seconds, zero_dp_seconds
+from zeroplan.core.traffic import DpSeconds, OffloadSeconds, gpu_optimizer_seconds, offload_seconds, zero_dp_seconds
 from zeroplan.core.precision import bytes_per_param
 from zeroplan.core.step_time import (FlopModel, Layout, LinkTable, Machine, check_efficiency, compose,
                                      microbatch_seconds, narayanan_flops_per_iteration, pp_intra_node, ring_seconds,

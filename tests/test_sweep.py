@@ -9,7 +9,8 @@ import json
 
 import pytest
 
-from zeroplan.planner import EstimateInputs, build_plan
+from zeroplan.estimate.run import build_plan
+from zeroplan.inputs.estimate_inputs import EstimateInputs
 
 GRID = ["sweep", "--model", "llama-2-7b", "--params", "13e9", "--gpus", "1,2,8", "--gpu", "a100-80g,h100-80g"]
 
@@ -33,7 +34,7 @@ def test_csv_has_one_row_per_combination_with_exact_bytes(cli):
 
 
 def test_rows_agree_with_estimate():
-    from zeroplan.plan.sweep import SweepInputs, sweep_rows
+    from zeroplan.estimate.sweep import SweepInputs, sweep_rows
 
     rows, _ = sweep_rows(SweepInputs(models="llama-2-13b", gpus="4,16", stages="1,3"))
     for row in rows:

@@ -2,7 +2,7 @@
 
 import pytest
 
-from zeroplan import presets
+from zeroplan.inputs import presets
 from zeroplan.core.errors import InputError
 from zeroplan.validate.config import build_config, check_world, parse_stages
 from zeroplan.validate.predict import param_copy_bytes, predict_states, torch_bytes_per_param

@@ -9,7 +9,7 @@ import sys
 from typing import Any, TextIO
 
 from zeroplan.bench.config import DTYPE_BYTES
-from zeroplan.calibration import Calibration
+from zeroplan.inputs.calibration import Calibration
 from zeroplan.core.collectives import (
     ALLREDUCE_THEN_CHUNK, REDUCE_SCATTER, RING, TORCH_NAMES, algbw, busbw, wire_bytes_per_rank,
 )

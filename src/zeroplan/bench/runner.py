@@ -8,12 +8,12 @@ import sys
 from dataclasses import replace
 
 from zeroplan.bench import import_torch
-from zeroplan.bench.child import FAULT_ENV, Heartbeat, parse_fault
+from zeroplan.distributed.child import FAULT_ENV, Heartbeat, parse_fault
 from zeroplan.bench.config import BenchConfig, available_host_memory, human_size, memory_cap_bytes, resolve_backend
-from zeroplan.bench.launcher import launch_local
-from zeroplan.bench.rendezvous import RankEnv, launcher_env
+from zeroplan.distributed.launcher import launch_local
+from zeroplan.distributed.rendezvous import RankEnv, launcher_env
 from zeroplan.bench.report import emit
-from zeroplan.calibration import Calibration, save_calibration
+from zeroplan.inputs.calibration import Calibration, save_calibration
 from zeroplan.core.errors import InputError
 
 DEFAULT_CPU_RANKS = 2

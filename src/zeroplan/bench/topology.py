@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from zeroplan.calibration import INTER_NODE, INTRA_NODE
+from zeroplan.inputs.calibration import INTER_NODE, INTRA_NODE
 
 
 @dataclass(frozen=True)

@@ -11,14 +11,14 @@ import sys
 import traceback
 from datetime import datetime, timedelta, timezone
 
-from zeroplan.bench.child import (
+from zeroplan.distributed.child import (
     CONFIG_ENV, FAULT_ENV, HEARTBEAT_ENV, PARENT_PID_ENV, RESULT_ENV, Heartbeat, parse_fault, watch_parent,
 )
 from zeroplan.bench.config import BenchConfig, available_host_memory, human_size, memory_cap_bytes
-from zeroplan.bench.rendezvous import EXIT_ADDRESS_IN_USE, RankEnv, export_for_env_init, is_address_in_use, launcher_env
+from zeroplan.distributed.rendezvous import EXIT_ADDRESS_IN_USE, RankEnv, export_for_env_init, is_address_in_use, launcher_env
 from zeroplan.bench.timing import dist, make_op, max_over_ranks, summarize, time_cpu, time_cuda, torch
 from zeroplan.bench.topology import RankInfo, Topology, build_topology
-from zeroplan.calibration import INTRA_NODE, Calibration, Measurement, build_fits
+from zeroplan.inputs.calibration import INTRA_NODE, Calibration, Measurement, build_fits
 from zeroplan.core.collectives import TORCH_NAMES
 from zeroplan.core.errors import InputError
 
@@ -142,7 +142,7 @@ def run(config: BenchConfig, env: RankEnv, heartbeat: Heartbeat, pg_timeout_s: f
 
 
 def main() -> int:
-    """Entry point of a rank spawned by zeroplan.bench.launcher (all inputs come in the environment)."""
+    """Entry point of a rank spawned by zeroplan.distributed.launcher (all inputs come in the environment)."""
     config = BenchConfig.from_json(os.environ[CONFIG_ENV])
     env = launcher_env()
     if env is None:

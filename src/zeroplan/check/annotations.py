@@ -6,7 +6,7 @@ also ':' and ','. Notes become ::notice (they never fail a check).
 
 from __future__ import annotations
 
-from zeroplan.check.findings import ERROR, WARNING, FileReport, Finding
+from zeroplan.deepspeed.findings import ERROR, WARNING, FileReport, Finding
 
 COMMAND = {ERROR: "error", WARNING: "warning"}
 

@@ -5,10 +5,10 @@ from __future__ import annotations
 import difflib
 from collections.abc import Iterator
 
-from zeroplan.check import ds_keys
-from zeroplan.check.batch import BatchProblem, deepspeed_fill
-from zeroplan.check.config_view import ConfigView
-from zeroplan.check.findings import ERROR, WARNING, Finding, Skipped
+from zeroplan.deepspeed import keys as ds_keys
+from zeroplan.deepspeed.batch import BatchProblem, deepspeed_fill
+from zeroplan.deepspeed.config_view import ConfigView
+from zeroplan.deepspeed.findings import ERROR, WARNING, Finding, Skipped
 from zeroplan.core.parallel import ParallelDims
 
 BATCH_KEYS = ("train_batch_size", "train_micro_batch_size_per_gpu", "gradient_accumulation_steps")

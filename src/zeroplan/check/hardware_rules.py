@@ -6,12 +6,12 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Iterator
 
-from zeroplan.check import planning
-from zeroplan.check.buckets import BUDGET_SHARE, Buckets, largest_bucket_within, round_down, scientific
-from zeroplan.check.config_view import ConfigView
-from zeroplan.check.context import CheckContext
-from zeroplan.check.ds_keys import DEEPSPEED_DEFAULTS
-from zeroplan.check.findings import ERROR, WARNING, Finding, Skipped
+from zeroplan.deepspeed import planning
+from zeroplan.deepspeed.buckets import BUDGET_SHARE, Buckets, largest_bucket_within, round_down, scientific
+from zeroplan.deepspeed.config_view import ConfigView
+from zeroplan.deepspeed.context import CheckContext
+from zeroplan.deepspeed.keys import DEEPSPEED_DEFAULTS
+from zeroplan.deepspeed.findings import ERROR, WARNING, Finding, Skipped
 from zeroplan.core.errors import InputError
 from zeroplan.core.estimate import evaluate_options
 from zeroplan.core.options import Option
@@ -83,7 +83,7 @@ def memory(view: ConfigView, context: CheckContext, skipped: list[Skipped], assu
     except InputError as exc:
         skipped.append(Skipped(MEMORY_RULES, f"zeroplan does not model this offload combination: {exc.problem}"))
         return
-    from zeroplan.planner import build_plan
+    from zeroplan.estimate.run import build_plan
 
     precision = "fp32" if element_bytes(view) == 4 else "mixed"
     buckets = config_buckets(view, stage) or Buckets(stage, *(DEEPSPEED_DEFAULTS[k] for k in (

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from zeroplan.check.findings import RULES, FileReport, summary_text
+from zeroplan.deepspeed.findings import RULES, FileReport, summary_text
 
 
 def to_json(reports: list[FileReport], failed: bool, strict: bool) -> str:

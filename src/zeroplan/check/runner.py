@@ -11,13 +11,15 @@ import dataclasses
 from collections.abc import Callable
 from pathlib import Path
 
-from zeroplan.check import config_rules, hardware_rules, loaders, planning
-from zeroplan.check.batch import Batch, deepspeed_fill
-from zeroplan.check.config_view import AUTO, ConfigView
-from zeroplan.check.context import CheckContext, from_accelerate, from_plan
-from zeroplan.check.findings import NOTE, SEVERITIES, FileReport, Finding
-from zeroplan.check.loaders import Source
-from zeroplan.check.plan_file import PLAN_KEY_FOR, referenced_config, validate_plan
+from zeroplan.check import config_rules, hardware_rules
+from zeroplan.deepspeed import planning
+from zeroplan.inputs import config_files as loaders
+from zeroplan.deepspeed.batch import Batch, deepspeed_fill
+from zeroplan.deepspeed.config_view import AUTO, ConfigView
+from zeroplan.deepspeed.context import CheckContext, from_accelerate, from_plan
+from zeroplan.deepspeed.findings import NOTE, SEVERITIES, FileReport, Finding
+from zeroplan.inputs.config_files import Source
+from zeroplan.deepspeed.plan_file import PLAN_KEY_FOR, referenced_config, validate_plan
 from zeroplan.core.errors import InputError
 
 # Where the DeepSpeed settings an inline accelerate config holds sit in its YAML.
@@ -122,7 +124,8 @@ def _check_plan(source: Source, context: CheckContext) -> FileReport:
     reference = referenced_config(plan, source.path)
     if reference is not None:
         return _check_deepspeed(loaders.load(reference), context, source.name, "plan")
-    from zeroplan.export import choose, deepspeed_config
+    from zeroplan.deepspeed import config_writer as deepspeed_config
+    from zeroplan.deepspeed.choose import choose
 
     given = {"train_batch_size": context.global_batch, "train_micro_batch_size_per_gpu": context.micro_batch,
              "gradient_accumulation_steps": context.grad_accum}

@@ -9,7 +9,7 @@ from typing import Annotated, Optional
 import typer
 
 from zeroplan.cli import options as opt
-from zeroplan.cli.output_sink import check_format, console_for, write_text
+from zeroplan.render.sink import check_format, console_for, write_text
 
 CHECK_FORMATS = ("table", "json", "github")
 CONTEXT = "Context (for memory, batch and parallel rules)"
@@ -75,8 +75,8 @@ def check(
     assumptions: ShowAssumptions = False,
 ) -> None:
     """Check DeepSpeed configs for mistakes DeepSpeed rejects, silently ignores, or that will not fit."""
-    from zeroplan.check.context import from_flags, from_plan
-    from zeroplan.check.findings import summary_text
+    from zeroplan.deepspeed.context import from_flags, from_plan
+    from zeroplan.deepspeed.findings import summary_text
     from zeroplan.check.runner import check_file
     from zeroplan.core.errors import InputError
 
@@ -91,8 +91,8 @@ def check(
         recompute=recompute.strip().lower() if recompute else None, flash_attention=flash_attention,
         units=units.strip().lower())
     if plan is not None:
-        from zeroplan.check import loaders
-        from zeroplan.check.plan_file import validate_plan
+        from zeroplan.inputs import config_files as loaders
+        from zeroplan.deepspeed.plan_file import validate_plan
 
         context = context.under(from_plan(validate_plan(loaders.load(plan))))
     reports = [check_file(path, context) for path in files]

@@ -1,9 +1,9 @@
-"""`zeroplan estimate`: a thin layer from flags to zeroplan.planner and back out through a formatter."""
+"""`zeroplan estimate`: a thin layer from flags to zeroplan.estimate.run and back out through a formatter."""
 
 from __future__ import annotations
 
 from zeroplan.cli import options as opt
-from zeroplan.cli.output_sink import check_format, write_text
+from zeroplan.render.sink import check_format, write_text
 from zeroplan.core.errors import InputError
 
 
@@ -59,7 +59,8 @@ def estimate(
     explain: opt.Explain = False,
 ) -> None:
     """What every GPU holds at each ZeRO stage and offload tier, what each step sends, and what to use."""
-    from zeroplan.planner import EstimateInputs, build_plan
+    from zeroplan.estimate.run import build_plan
+    from zeroplan.inputs.estimate_inputs import EstimateInputs
 
     output_format = check_format(output_format)
     if explain and output_format == "csv":
@@ -86,8 +87,8 @@ def estimate(
     plan = build_plan(inputs)
     if output_format == "table":
         from zeroplan.core.explain import explain_lines
-        from zeroplan.output.table import render, render_explain
-        from zeroplan.output.terminal import Canvas
+        from zeroplan.estimate.table import render, render_explain
+        from zeroplan.render.terminal import Canvas
 
         canvas = Canvas.for_output(to_file=output is not None)
         render(plan, canvas)
@@ -96,7 +97,7 @@ def estimate(
         write_text(canvas.text(), output)
         return
     from zeroplan.core.explain import explain_lines
-    from zeroplan.output import report
+    from zeroplan.estimate import report
 
     lines = explain_lines(plan.request, plan.estimates, inputs.units) if explain else None
     if output_format == "json":

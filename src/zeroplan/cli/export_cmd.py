@@ -12,7 +12,7 @@ from zeroplan.core.errors import InputError
 
 from zeroplan.cli import options as opt
 from zeroplan.cli.check_cmd import Hidden, MaybeFlash, MaybePp, MaybeTp, PlanOption
-from zeroplan.cli.output_sink import write_text
+from zeroplan.render.sink import write_text
 
 export_app = typer.Typer(help="Write a DeepSpeed config or a zeroplan plan file for the option to use.",
                          no_args_is_help=True, add_completion=False, pretty_exceptions_enable=False)
@@ -33,8 +33,9 @@ Force = Annotated[bool, typer.Option(
 def _choice(plan, params, model, hidden, largest_layer_params, gpus, gpus_per_node, gpu, cluster, cpu_memory, nvme,
             gpu_memory, tp, pp, stage, offload_optimizer, offload_params, precision, optimizer, micro_batch,
             grad_accum, global_batch, seq_len, recompute, flash_attention, nvme_path, force, units):
-    from zeroplan.check.context import from_flags
-    from zeroplan.export import choose, choose_for_plan
+    from zeroplan.deepspeed.context import from_flags
+    from zeroplan.deepspeed.choose import choose
+    from zeroplan.export import choose_for_plan
 
     flags = from_flags(
         model=model, params=params, hidden=hidden, largest_layer_params=largest_layer_params, gpus=gpus, gpu=gpu,
@@ -103,7 +104,7 @@ def deepspeed(
     units: opt.Units = "iec",
 ) -> None:
     """A ready ds_config.json: stage, offload blocks, bucket sizes scaled to the model, precision, batch sizes."""
-    from zeroplan.export import deepspeed_config
+    from zeroplan.deepspeed import config_writer as deepspeed_config
 
     if nvme_path is not None and not nvme_path.strip():
         raise InputError("--nvme-path", "is empty", "give the NVMe mount point, e.g. /local_nvme")
@@ -153,7 +154,7 @@ def plan_file(
     training {precision, optimizer, micro_batch, grad_accum, global_batch, seq_len, recompute,
     flash_attention}, zero {stage, offload_optimizer, offload_params, nvme_path}, deepspeed_config (a path).
     """
-    from zeroplan.export import plan_yaml
+    from zeroplan.deepspeed import plan_yaml
 
     choice, path = _choice(None, params, model, hidden, largest_layer_params, gpus, gpus_per_node, gpu, cluster,
                            cpu_memory, nvme, gpu_memory, tp, pp, stage, offload_optimizer, offload_params, precision,

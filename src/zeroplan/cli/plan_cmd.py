@@ -11,7 +11,7 @@ import typer
 
 from zeroplan.cli import options as opt
 from zeroplan.core.errors import InputError
-from zeroplan.cli.output_sink import check_format, console_for, write_text
+from zeroplan.render.sink import check_format, console_for, write_text
 
 SEARCH = "Search space"
 TIMING = "Step time"
@@ -122,8 +122,8 @@ def plan(
 ) -> None:
     """The fastest training plans that fit: layout, ZeRO stage, offload, micro-batch and recompute, with step
     time, tokens/s, MFU and time to train; and why the rest of the search space does not fit."""
-    from zeroplan.plan.inputs import PlanInputs
-    from zeroplan.plan.run import run_plan
+    from zeroplan.search.inputs import PlanInputs
+    from zeroplan.search.run import run_plan
 
     output_format = check_format(output_format, ("table", "json", "csv"))
     if write_deepspeed is not None and output is not None and Path(write_deepspeed).resolve() == Path(output).resolve():
@@ -142,17 +142,17 @@ def plan(
         flash_attention=flash_attention, top=top, tie_tolerance=tie_tolerance, units=units.strip().lower())
     outcome = run_plan(inputs, show_progress=progress)
     if write_deepspeed is not None:
-        from zeroplan.plan.export_top import write_deepspeed_config
+        from zeroplan.search.export_top import write_deepspeed_config
 
         write_deepspeed_config(outcome, write_deepspeed)
     if output_format == "table":
-        from zeroplan.plan.table import render
+        from zeroplan.search.table import render
 
         console = console_for(output)
         render(outcome, console)
         if output is not None:
             write_text(console.export_text(), output)
         return
-    from zeroplan.plan import report
+    from zeroplan.search import report
 
     write_text(report.to_json(outcome) if output_format == "json" else report.to_csv(outcome), output)

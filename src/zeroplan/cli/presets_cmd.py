@@ -7,7 +7,7 @@ from typing import Annotated
 import typer
 
 from zeroplan.cli import options as opt
-from zeroplan.cli.output_sink import check_format, write_text
+from zeroplan.render.sink import check_format, write_text
 
 presets_app = typer.Typer(help="Built-in GPU, cluster and model presets.", no_args_is_help=True)
 
@@ -17,7 +17,7 @@ def list_presets(output_format: opt.FormatTableJson = "table") -> None:
     """Every preset name, by category."""
     import json
 
-    from zeroplan import presets
+    from zeroplan.inputs import presets
 
     output_format = check_format(output_format, ("table", "json"))
     listing = {category: {name: presets.entry(category, name).description for name in presets.names(category)}
@@ -41,7 +41,7 @@ def show_preset(name: Annotated[str, typer.Argument(help="A preset name.")],
 
     import yaml
 
-    from zeroplan import presets
+    from zeroplan.inputs import presets
 
     output_format = check_format(output_format, ("table", "json"))
     category = presets.category_of(name)

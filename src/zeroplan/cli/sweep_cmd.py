@@ -11,7 +11,7 @@ import typer
 
 from zeroplan.cli import options as opt
 from zeroplan.core.errors import InputError
-from zeroplan.cli.output_sink import check_format, console_for, write_text
+from zeroplan.render.sink import check_format, console_for, write_text
 
 GRID = "Grid"
 
@@ -54,8 +54,8 @@ def sweep(
     plot: Plot = None,
 ) -> None:
     """Capacity planning over a grid: one row per model, GPU type, GPU count and ZeRO stage."""
-    from zeroplan.plan.sweep import SweepInputs, sweep_rows
-    from zeroplan.plan import sweep_output
+    from zeroplan.estimate.sweep import SweepInputs, sweep_rows
+    from zeroplan.estimate import sweep_output
 
     output_format = check_format(output_format, ("csv", "json", "table"))
     if plot is not None and output is not None and Path(plot).resolve() == Path(output).resolve():
@@ -67,7 +67,7 @@ def sweep(
                          fragmentation=fragmentation, units=units.strip().lower())
     rows, assumptions = sweep_rows(inputs)
     if plot is not None:
-        from zeroplan.plan.plot import plot_sweep
+        from zeroplan.search.plot import plot_sweep
 
         plot_sweep(rows, plot, inputs.units)
     if output_format == "table":

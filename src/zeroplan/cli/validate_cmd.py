@@ -78,7 +78,7 @@ def validate(
     chosen_layers = defaults.layers if layers is None else layers
     chosen_seq = defaults.seq_len if seq_len is None else seq_len
     if model is not None:
-        from zeroplan import presets
+        from zeroplan.inputs import presets
 
         base = scaled_from_preset(presets.model(model), chosen_hidden, chosen_layers, chosen_seq)
     else:

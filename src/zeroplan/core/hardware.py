@@ -1,4 +1,4 @@
-"""GPUs, links and clusters as plain frozen records (presets.py fills them from YAML)."""
+"""GPUs, links and clusters as plain frozen records (inputs/presets.py fills them from YAML)."""
 
 from __future__ import annotations
 

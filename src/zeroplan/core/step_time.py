@@ -40,7 +40,7 @@ from zeroplan.core.pipeline import layers_per_stage
 from zeroplan.core.units import ceil_div
 
 if TYPE_CHECKING:
-    from zeroplan.core.plan_comm import DpSeconds, OffloadSeconds
+    from zeroplan.core.traffic import DpSeconds, OffloadSeconds
 
 DEFAULT_EFFICIENCY = 0.5  # share of dense bf16 peak the kernels reach (Megatron measures 44-52% end to end)
 # DeepSpeed CPU Adam, per node: the step is memory bound (~30 bytes per parameter read or written), so a

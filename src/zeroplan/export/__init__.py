@@ -8,10 +8,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from zeroplan.check import loaders
-from zeroplan.check.context import CheckContext, from_plan
-from zeroplan.check.plan_file import validate_plan
-from zeroplan.export.choose import Choice, ExportError, choose
+from zeroplan.inputs import config_files as loaders
+from zeroplan.deepspeed.context import CheckContext, from_plan
+from zeroplan.deepspeed.plan_file import validate_plan
+from zeroplan.deepspeed.choose import Choice, ExportError, choose
 
 __all__ = ["Choice", "ExportError", "choose", "choose_for_plan", "PlanChoice"]
 

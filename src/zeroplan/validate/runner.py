@@ -8,7 +8,7 @@ import sys
 
 from zeroplan.bench import import_torch
 from zeroplan.bench.config import resolve_backend
-from zeroplan.bench.rendezvous import launcher_env
+from zeroplan.distributed.rendezvous import launcher_env
 from zeroplan.core.errors import InputError
 from zeroplan.validate import ValidateFailed
 from zeroplan.validate.config import ValidateConfig, check_world
@@ -46,7 +46,7 @@ def _emit(reports, config: ValidateConfig, meta: dict) -> None:
     if config.output_format == "json":
         sys.stdout.write(to_json(meta, reports))
         return
-    from zeroplan.cli.output_sink import console_for
+    from zeroplan.render.sink import console_for
 
     render(meta, reports, console_for(None))
 
@@ -72,7 +72,7 @@ def run_validate(config: ValidateConfig, *, pids: list[int] | None = None) -> No
         if joined.rank != 0:
             return
     else:
-        from zeroplan.validate.launcher import launch_local
+        from zeroplan.distributed.validate_launcher import launch_local
 
         results = launch_local(config, backend, world, pids=pids)
     meta = _meta(config, world, backend, torch)

@@ -13,11 +13,11 @@ import traceback
 from datetime import timedelta
 
 from zeroplan.bench import import_torch
-from zeroplan.bench.child import watch_parent
-from zeroplan.bench.rendezvous import EXIT_ADDRESS_IN_USE, RankEnv, export_for_env_init, is_address_in_use, launcher_env
+from zeroplan.distributed.child import watch_parent
+from zeroplan.distributed.rendezvous import EXIT_ADDRESS_IN_USE, RankEnv, export_for_env_init, is_address_in_use, launcher_env
 from zeroplan.core.errors import InputError
 from zeroplan.validate.config import ValidateConfig
-from zeroplan.validate.launcher import BACKEND_ENV, CONFIG_ENV, PARENT_PID_ENV, RESULT_DIR_ENV
+from zeroplan.distributed.validate_launcher import BACKEND_ENV, CONFIG_ENV, PARENT_PID_ENV, RESULT_DIR_ENV
 
 torch = import_torch()
 import torch.distributed as dist  # noqa: E402
@@ -111,7 +111,7 @@ def run_rank(config: ValidateConfig, env: RankEnv, backend: str, pg_timeout_s: f
 
 
 def main() -> int:
-    """Entry point of a rank spawned by zeroplan.validate.launcher."""
+    """Entry point of a rank spawned by zeroplan.distributed.validate_launcher."""
     env = launcher_env()
     if env is None or CONFIG_ENV not in os.environ:
         sys.stderr.write("zeroplan validate worker: start it through `zeroplan validate`, not by hand\n")

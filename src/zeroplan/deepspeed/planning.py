@@ -1,0 +1,129 @@
+"""The bridge from a check context to zeroplan's planner: the environment a config runs in, and the
+EstimateInputs for it (only the fields this version of the planner has)."""
+
+from __future__ import annotations
+
+import dataclasses
+
+from zeroplan.inputs import presets
+from zeroplan.deepspeed.config_view import Environment, _as_count
+from zeroplan.deepspeed.context import CheckContext
+from zeroplan.core.fit import MemoryBudget
+from zeroplan.core.units import parse_bytes
+
+# DeepSpeed optimizer types -> zeroplan's optimizer names (by the state each keeps per parameter).
+OPTIMIZER_NAMES = {
+    "adam": "adam", "adamw": "adamw", "fusedadam": "adam", "cpuadam": "adam", "deepspeedcpuadam": "adam",
+    "onebitadam": "adam", "zerooneadam": "adam", "lamb": "adam", "onebitlamb": "adam",
+    "muadam": "adam", "muadamw": "adamw", "sgd": "sgd", "musgd": "sgd-momentum",
+    "lion": "sgd-momentum", "adagrad": "sgd-momentum",  # one fp32 state each, like momentum
+}
+
+
+def gpus_per_node(context: CheckContext) -> int | None:
+    if context.gpus_per_node is not None:
+        return context.gpus_per_node
+    if context.cluster is not None:
+        return presets.cluster(context.cluster).gpus_per_node
+    if context.gpu is not None:
+        gpu = context.gpu.strip().lower()
+        for name in presets.names("clusters"):
+            if presets.entry("clusters", name).gpu == gpu:
+                return presets.entry("clusters", name).gpus_per_node
+    return None
+
+
+def model_spec(context: CheckContext):
+    """The ModelSpec the planner would use (a preset, a config.json path, or a bare count)."""
+    from zeroplan.inputs.estimate_inputs import EstimateInputs
+    from zeroplan.inputs.training import resolve_model
+
+    return resolve_model(EstimateInputs(params=context.params, model=context.model))
+
+
+def hidden_size(context: CheckContext) -> int | None:
+    if context.hidden is not None:
+        return context.hidden
+    return model_spec(context).hidden if context.model is not None else None
+
+
+def environment(context: CheckContext, config: dict) -> Environment:
+    tp_from_config = _as_count((config.get("tensor_parallel") or {}).get("autotp_size")) \
+        if isinstance(config.get("tensor_parallel"), dict) else None
+    sp = _as_count(config.get("sequence_parallel_size"))
+    return Environment(
+        world=context.gpus, tp=context.tp or (tp_from_config if tp_from_config and tp_from_config > 0 else 1),
+        pp=context.pp or 1, sp=sp if sp and sp > 0 else 1, gpus_per_node=gpus_per_node(context),
+        hidden=hidden_size(context), micro_batch=context.micro_batch, grad_accum=context.grad_accum,
+        global_batch=context.global_batch, precision=context.precision)
+
+
+def gpu_spec(context: CheckContext):
+    """The GPU named (flag, plan or cluster), else the planner's default GPU."""
+    from zeroplan.inputs.hardware import DEFAULT_GPU
+
+    if context.cluster is not None:
+        return presets.cluster(context.cluster).gpu
+    return presets.gpu(context.gpu or DEFAULT_GPU)
+
+
+def gpu_capacity(context: CheckContext) -> int:
+    """The GPU's memory in bytes: the one named (flag, plan or cluster), else the planner's default GPU,
+    so the bucket rule and the memory rules judge the same GPU."""
+    from zeroplan.inputs.hardware import DEFAULT_GPU
+
+    if context.gpu_memory is not None:
+        return parse_bytes(context.gpu_memory, "--gpu-memory")
+    if context.cluster is not None:
+        return presets.cluster(context.cluster).gpu.memory_bytes
+    return presets.gpu(context.gpu or DEFAULT_GPU).memory_bytes
+
+
+def usable_gpu_bytes(context: CheckContext) -> int:
+    return MemoryBudget(gpu_capacity(context)).usable_gpu_bytes
+
+
+def estimate_inputs(context: CheckContext, *, world: int, tp: int, pp: int, precision: str, optimizer: str,
+                    stage: int | None = None, offload_optimizer: str | None = None,
+                    offload_params: str | None = None, micro_batch: int | None = None,
+                    grad_accum: int | None = None, buffers: dict | None = None):
+    """EstimateInputs for this context, passing only the fields this version of the planner has.
+
+    The step's shape (sequence length, micro batch, recompute) goes only with --model: the planner sizes
+    activations from the model's shape and refuses them for a bare --params count. The global batch is
+    never passed: the batch identity is ZP001's to report, not an input error.
+    """
+    from zeroplan.inputs.estimate_inputs import EstimateInputs
+
+    values = dict(gpus=world, params=context.params, model=context.model, gpu=context.gpu, cluster=context.cluster,
+                  gpus_per_node=context.gpus_per_node, tp=tp, pp=pp, precision=precision, optimizer=optimizer,
+                  stage=stage, offload_optimizer=offload_optimizer, offload_params=offload_params,
+                  largest_layer_params=context.largest_layer_params, cpu_memory=context.cpu_memory,
+                  nvme=context.nvme, gpu_memory=context.gpu_memory, units=context.units)
+    extra: dict = {"grad_accum": grad_accum, **(buffers or {})}
+    if context.model is not None:
+        extra.update(seq_len=context.seq_len, micro_batch=micro_batch, recompute=context.recompute,
+                     flash_attention=context.flash_attention)
+    available = {f.name for f in dataclasses.fields(EstimateInputs)}
+    values.update({k: v for k, v in extra.items() if k in available and v is not None})
+    return EstimateInputs(**values)
+
+
+def planner_buffers(reduce: int, allgather: int, prefetch: int, max_live: int, overlap_comm: bool | None,
+                    sub_group_size: int | None = None) -> dict:
+    """Bucket settings as the planner's inputs (counts as text, at least 1: DeepSpeed allows 0, the planner not)."""
+    values = {"reduce_bucket_size": str(max(1, reduce)), "allgather_bucket_size": str(max(1, allgather)),
+              "prefetch_bucket_size": str(max(1, prefetch)), "max_live_parameters": str(max(1, max_live)),
+              "overlap_comm": overlap_comm}
+    if sub_group_size is not None:
+        values["sub_group_size"] = str(max(1, sub_group_size))
+    return values
+
+
+def optimizer_name(config: dict, context: CheckContext) -> str:
+    block = config.get("optimizer")
+    kind = block.get("type") if isinstance(block, dict) else None
+    if isinstance(kind, str):
+        return OPTIMIZER_NAMES.get(kind.strip().lower().replace("_", ""), "adam")
+    return (context.optimizer or "adam").strip().lower()
+

@@ -1,0 +1,233 @@
+"""From what the user typed to an evaluated plan: resolve presets and flags, record every default.
+
+This is the one place that knows which values were given and which were assumed, so every report
+can list its assumptions. The math itself lives in zeroplan.core.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from dataclasses import dataclass, field
+
+from zeroplan.core.activations import ActivationConfig
+from zeroplan.core.comm import validate_zeropp
+from zeroplan.core.errors import InputError
+from zeroplan.core.estimate import EstimateRequest, OptionEstimate, default_largest_layer_params, evaluate_options
+from zeroplan.core.options import options_for
+from zeroplan.core.parallel import ParallelDims
+from zeroplan.core.precision import bytes_per_param
+from zeroplan.core.recommend import Recommendation, recommend
+from zeroplan.core.units import format_bytes, format_count, parse_count
+from zeroplan.inputs.estimate_inputs import EstimateInputs
+from zeroplan.inputs.hardware import budget_assumptions, resolve_budget, resolve_cluster
+from zeroplan.inputs.training import grad_accum_steps, resolve_activations, resolve_buffers, resolve_model
+
+
+@dataclass
+class Plan:
+    inputs: EstimateInputs
+    request: EstimateRequest
+    estimates: list[OptionEstimate]
+    recommendation: Recommendation
+    assumptions: list[str] = field(default_factory=list)
+
+
+def _largest_layer(inputs: EstimateInputs, model, assumptions: list[str]) -> int:
+    if inputs.largest_layer_params is not None:
+        largest = parse_count(inputs.largest_layer_params, "--largest-layer-params")
+        if largest > model.params:
+            raise InputError("--largest-layer-params", f"{largest} is more than the model's {model.params} parameters",
+                             "give the parameters of the single largest module")
+        return largest
+    if model.largest_layer_params is not None:
+        return model.largest_layer_params
+    largest = default_largest_layer_params(model.params)
+    assumptions.append(f"largest layer: {format_count(largest)} parameters, assumed from a GPT-style shape "
+                       "(hidden/layers = 128, 32k vocabulary); give --largest-layer-params or --model")
+    return largest
+
+
+def _check_combinations(inputs: EstimateInputs, parallel: ParallelDims, zeropp: frozenset[str]) -> None:
+    validate_zeropp(zeropp, inputs.stage)
+    if zeropp and inputs.convention == "deepspeed":
+        raise InputError("--zeropp", "DeepSpeed's estimators do not model ZeRO++", "use --convention paper")
+    if inputs.units not in ("iec", "si"):
+        raise InputError("--units", f"unknown units '{inputs.units}'", "use iec (GiB) or si (GB)")
+    if parallel.pp > 1 and inputs.stage is not None and inputs.stage >= 2:
+        raise InputError("--stage", f"DeepSpeed's pipeline engine supports ZeRO stages 0-1 only, asked {inputs.stage} "
+                         f"with pp({parallel.pp})", "use --stage 1, or --pp 1")
+    if zeropp and parallel.pp > 1:
+        raise InputError("--zeropp", f"ZeRO++ is a stage-3 feature and pp({parallel.pp}) allows stages 0-1 only",
+                         "drop --zeropp or --pp")
+    if inputs.framework is not None and inputs.convention != "framework":
+        raise InputError("--framework", f"applies to --convention framework, not {inputs.convention}",
+                         "add --convention framework, or drop --framework")
+    if inputs.convention == "deepspeed" and (inputs.precision not in ("mixed", "bf16", "fp16")
+                                             or inputs.optimizer not in ("adam", "adamw")):
+        raise InputError("--convention", "DeepSpeed's estimators assume mixed precision with Adam, asked "
+                         f"{inputs.precision} + {inputs.optimizer}", "use --convention paper for other setups")
+    if not math.isfinite(inputs.buffer_factor) or inputs.buffer_factor <= 0 or inputs.buffer_factor > 1e3:
+        raise InputError("--buffer-factor", f"must be a finite positive factor, got {inputs.buffer_factor}",
+                         "DeepSpeed's default is 1.5")
+
+
+def _activation_notes(request: EstimateRequest, activations: ActivationConfig | None, units: str) -> list[str]:
+    budget = request.budget
+    if activations is None:
+        return [f"activations not counted (only a parameter count is known): a reserve of "
+                f"{float(budget.activation_reserve):.0%} of usable memory ({format_bytes(budget.activation_reserve_bytes, units)})"
+                " is kept for them (--activation-reserve; give --model for the real figure)"]
+    flash = "flash attention (no s×s scores stored)" if activations.flash_attention else "no flash attention"
+    return [f"activations: Korthikanti et al. 2022 per layer, seq {activations.seq_len} × micro-batch "
+            f"{activations.micro_batch}, recompute {activations.recompute}, {flash}"
+            f"{', sequence parallel' if activations.sequence_parallel else ''}, 16-bit; the first pipeline stage "
+            "holds pp micro-batches in flight (1F1B)"]
+
+
+def _buffer_notes(inputs: EstimateInputs) -> list[str]:
+    if inputs.convention == "framework":
+        framework = inputs.framework or "deepspeed"
+        return [f"framework convention ({framework}): model states of the most loaded rank as "
+                f"{'DeepSpeed' if framework == 'deepspeed' else 'DDP, ZeroRedundancyOptimizer and FSDP2'} "
+                "partition the model's real tensors (checked against real runs by zeroplan validate); "
+                "buffers as in the paper convention; the fewest-GPUs search uses the paper convention"]
+    if inputs.convention == "deepspeed":
+        return [f"deepspeed convention: DeepSpeed's estimator formulas (buffer factor {inputs.buffer_factor:g}, "
+                f"zero_init={int(inputs.zero_init)}); they count model states and the largest layer only"]
+    return ["buffers: DeepSpeed's reduce/allgather buckets (5e8 elements by default, 4.5× with overlap_comm at "
+            "stages 1-2), stage-3 gathered layers and prefetch (5e7) capped by max_live_parameters (1e9), the fp32 "
+            "gradient partition the optimizer steps on, NVMe swap buffers (sub_group_size 1e9); each capped at the "
+            "model shard; override with --reduce-bucket-size etc."]
+
+
+def build_request(inputs: EstimateInputs, assumptions: list[str]) -> tuple[EstimateRequest, ActivationConfig | None]:
+    """Everything resolved and validated, ready for the core."""
+    model = resolve_model(inputs)
+    cluster = resolve_cluster(inputs, assumptions)
+    parallel = ParallelDims(world=inputs.gpus, tp=inputs.tp, pp=inputs.pp, gpus_per_node=cluster.gpus_per_node)
+    zeropp = frozenset(f.strip().lower() for f in (inputs.zeropp or "").split(",") if f.strip())
+    _check_combinations(inputs, parallel, zeropp)
+    options = options_for(inputs.convention, inputs.stage, inputs.offload_optimizer, inputs.offload_params)
+    if parallel.pp > 1:
+        options = tuple(option for option in options if option.stage <= 1)
+        if not options:
+            raise InputError("--pp", f"pp({parallel.pp}) allows ZeRO stages 0-1 only, and the options asked for "
+                             "need stage 3", "drop --pp, or the stage-3 offload flags")
+        assumptions.append(f"pipeline pp({parallel.pp}): only ZeRO stages 0-1 (DeepSpeed's pipeline engine "
+                           "supports no higher stage)")
+    largest = _largest_layer(inputs, model, assumptions)
+    activations = resolve_activations(inputs, model, parallel, assumptions)
+    if activations is not None:
+        micro_batches = activations.num_micro_batches
+    else:
+        if inputs.micro_batch is not None and inputs.micro_batch < 1:
+            raise InputError("--micro-batch", f"must be at least 1, got {inputs.micro_batch}")
+        if inputs.global_batch is not None and inputs.micro_batch is None:
+            assumptions.append("micro-batch 1 sequence per GPU (the default; --micro-batch)")
+        micro_batches = grad_accum_steps(inputs, parallel, inputs.micro_batch or 1, assumptions)
+    if inputs.max_micro_batch and activations is None:
+        raise InputError("--max-micro-batch", "needs the model's shape to size activations",
+                         "use --model with a preset or a config.json")
+    request = EstimateRequest(
+        model=model, cluster=cluster, parallel=parallel, per_param=bytes_per_param(inputs.precision, inputs.optimizer),
+        budget=resolve_budget(inputs, cluster, assumptions), options=options, convention=inputs.convention,
+        largest_layer_params=largest, zero_init=inputs.zero_init, buffer_factor=inputs.buffer_factor, zeropp=zeropp,
+        hpz_partition_size=inputs.hpz_partition_size, buffers=resolve_buffers(inputs), activations=activations,
+        micro_batches_per_step=micro_batches, global_batch=inputs.global_batch, max_micro_batch=inputs.max_micro_batch,
+        calibrated_links=_calibrated_links(inputs, assumptions), framework=inputs.framework or "deepspeed",
+        parameters=_parameters(inputs, model),
+    )
+    return request, activations
+
+
+def _parameters(inputs: EstimateInputs, model) -> tuple:
+    """The model's parameter tensors, which only the framework convention partitions."""
+    if inputs.convention != "framework":
+        return ()
+    config = model.extra.get("hf_config")
+    if config is None:
+        raise InputError("--convention", f"the framework convention needs the tensors of '{model.name}'",
+                         "use --model with a config.json or a preset of a supported family")
+    from zeroplan.core.architecture import architecture_from_hf_config
+    from zeroplan.core.framework_partition import params_from_architecture
+
+    return tuple(params_from_architecture(architecture_from_hf_config(config, model.name)))
+
+
+def _calibrated_links(inputs: EstimateInputs, assumptions: list[str]) -> tuple:
+    if inputs.calibration is None:
+        return ()
+    from zeroplan.inputs.calibration import load_calibration
+
+    calibration = load_calibration(inputs.calibration)
+    links = []
+    for kind in ("all_gather", "reduce_scatter"):
+        for span, intra in (("intra_node", True), ("inter_node", False)):
+            link = calibration.link(kind, intra)
+            if link is not None:
+                links.append(((kind, span), link))
+    if not links:
+        raise InputError("--calibration", f"{inputs.calibration} has no usable all_gather or reduce_scatter fit",
+                         "rerun zeroplan bench with those collectives")
+    measured = ", ".join(f"{kind} {span.replace('_', '-')} {link.bandwidth_bytes_per_s / 1e9:.1f} GB/s"
+                         for (kind, span), link in links)
+    assumptions.append(f"communication priced with calibration {inputs.calibration} ({calibration.backend}, "
+                       f"{calibration.world_size} ranks on {calibration.device}, {calibration.created}): {measured}; "
+                       "preset links for anything not measured")
+    return tuple(links)
+
+
+def _recompute_hint(inputs: EstimateInputs, request: EstimateRequest, activations: ActivationConfig | None) -> str:
+    """When nothing fits with the chosen recompute mode, the cheapest mode that would make something fit."""
+    if activations is None or activations.recompute == "full":
+        return ""
+    modes = ("selective", "full") if activations.recompute == "none" else ("full",)
+    for mode in modes:
+        trial = dataclasses.replace(request, activations=dataclasses.replace(activations, recompute=mode))
+        fitting = [e for e in evaluate_options(trial) if e.fits]
+        if fitting:
+            best = recommend(trial, fitting, inputs.units).option
+            return (f"; with --recompute {mode}, {best.option.label} fits "
+                    f"({format_bytes(best.gpu_bytes['total'], inputs.units)} per GPU)")
+    return ""
+
+
+def build_plan(inputs: EstimateInputs) -> Plan:
+    assumptions: list[str] = []
+    request, activations = build_request(inputs, assumptions)
+    estimates = evaluate_options(request)
+    recommendation = recommend(request, estimates, inputs.units)
+    if recommendation.option is None:
+        hint = _recompute_hint(inputs, request, activations)
+        if hint:
+            recommendation = dataclasses.replace(recommendation, reason=recommendation.reason + hint)
+
+    per_param, parallel = request.per_param, request.parallel
+    assumptions.extend(budget_assumptions(inputs, request.budget, inputs.units))
+    assumptions.extend(_activation_notes(request, activations, inputs.units))
+    assumptions.extend(_buffer_notes(inputs))
+    if parallel.pp > 1 and not request.model.has_layout:
+        assumptions.append(f"pipeline: parameters split evenly over {parallel.pp} stages (only the count is known)")
+    if inputs.convention == "framework" and request.framework == "torch":
+        assumptions.append(f"precision as torch keeps it for {per_param.precision} + {per_param.optimizer}: fp32 weights"
+                           " and gradients (4 + 4 bytes), fp32 optimizer states, Adam's 4-byte step per tensor; the"
+                           " compute-dtype copies (autocast, FSDP2's unsharded parameters) are not counted")
+    else:
+        assumptions.append(f"precision {per_param.precision} + {per_param.optimizer}: {per_param.params} + "
+                           f"{per_param.gradients} + {per_param.optimizer_states} = {per_param.total} bytes per "
+                           "parameter")
+    count = request.micro_batches_per_step
+    batch = (f"{count} micro-batch{'es' if count > 1 else ''} of the given size per optimizer step"
+             + ("; --max-micro-batch does not reprice it" if request.max_micro_batch else ""))
+    assumptions.append(f"communication: ring collectives over the data-parallel group, priced on the slowest link it "
+                       f"crosses; {batch}; TP/PP traffic not counted here (zeroplan plan prices it)")
+    if request.zeropp:
+        assumptions.append(f"ZeRO++ {', '.join(sorted(request.zeropp))} on the stage-3 rows (arXiv 2306.10209): qwZ "
+                           "gathers int8 weights in forward, hpZ keeps a 16-bit secondary partition over groups of "
+                           f"{request.hpz_ranks} ranks ({request.hpz_span.replace('_', '-')}; --hpz-partition-size, "
+                           "default GPUs per node) so the backward gather stays there, qgZ reduces int4 gradients; "
+                           "quantisation scales not counted")
+    if any(not e.host_checked for e in estimates):
+        assumptions.append("host capacity unknown: offload rows are not checked against CPU RAM/NVMe")
+    return Plan(inputs, request, estimates, recommendation, assumptions)

@@ -1,0 +1,136 @@
+"""`zeroplan sweep`: one estimate per (model, GPU type, GPU count) and one row per ZeRO stage, for capacity
+planning. Each row: per-GPU memory of the stage without offload, whether it fits, the option `estimate`
+recommends for that combination, and the fewest GPUs at which the stage fits (by bisection over dp: every
+option's per-GPU bytes are non-increasing in dp)."""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from typing import Any
+
+from zeroplan.core.errors import InputError
+from zeroplan.core.estimate import EstimateRequest, evaluate_options
+from zeroplan.core.options import PAPER_OPTIONS, Option
+from zeroplan.core.parallel import ParallelDims
+from zeroplan.core.recommend import fewest_gpus
+from zeroplan.inputs.lists import parse_int_list
+
+DEFAULT_GPU_COUNTS = "8,16,32,64,128,256"
+PART_NAMES = ("params", "gradients", "optimizer_states", "activations", "buffers")
+
+
+@dataclass
+class SweepInputs:
+    models: str | None = None  # comma list of presets or config.json paths
+    params: str | None = None  # comma list of counts
+    gpus: str = DEFAULT_GPU_COUNTS
+    gpu_types: str | None = None  # comma list of GPU presets (default a100-80g)
+    stages: str | None = None
+    tp: int = 1
+    pp: int = 1
+    gpus_per_node: int | None = None
+    seq_len: int | None = None
+    micro_batch: int | None = None
+    recompute: str | None = None
+    flash_attention: bool = True
+    precision: str = "mixed"
+    optimizer: str = "adam"
+    runtime_reserve: str | None = None
+    fragmentation: str | None = None
+    units: str = "iec"
+
+
+def _split(text: str | None, flag: str = "list") -> list[str]:
+    """'a,b' -> ['a', 'b'], duplicates dropped; an empty item ('a,,b' or '') is an error, not skipped."""
+    if text is None:
+        return []
+    parts = [part.strip() for part in text.split(",")]
+    if not all(parts):
+        raise InputError(flag, f"'{text}' has an empty item", "write a comma list such as a,b")
+    return list(dict.fromkeys(parts))
+
+
+def _models(inputs: SweepInputs) -> list[tuple[str, dict[str, str]]]:
+    """(label, EstimateInputs fields) per model, in the order given."""
+    models = [(name, {"model": name}) for name in _split(inputs.models, "--model")]
+    models += [(count, {"params": count}) for count in _split(inputs.params, "--params")]
+    if not models:
+        raise InputError("--model/--params", "no model given",
+                         "e.g. --model llama-2-7b,llama-2-13b or --params 7e9,13e9")
+    return models
+
+
+def _fewest(request: EstimateRequest, option: Option | None) -> int | None:
+    """The fewest GPUs (a multiple of tp·pp) at which `option` fits, or any option when None."""
+    parallel = request.parallel
+    smallest = ParallelDims(parallel.tp * parallel.pp, parallel.tp, parallel.pp, parallel.gpus_per_node)
+    options = request.options if option is None else (option,)
+    trial = dataclasses.replace(request, parallel=smallest, options=options, micro_batches_per_step=1)
+    if any(e.fits for e in evaluate_options(trial)):
+        return smallest.world
+    found = fewest_gpus(trial)
+    return None if found is None else found[0]
+
+
+def sweep_rows(inputs: SweepInputs) -> tuple[list[dict[str, Any]], list[str]]:
+    """Every row, and the assumptions shared by all of them."""
+    from zeroplan.estimate.run import build_plan
+    from zeroplan.inputs.estimate_inputs import EstimateInputs
+    from zeroplan.inputs.training import resolve_model
+
+    counts = parse_int_list(inputs.gpus, "--gpus")
+    stages = parse_int_list(inputs.stages, "--stages", minimum=0) or (0, 1, 2, 3)
+    for stage in stages:
+        if stage > 3:
+            raise InputError("--stages", f"ZeRO stage must be 0, 1, 2 or 3, got {stage}")
+    gpu_types = _split(inputs.gpu_types, "--gpu") or [None]
+    rows: list[dict[str, Any]] = []
+    assumptions: list[str] = []
+    fewest_cache: dict[tuple, int | None] = {}
+    for label, model_fields in _models(inputs):
+        shaped = resolve_model(EstimateInputs(**model_fields)).has_shape
+        step = (dict(seq_len=inputs.seq_len, micro_batch=inputs.micro_batch, recompute=inputs.recompute,
+                     flash_attention=inputs.flash_attention) if shaped else {})
+        for gpu in gpu_types:
+            for count in counts:
+                plan = build_plan(EstimateInputs(
+                    gpus=count, gpu=gpu, gpus_per_node=inputs.gpus_per_node, tp=inputs.tp, pp=inputs.pp,
+                    precision=inputs.precision, optimizer=inputs.optimizer, runtime_reserve=inputs.runtime_reserve,
+                    fragmentation=inputs.fragmentation, units=inputs.units, **model_fields, **step))
+                assumptions.extend(note for note in plan.assumptions if note not in assumptions)
+                rows.extend(_rows_for(plan, label, stages, fewest_cache))
+    return rows, assumptions
+
+
+def _rows_for(plan, label: str, stages: tuple[int, ...], fewest_cache: dict) -> list[dict[str, Any]]:
+    request, recommended = plan.request, plan.recommendation.option
+    parallel, cluster = request.parallel, request.cluster
+    by_option = {e.option: e for e in plan.estimates}
+    rows = []
+    for stage in stages:
+        option = Option(stage)
+        estimate = by_option.get(option)
+        key = (label, cluster.gpu.name, parallel.tp, parallel.pp)
+        if (key, stage) not in fewest_cache:
+            fewest_cache[(key, stage)] = _fewest(request, option) if estimate is not None else None
+        if (key, None) not in fewest_cache:
+            fewest_cache[(key, None)] = _fewest(dataclasses.replace(request, options=PAPER_OPTIONS if parallel.pp == 1
+                                                                    else request.options), None)
+        row: dict[str, Any] = {
+            "model": label if request.model.name == "custom" else request.model.name,
+            "params": request.model.params, "gpu": cluster.gpu.name,
+            "gpus": parallel.world, "nodes": parallel.nodes, "dp": parallel.dp, "tp": parallel.tp, "pp": parallel.pp,
+            "stage": stage}
+        parts = estimate.gpu_bytes if estimate is not None else {}
+        row.update({f"gpu_bytes_{name}": parts.get(name, "") for name in PART_NAMES})
+        row.update(gpu_bytes_total=parts.get("total", ""), usable_gpu_bytes=request.budget.usable_gpu_bytes,
+                   gpu_capacity_bytes=cluster.gpu.memory_bytes,
+                   fits="" if estimate is None else "gpu" not in estimate.limits,
+                   min_gpus_stage=fewest_cache[(key, stage)] or "",
+                   recommended=recommended.option.key if recommended else "",
+                   recommended_gpu_bytes=recommended.gpu_bytes["total"] if recommended else "",
+                   min_gpus_any_option=fewest_cache[(key, None)] or "",
+                   note="" if estimate is not None else "DeepSpeed's pipeline engine runs ZeRO stages 0-1 only")
+        rows.append(row)
+    return rows

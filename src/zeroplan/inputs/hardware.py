@@ -1,0 +1,116 @@
+"""Hardware from presets and flags: the node, its links and capacities, and the memory budget."""
+
+from __future__ import annotations
+
+import dataclasses
+from fractions import Fraction
+from typing import TYPE_CHECKING
+
+from zeroplan.inputs import presets
+from zeroplan.core.errors import InputError
+from zeroplan.core.fit import (DEFAULT_ACTIVATION_RESERVE, DEFAULT_FRAGMENTATION, DEFAULT_HOST_RESERVE,
+                               DEFAULT_RUNTIME_RESERVE, MemoryBudget, parse_fraction)
+from zeroplan.core.hardware import ClusterSpec, Link
+from zeroplan.core.units import format_bytes, format_rate, parse_bytes, parse_rate
+
+if TYPE_CHECKING:
+    from zeroplan.inputs.estimate_inputs import EstimateInputs
+
+DEFAULT_GPU = "a100-80g"
+GENERIC_GPUS_PER_NODE = 8
+GENERIC_INTER_NODE = Link(bandwidth_bytes_per_s=25_000_000_000, latency_s=10e-6, source="default")
+
+
+def _default_cluster_for(gpu_name: str) -> str | None:
+    for name in presets.names("clusters"):
+        if presets.entry("clusters", name).gpu == gpu_name:
+            return name
+    return None
+
+
+def resolve_cluster(inputs: EstimateInputs, assumptions: list[str]) -> ClusterSpec:
+    generic = False
+    if inputs.cluster is not None:
+        cluster = presets.cluster(inputs.cluster)
+        if inputs.gpu is not None and presets.gpu(inputs.gpu).name != cluster.gpu.name:
+            raise InputError("--gpu", f"'{inputs.gpu}' conflicts with cluster '{inputs.cluster}' "
+                             f"({cluster.gpu.name})", "drop --gpu or --cluster")
+    else:
+        if inputs.gpu is not None and not inputs.gpu.strip():
+            raise InputError("--gpu", "is empty", "name a GPU preset, e.g. --gpu h100-80g")
+        gpu_name = (inputs.gpu or DEFAULT_GPU).strip().lower()
+        gpu = presets.gpu(gpu_name)
+        if inputs.gpu is None:
+            assumptions.append(f"GPU: {gpu_name} (the default; choose with --gpu or --cluster)")
+        node_name = _default_cluster_for(gpu_name)
+        if node_name is not None:
+            cluster = dataclasses.replace(presets.cluster(node_name), name=f"{node_name} (default node for {gpu_name})")
+            assumptions.append(f"node: {node_name} preset for {gpu_name} (CPU RAM, NVMe, links; choose with --cluster)")
+        else:
+            cluster = ClusterSpec(name=f"generic {gpu_name} node", gpu=gpu, gpus_per_node=GENERIC_GPUS_PER_NODE,
+                                  inter_node_link=GENERIC_INTER_NODE, cpu_memory_bytes=None, nvme_bytes=None,
+                                  nvme_bandwidth_bytes_per_s=None, pcie_bandwidth_bytes_per_s=31_500_000_000,
+                                  pcie_generation=4)
+            generic = True
+    overrides = {}
+    if inputs.gpus_per_node is not None:
+        overrides["gpus_per_node"] = inputs.gpus_per_node
+    if inputs.cpu_memory is not None:
+        overrides["cpu_memory_bytes"] = parse_bytes(inputs.cpu_memory, "--cpu-memory")
+    if inputs.nvme is not None:
+        overrides["nvme_bytes"] = parse_bytes(inputs.nvme, "--nvme")
+    if inputs.nvme_bandwidth is not None:
+        overrides["nvme_bandwidth_bytes_per_s"] = parse_rate(inputs.nvme_bandwidth, "--nvme-bandwidth")
+    if inputs.inter_node_bandwidth is not None:
+        link = cluster.inter_node_link
+        overrides["inter_node_link"] = Link(parse_rate(inputs.inter_node_bandwidth, "--inter-node-bandwidth"),
+                                            link.latency_s, "flag")
+    if inputs.intra_node_bandwidth is not None or inputs.gpu_memory is not None:
+        gpu = cluster.gpu
+        if inputs.intra_node_bandwidth is not None:
+            gpu = dataclasses.replace(gpu, intra_node_link=Link(
+                parse_rate(inputs.intra_node_bandwidth, "--intra-node-bandwidth"), gpu.intra_node_link.latency_s, "flag"))
+        if inputs.gpu_memory is not None:
+            memory = parse_bytes(inputs.gpu_memory, "--gpu-memory")
+            if memory <= 0:
+                raise InputError("--gpu-memory", "must be positive", "write e.g. 80GiB")
+            gpu = dataclasses.replace(gpu, memory_bytes=memory)
+        overrides["gpu"] = gpu
+    cluster = dataclasses.replace(cluster, **overrides) if overrides else cluster
+    if generic:  # described after the flags, so it says what is really used
+        def known(value, flag: str) -> str:
+            return "unknown, not checked (" + flag + ")" if value is None else format_bytes(value, inputs.units)
+
+        assumptions.append(
+            f"node: no preset for {cluster.gpu.name}, so a generic node: {cluster.gpus_per_node} GPUs per node, PCIe "
+            f"Gen4, inter-node {format_rate(cluster.inter_node_link.bandwidth_bytes_per_s)} per GPU, CPU RAM "
+            f"{known(cluster.cpu_memory_bytes, '--cpu-memory')}, NVMe {known(cluster.nvme_bytes, '--nvme')}; "
+            "defaults wherever no flag was given (or choose --cluster)")
+    return cluster
+
+
+def resolve_budget(inputs: EstimateInputs, cluster: ClusterSpec, assumptions: list[str]) -> MemoryBudget:
+    def fraction(text: str | None, flag: str, default: Fraction) -> Fraction:
+        return default if text is None else parse_fraction(text, flag)
+
+    return MemoryBudget(
+        gpu_capacity=cluster.gpu.memory_bytes,
+        runtime_reserve=(DEFAULT_RUNTIME_RESERVE if inputs.runtime_reserve is None
+                         else parse_bytes(inputs.runtime_reserve, "--runtime-reserve")),
+        fragmentation=fraction(inputs.fragmentation, "--fragmentation", DEFAULT_FRAGMENTATION),
+        activation_reserve=fraction(inputs.activation_reserve, "--activation-reserve", DEFAULT_ACTIVATION_RESERVE),
+        host_reserve=fraction(inputs.host_reserve, "--host-reserve", DEFAULT_HOST_RESERVE),
+    )
+
+
+def budget_assumptions(inputs: EstimateInputs, budget: MemoryBudget, units: str) -> list[str]:
+    notes = [f"usable GPU memory {format_bytes(budget.usable_gpu_bytes, units)} = "
+             f"{format_bytes(budget.gpu_capacity, units)} − runtime reserve {format_bytes(budget.runtime_reserve, units)}"
+             f"{' (default: CUDA context + NCCL)' if inputs.runtime_reserve is None else ''} − fragmentation "
+             f"{float(budget.fragmentation):.0%} {format_bytes(budget.fragmentation_bytes, units)}"
+             f"{' (default)' if inputs.fragmentation is None else ''}"]
+    notes.append(f"host: {float(budget.host_reserve):.0%} of CPU RAM kept for the OS and dataloaders"
+                 f"{' (default; --host-reserve)' if inputs.host_reserve is None else ''}")
+    return notes
+
+

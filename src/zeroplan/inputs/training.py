@@ -1,0 +1,118 @@
+"""The model and the training step from flags: preset or config.json, activation shape, batch sizes,
+DeepSpeed bucket settings. Every default applied is recorded as an assumption."""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from zeroplan.inputs import presets
+from zeroplan.core.activations import RECOMPUTE_MODES, ActivationConfig
+from zeroplan.core.buffers import BufferConfig
+from zeroplan.core.errors import InputError
+from zeroplan.core.model import ModelSpec
+from zeroplan.core.parallel import ParallelDims
+from zeroplan.core.units import parse_count
+
+if TYPE_CHECKING:
+    from zeroplan.inputs.estimate_inputs import EstimateInputs
+
+DEFAULT_SEQ_LEN_CAP = 4096
+
+
+def _looks_like_path(text: str) -> bool:
+    return text.endswith(".json") or "/" in text or Path(text).is_file()
+
+
+def resolve_model(inputs: EstimateInputs) -> ModelSpec:
+    if inputs.params is not None and inputs.model is not None:
+        raise InputError("--params/--model", "give one of them, not both", "--model already fixes the parameter count")
+    if inputs.model is not None:
+        if _looks_like_path(inputs.model):
+            from zeroplan.inputs.hf_config import load_hf_config
+
+            return load_hf_config(inputs.model)
+        return presets.model(inputs.model)
+    if inputs.params is None:
+        raise InputError("--params", "no model given",
+                         "pass --params 13e9, --model llama-2-13b or --model path/to/config.json")
+    return ModelSpec(params=parse_count(inputs.params, "--params"))
+
+
+def resolve_activations(inputs: EstimateInputs, model: ModelSpec, parallel: ParallelDims,
+                        assumptions: list[str]) -> ActivationConfig | None:
+    """The step's activation shape when the model's shape is known; None keeps the reserve."""
+    step_flags = {"--seq-len": inputs.seq_len, "--recompute": inputs.recompute,
+                  "--sequence-parallel": inputs.sequence_parallel or None}
+    if not model.has_shape:
+        given = [flag for flag, value in step_flags.items() if value is not None]
+        if given:
+            raise InputError(given[0], "activations need the model's shape, and --params gives only a count",
+                             "use --model with a preset or a config.json")
+        return None
+    if inputs.recompute is not None and inputs.recompute not in RECOMPUTE_MODES:
+        raise InputError("--recompute", f"unknown mode '{inputs.recompute}'", "use none, selective or full")
+    seq_len = inputs.seq_len
+    if seq_len is None:
+        context = model.max_seq_len or DEFAULT_SEQ_LEN_CAP
+        seq_len = min(context, DEFAULT_SEQ_LEN_CAP)
+        assumptions.append(f"sequence length {seq_len} (the default: the model's context {context}"
+                           f"{f' capped at {DEFAULT_SEQ_LEN_CAP}' if context > DEFAULT_SEQ_LEN_CAP else ''}; --seq-len)")
+    micro_batch = inputs.micro_batch if inputs.micro_batch is not None else 1
+    if inputs.micro_batch is None:
+        assumptions.append("micro-batch 1 sequence per GPU (the default; --micro-batch, or --max-micro-batch)")
+    recompute = inputs.recompute or "none"
+    if inputs.recompute is None:
+        assumptions.append("activation recompute: none (the default; --recompute selective|full)")
+    if inputs.sequence_parallel and parallel.tp == 1:
+        raise InputError("--sequence-parallel", "sequence parallelism splits activations over tp, and tp is 1",
+                         "add --tp 2 or more, or drop --sequence-parallel")
+    accumulation = grad_accum_steps(inputs, parallel, micro_batch, assumptions)
+    return ActivationConfig(seq_len=seq_len, micro_batch=micro_batch, recompute=recompute,
+                            flash_attention=inputs.flash_attention, sequence_parallel=inputs.sequence_parallel,
+                            tp=parallel.tp, pp=parallel.pp, num_micro_batches=accumulation)
+
+
+def grad_accum_steps(inputs: EstimateInputs, parallel: ParallelDims, micro_batch: int,
+                     assumptions: list[str]) -> int:
+    """Micro-batches per optimizer step, from --grad-accum or from the batch-size identity
+    global_batch = micro_batch × grad_accum × dp, checked exactly. A pipeline with neither given gets pp
+    micro-batches, the fewest that fill it (and what 1F1B's first stage then holds)."""
+    if inputs.grad_accum is not None and inputs.grad_accum < 1:
+        raise InputError("--grad-accum", f"must be at least 1, got {inputs.grad_accum}")
+    if inputs.global_batch is None:
+        if inputs.grad_accum is not None:
+            return inputs.grad_accum
+        if parallel.pp > 1:
+            assumptions.append(f"{parallel.pp} micro-batches per step, the fewest that fill pp({parallel.pp}) "
+                               "(the default; --grad-accum or --global-batch)")
+            return parallel.pp
+        return 1
+    if inputs.global_batch < 1:
+        raise InputError("--global-batch", f"must be positive, got {inputs.global_batch}")
+    per_step = micro_batch * parallel.dp
+    if inputs.global_batch % per_step:
+        raise InputError("--global-batch", f"{inputs.global_batch} is not a multiple of micro_batch({micro_batch}) × "
+                         f"dp({parallel.dp}) = {per_step}", "change --global-batch, --micro-batch or --gpus")
+    steps = inputs.global_batch // per_step
+    if inputs.grad_accum is not None and inputs.grad_accum != steps:
+        raise InputError("--grad-accum", f"micro_batch({micro_batch}) × grad_accum({inputs.grad_accum}) × "
+                         f"dp({parallel.dp}) = {micro_batch * inputs.grad_accum * parallel.dp} ≠ "
+                         f"global_batch({inputs.global_batch})", "drop one of --grad-accum and --global-batch")
+    return steps
+
+
+def resolve_buffers(inputs: EstimateInputs) -> BufferConfig:
+    overrides = {}
+    for given, field_name, flag in (
+            (inputs.reduce_bucket_size, "reduce_bucket_elements", "--reduce-bucket-size"),
+            (inputs.allgather_bucket_size, "allgather_bucket_elements", "--allgather-bucket-size"),
+            (inputs.prefetch_bucket_size, "prefetch_bucket_elements", "--prefetch-bucket-size"),
+            (inputs.max_live_parameters, "max_live_parameters", "--max-live-parameters"),
+            (inputs.sub_group_size, "sub_group_size", "--sub-group-size")):
+        if given is not None:
+            overrides[field_name] = parse_count(given, flag)
+    if inputs.overlap_comm is not None:
+        overrides["overlap_comm"] = inputs.overlap_comm
+    return dataclasses.replace(BufferConfig(), **overrides)

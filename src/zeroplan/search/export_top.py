@@ -1,0 +1,36 @@
+"""`zeroplan plan --write-deepspeed FILE`: the top plan as a ds_config.json, through zeroplan.export."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from zeroplan.core.errors import InputError
+from zeroplan.search.run import PlanOutcome
+
+_PRECISIONS = {"mixed": "bf16", "bf16": "bf16", "fp16": "fp16", "fp32": "fp32"}
+
+
+def write_deepspeed_config(outcome: PlanOutcome, path: str) -> None:
+    from zeroplan.deepspeed.context import from_flags
+    from zeroplan.deepspeed.choose import ExportError, choose
+
+    if not outcome.top:  # exit status 1, as `zeroplan export` when nothing fits
+        raise ExportError("nothing to write for --write-deepspeed: no plan fits")
+    from zeroplan.deepspeed.config_writer import build, render
+
+    inputs, best = outcome.inputs, outcome.top[0]
+    space = outcome.resolved.request.space
+    context = from_flags(
+        model=inputs.model, params=inputs.params, hidden=inputs.hidden, gpus=best.world, gpu=inputs.gpu,
+        cluster=inputs.cluster, gpus_per_node=inputs.gpus_per_node, cpu_memory=inputs.cpu_memory, nvme=inputs.nvme,
+        gpu_memory=inputs.gpu_memory, tp=best.tp, pp=best.pp, micro_batch=best.micro_batch,
+        grad_accum=best.grad_accum, global_batch=space.global_batch,
+        precision=_PRECISIONS.get(inputs.precision.strip().lower(), "bf16"), optimizer=inputs.optimizer,
+        seq_len=space.seq_len, recompute=best.recompute, flash_attention=space.flash_attention, units=inputs.units)
+    option = best.option
+    choice = choose(context, stage=option.stage, offload_optimizer=option.offload_optimizer,
+                    offload_params=option.offload_params, force=True)
+    try:
+        Path(path).write_text(render(build(choice)), encoding="utf-8")
+    except OSError as exc:
+        raise InputError("--write-deepspeed", f"cannot write {path}: {exc.strerror}", "choose a writable path") from None

@@ -1,0 +1,248 @@
+"""From `zeroplan plan` flags to a core SearchRequest, recording every default applied as an assumption.
+
+Model, hardware and memory budget go through the same resolvers as `zeroplan estimate`
+(zeroplan.inputs.training / resolve_hardware), so a preset means the same thing in both commands.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from zeroplan.core.activations import RECOMPUTE_MODES
+from zeroplan.core.errors import InputError
+from zeroplan.inputs.lists import parse_choice_list, parse_int_list
+from zeroplan.core.hardware import ClusterSpec, Link
+from zeroplan.core.model import ModelSpec
+from zeroplan.core.layout_space import SearchSpace
+from zeroplan.core.precision import bytes_per_param
+from zeroplan.core.fit import parse_fraction
+from zeroplan.core.layout_search import DEFAULT_TIE_TOLERANCE, SearchRequest
+from zeroplan.core.step_time import (DEFAULT_CPU_ADAM_PARAMS_PER_S, DEFAULT_EFFICIENCY, LinkTable, Machine,
+                                     check_efficiency)
+from zeroplan.core.units import format_count, format_rate, parse_count
+
+DEFAULT_SEQ_LEN_CAP = 4096
+SEQUENCE_PARALLEL_CHOICES = {"search": (False, True), "on": (True,), "off": (False,)}
+CALIBRATED_COLLECTIVES = ("all_reduce", "all_gather", "reduce_scatter")
+
+
+@dataclass
+class PlanInputs:
+    """Everything `zeroplan plan` accepts, as given (None = not given)."""
+
+    gpus: int
+    global_batch: int | None = None
+    seq_len: int | None = None
+    model: str | None = None
+    params: str | None = None
+    layers: int | None = None
+    hidden: int | None = None
+    heads: int | None = None
+    kv_heads: int | None = None
+    vocab: int | None = None
+    ffn: int | None = None
+    gpu: str | None = None
+    cluster: str | None = None
+    gpus_per_node: int | None = None
+    cpu_memory: str | None = None
+    nvme: str | None = None
+    nvme_bandwidth: str | None = None
+    intra_node_bandwidth: str | None = None
+    inter_node_bandwidth: str | None = None
+    gpu_memory: str | None = None
+    runtime_reserve: str | None = None
+    fragmentation: str | None = None
+    host_reserve: str | None = None
+    precision: str = "mixed"
+    optimizer: str = "adam"
+    tokens: str | None = None
+    calibration: str | None = None
+    efficiency: float = DEFAULT_EFFICIENCY
+    cpu_adam_rate: str | None = None
+    stages: str | None = None
+    offload: bool = True
+    recompute: str | None = None
+    sequence_parallel: str = "search"
+    virtual_stages: str | None = None
+    micro_batches: str | None = None
+    tp: str | None = None
+    pp: str | None = None
+    allow_cross_node_tp: bool = False
+    flash_attention: bool = True
+    top: int = 5
+    tie_tolerance: str | None = None
+    units: str = "iec"
+
+
+@dataclass
+class ResolvedPlan:
+    inputs: PlanInputs
+    request: SearchRequest
+    training_tokens: int | None
+    assumptions: list[str] = field(default_factory=list)
+
+
+def _estimate_inputs(inputs: PlanInputs):
+    from zeroplan.inputs.estimate_inputs import EstimateInputs
+
+    return EstimateInputs(
+        gpus=inputs.gpus, params=None, model=inputs.model, gpu=inputs.gpu, cluster=inputs.cluster,
+        gpus_per_node=inputs.gpus_per_node, cpu_memory=inputs.cpu_memory, nvme=inputs.nvme,
+        nvme_bandwidth=inputs.nvme_bandwidth, intra_node_bandwidth=inputs.intra_node_bandwidth,
+        inter_node_bandwidth=inputs.inter_node_bandwidth, gpu_memory=inputs.gpu_memory,
+        runtime_reserve=inputs.runtime_reserve, fragmentation=inputs.fragmentation, host_reserve=inputs.host_reserve,
+        precision=inputs.precision, optimizer=inputs.optimizer, units=inputs.units)
+
+
+def resolve_model(inputs: PlanInputs, assumptions: list[str]) -> ModelSpec:
+    shape = {"--layers": inputs.layers, "--hidden": inputs.hidden, "--heads": inputs.heads, "--vocab": inputs.vocab}
+    extra = {"--kv-heads": inputs.kv_heads, "--ffn": inputs.ffn}
+    if inputs.model is not None:
+        if inputs.params is not None:
+            raise InputError("--params/--model", "give one of them, not both", "--model already fixes the count")
+        given = [flag for flag, value in {**shape, **extra}.items() if value is not None]
+        if given:
+            raise InputError(given[0], "the model's shape comes from --model", f"drop {given[0]} or --model")
+        from zeroplan.inputs.training import resolve_model as resolve_named
+
+        return resolve_named(_estimate_inputs(inputs))
+    if inputs.params is None:
+        raise InputError("--params", "no model given",
+                         "pass --model gpt3-175b, --model path/to/config.json, or --params with its shape")
+    missing = [flag for flag, value in shape.items() if value is None]
+    if missing:
+        raise InputError(", ".join(missing), "a plan needs the model's shape, and --params gives only a count",
+                         "add --layers, --hidden, --heads and --vocab, or use --model")
+    for flag, value in {**shape, **extra}.items():
+        if value is not None and value < 1:
+            raise InputError(flag, f"must be a positive whole number, got {value}")
+    params = parse_count(inputs.params, "--params")
+    assumptions.append("model from --params and its shape: pipeline stages split the parameters evenly")
+    return ModelSpec(params=params, name=f"custom-{format_count(params)}", layers=inputs.layers,
+                     hidden=inputs.hidden, heads=inputs.heads, kv_heads=inputs.kv_heads, vocab=inputs.vocab,
+                     ffn=inputs.ffn)
+
+
+def _largest_layer(model: ModelSpec, assumptions: list[str]) -> int:
+    if model.largest_layer_params is not None:
+        return model.largest_layer_params
+    largest = min(model.params, max(model.vocab * model.hidden, model.hidden * (model.ffn or 4 * model.hidden)))
+    assumptions.append(f"largest layer: {format_count(largest)} parameters (the embedding or an MLP projection)")
+    return largest
+
+
+def _links(inputs: PlanInputs, cluster: ClusterSpec, assumptions: list[str]) -> LinkTable:
+    measured: dict[str, Link] = {}
+    if inputs.calibration is not None:
+        from zeroplan.inputs.calibration import load_calibration  # pydantic + yaml: only when asked
+
+        calibration = load_calibration(inputs.calibration)
+        for collective in CALIBRATED_COLLECTIVES:
+            for intra, span in ((True, "intra_node"), (False, "inter_node")):
+                link = calibration.link(collective, intra)
+                if link is not None:
+                    measured[f"{collective}/{span}"] = link
+        names = ", ".join(f"{key} {format_rate(link.bandwidth_bytes_per_s)}" for key, link in measured.items())
+        assumptions.append(f"calibration {inputs.calibration}: measured links for {names or 'nothing usable'}; "
+                           "the rest from presets")
+    return LinkTable(cluster.gpu.intra_node_link, cluster.inter_node_link, measured)
+
+
+def _space(inputs: PlanInputs, model: ModelSpec, assumptions: list[str]) -> SearchSpace:
+    if inputs.global_batch is None:
+        raise InputError("--global-batch", "is required: the sequences per optimizer step",
+                         "e.g. --global-batch 1536 (GPT-3's 3.2M tokens at 2048)")
+    seq_len = inputs.seq_len
+    if seq_len is None:
+        context = model.max_seq_len or DEFAULT_SEQ_LEN_CAP
+        seq_len = min(context, DEFAULT_SEQ_LEN_CAP)
+        assumptions.append(f"sequence length {seq_len} (the model's context, capped at {DEFAULT_SEQ_LEN_CAP}; "
+                           "--seq-len)")
+    if model.max_seq_len and seq_len > model.max_seq_len:
+        assumptions.append(f"sequence length {seq_len} is beyond {model.name}'s context of {model.max_seq_len}: "
+                           "memory and time are counted as if the model accepted it")
+    if inputs.sequence_parallel not in SEQUENCE_PARALLEL_CHOICES:
+        raise InputError("--sequence-parallel", f"unknown choice '{inputs.sequence_parallel}'", "use search, on or off")
+    stages = parse_int_list(inputs.stages, "--stages", minimum=0)
+    return SearchSpace(
+        gpus=inputs.gpus, global_batch=inputs.global_batch, seq_len=seq_len,
+        stages=stages or (0, 1, 2, 3),
+        offload=inputs.offload,
+        recompute=parse_choice_list(inputs.recompute, RECOMPUTE_MODES, "--recompute") or RECOMPUTE_MODES,
+        sequence_parallel=SEQUENCE_PARALLEL_CHOICES[inputs.sequence_parallel],
+        virtual_stages=parse_int_list(inputs.virtual_stages, "--virtual-stages") or (1,),
+        micro_batches=parse_int_list(inputs.micro_batches, "--micro-batches"),
+        tp=parse_int_list(inputs.tp, "--tp"), pp=parse_int_list(inputs.pp, "--pp"),
+        allow_cross_node_tp=inputs.allow_cross_node_tp, flash_attention=inputs.flash_attention)
+
+
+def _stage_check(text: str | None) -> None:
+    for value in parse_int_list(text, "--stages", minimum=0) or ():
+        if value > 3:
+            raise InputError("--stages", f"ZeRO stage must be 0, 1, 2 or 3, got {value}")
+
+
+def resolve(inputs: PlanInputs) -> ResolvedPlan:
+    from zeroplan.inputs.hardware import budget_assumptions, resolve_budget, resolve_cluster
+
+    assumptions: list[str] = []
+    if isinstance(inputs.gpus, bool) or not isinstance(inputs.gpus, int) or inputs.gpus < 1:
+        raise InputError("--gpus", f"must be a positive whole number, got {inputs.gpus}")
+    if inputs.top < 1:
+        raise InputError("--top", f"must be at least 1, got {inputs.top}")
+    if inputs.units not in ("iec", "si"):
+        raise InputError("--units", f"unknown units '{inputs.units}'", "use iec (GiB) or si (GB)")
+    check_efficiency(inputs.efficiency)
+    _stage_check(inputs.stages)
+    model = resolve_model(inputs, assumptions)
+    if not model.has_shape:
+        raise InputError("--model", f"'{model.name}' has no shape (layers, hidden, heads, vocab)",
+                         "use a preset or config.json that has one")
+    estimate_inputs = _estimate_inputs(inputs)
+    cluster = resolve_cluster(estimate_inputs, assumptions)
+    budget = resolve_budget(estimate_inputs, cluster, assumptions)
+    per_param = bytes_per_param(inputs.precision, inputs.optimizer)
+    space = _space(inputs, model, assumptions)
+    cpu_rate = (DEFAULT_CPU_ADAM_PARAMS_PER_S if inputs.cpu_adam_rate is None
+                else parse_count(inputs.cpu_adam_rate, "--cpu-adam-rate"))
+    machine = Machine(peak_flops=cluster.gpu.bf16_flops, hbm_bytes_per_s=cluster.gpu.hbm_bandwidth_bytes_per_s,
+                      pcie_bytes_per_s=cluster.pcie_bandwidth_bytes_per_s,
+                      nvme_bytes_per_s=cluster.nvme_bandwidth_bytes_per_s,
+                      links=_links(inputs, cluster, assumptions), efficiency=inputs.efficiency,
+                      cpu_adam_params_per_s=cpu_rate)
+    tolerance = (DEFAULT_TIE_TOLERANCE if inputs.tie_tolerance is None
+                 else float(parse_fraction(inputs.tie_tolerance, "--tie-tolerance")))
+    request = SearchRequest(model=model, cluster=cluster, per_param=per_param, budget=budget, space=space,
+                            machine=machine, largest_layer_params=_largest_layer(model, assumptions),
+                            tie_tolerance=tolerance)
+    tokens = None if inputs.tokens is None else parse_count(inputs.tokens, "--tokens")
+    assumptions.extend(budget_assumptions(estimate_inputs, budget, inputs.units))
+    assumptions.extend(model_notes(inputs, request))
+    return ResolvedPlan(inputs, request, tokens, assumptions)
+
+
+def model_notes(inputs: PlanInputs, request: SearchRequest) -> list[str]:
+    """What the step-time model assumes, with this run's numbers."""
+    machine, cluster = request.machine, request.cluster
+    default_efficiency = " (default; --efficiency)" if inputs.efficiency == DEFAULT_EFFICIENCY else ""
+    notes = [
+        f"compute: {machine.efficiency:.0%} of {cluster.gpu.name}'s dense bf16 peak "
+        f"({cluster.gpu.bf16_flops / 1e12:.0f} TFLOP/s){default_efficiency}; "
+        "FLOPs per token 6Ψ + 12·L·w·s, + the recomputed forward (full: 2Ψ_layers + 4·L·w·s, selective: 4·L·w·s)",
+        "MFU = 6Ψ × tokens / (step time × peak × GPUs)",
+        "communication: α-β ring collectives on the slowest link each group crosses (rank grid tp, dp, pp); "
+        "TP: 4 AllReduces of s·b·h per layer and micro-batch (6 with full recompute), not overlapped; PP: one "
+        "activation and one gradient per boundary and micro-batch (1/t each with tp > 1)",
+        "overlap: without a pipeline, gradient reduction hides behind backward and ZeRO-3 gathers behind "
+        "forward/backward; the post-step AllGather of ZeRO-1/2 and all DP traffic with pp > 1 are exposed",
+        f"offload: PCIe {format_rate(cluster.pcie_bandwidth_bytes_per_s)} per GPU, CPU Adam "
+        f"{format_count(int(machine.cpu_adam_params_per_s))} parameters/s per node"
+        f"{' (an estimate; --cpu-adam-rate)' if inputs.cpu_adam_rate is None else ''}",
+        "pipeline: 1F1B, bubble (p-1)/(v·m) of the step; DeepSpeed's pipeline engine runs ZeRO stages 0-1 only",
+        f"ranking: step times within {request.tie_tolerance:.0%} of the fastest are ties (the model's resolution)"
+        f"{' (default; --tie-tolerance)' if inputs.tie_tolerance is None else ''}; a tie goes to the simpler plan: "
+        "no offload, less model parallelism, a lower ZeRO stage, less recompute",
+    ]
+    if request.per_param.precision == "fp32":
+        notes.append("fp32 training is priced at the bf16 peak: an optimistic step time")
+    return notes

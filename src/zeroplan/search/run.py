@@ -1,0 +1,87 @@
+"""Run the search with a progress bar on stderr once it takes more than a moment."""
+
+from __future__ import annotations
+
+import sys
+import time
+from dataclasses import dataclass, field
+
+from zeroplan.core.layout_search import PlanRecord, SearchResult, search
+from zeroplan.core.step_time import FlopModel
+from zeroplan.search.inputs import PlanInputs, ResolvedPlan, resolve
+from zeroplan.search.metrics import Throughput, throughput
+
+PROGRESS_AFTER_S = 0.3  # searches shorter than this never draw a bar
+
+
+@dataclass
+class PlanOutcome:
+    resolved: ResolvedPlan
+    result: SearchResult
+    top: list[PlanRecord]
+    metrics: dict[int, Throughput] = field(default_factory=dict)  # id(plan) -> throughput, filled on demand
+    flops: FlopModel | None = None
+
+    @property
+    def inputs(self) -> PlanInputs:
+        return self.resolved.inputs
+
+    def throughput(self, plan: PlanRecord) -> Throughput:
+        found = self.metrics.get(id(plan))
+        if found is None:
+            request = self.resolved.request
+            if self.flops is None:
+                self.flops = FlopModel.from_model(request.model)
+            found = throughput(plan, request, self.flops, self.resolved.training_tokens)
+            self.metrics[id(plan)] = found
+        return found
+
+
+    def reason(self, plan: PlanRecord) -> str:
+        """Why this top plan ranks where it does (core.search.rank's order, in words)."""
+        from zeroplan.search.reasons import rank_reason
+
+        request = self.resolved.request
+        fastest = min(self.result.feasible, key=lambda p: p.time.total)
+        return rank_reason(plan, self.top[0], fastest, request.tie_tolerance, request.budget.usable_gpu_bytes,
+                           self.inputs.units)
+
+
+class _LateProgress:
+    """A rich progress bar on stderr that appears only after PROGRESS_AFTER_S and only on a terminal."""
+
+    def __init__(self, enabled: bool) -> None:
+        self.enabled = enabled and sys.stderr.isatty()
+        self.start = time.perf_counter()
+        self.bar = None
+        self.task = None
+
+    def __call__(self, done: int, total: int) -> None:
+        if not self.enabled:
+            return
+        if self.bar is None:
+            if time.perf_counter() - self.start < PROGRESS_AFTER_S or done >= total:
+                return
+            from rich.console import Console
+            from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+            self.bar = Progress(TextColumn("searching layouts"), BarColumn(), MofNCompleteColumn(),
+                                TimeElapsedColumn(), console=Console(stderr=True), transient=True)
+            self.bar.start()
+            self.task = self.bar.add_task("search", total=total)
+        self.bar.update(self.task, completed=done)
+
+    def close(self) -> None:
+        if self.bar is not None:
+            self.bar.stop()
+
+
+def run_plan(inputs: PlanInputs, show_progress: bool = True) -> PlanOutcome:
+    resolved = resolve(inputs)
+    progress = _LateProgress(show_progress)
+    try:
+        result = search(resolved.request, progress)
+    finally:
+        progress.close()
+    top = result.best_per_layout()[: inputs.top]
+    return PlanOutcome(resolved, result, top)
