@@ -173,7 +173,7 @@ def test_load_hf_config_names_snapshot_folder(tmp_path: Path) -> None:
     folder.mkdir()
     (folder / "config.json").write_text((CONFIGS / "pythia-1b.json").read_text())
     assert load_hf_config(folder / "config.json").name == "pythia-1b"
-    with pytest.raises(InputError, match="not a file") as caught:
+    with pytest.raises(InputError, match="is a directory") as caught:
         load_hf_config(folder)
     assert "config.json inside it" in str(caught.value)
 

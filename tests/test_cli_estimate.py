@@ -75,7 +75,8 @@ def test_nothing_fits_names_the_fewest_gpus():
     rec = data["recommendation"]
     assert rec["stage"] is None and rec["fewest_gpus"] > 8
     more = run_json("--params", "1T", "--gpus", str(rec["fewest_gpus"]), "--stage", "3", "--offload-optimizer", "none")
-    fewer = run_json("--params", "1T", "--gpus", str(rec["fewest_gpus"] - 1), "--stage", "3",
+    assert rec["fewest_gpus"] % 8 == 0  # whole nodes of 8 beyond one node
+    fewer = run_json("--params", "1T", "--gpus", str(rec["fewest_gpus"] - 8), "--stage", "3",
                      "--offload-optimizer", "none")
     assert more["recommendation"]["stage"] == 3 and fewer["recommendation"]["stage"] is None
 

@@ -11,6 +11,7 @@ import sys
 import typer
 
 from zeroplan.core.errors import InputError
+from zeroplan.render.encoding import make_streams_safe
 
 HELP = "Plan DeepSpeed ZeRO and 3D-parallel training: memory per GPU, traffic, fit, and what to use."
 
@@ -88,6 +89,7 @@ def _error_line(exc: BaseException) -> tuple[str, int]:
 
 
 def main(argv: list[str] | None = None) -> None:
+    make_streams_safe()
     args = list(sys.argv[1:] if argv is None else argv)
     debug = "--debug" in args
     if debug:

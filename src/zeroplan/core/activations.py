@@ -27,6 +27,7 @@ from fractions import Fraction
 from math import ceil
 
 from zeroplan.core.errors import InputError
+from zeroplan.core.layout_rules import MAX_SEQ_LEN
 from zeroplan.core.model import ModelSpec
 from zeroplan.core.units import ceil_div
 
@@ -73,6 +74,8 @@ class ActivationConfig:
         if self.num_micro_batches is not None and not _is_count(self.num_micro_batches):
             problems["--num-micro-batches"] = \
                 f"must be a positive whole number, got {self.num_micro_batches!r}"
+        if _is_count(self.seq_len) and self.seq_len > MAX_SEQ_LEN:
+            problems["--seq-len"] = f"{self.seq_len} is beyond any real run (more than {MAX_SEQ_LEN})"
         if self.recompute not in RECOMPUTE_MODES:
             problems["--recompute"] = f"must be one of {', '.join(RECOMPUTE_MODES)}, got {self.recompute!r}"
         for name, value in (("--flash-attention", self.flash_attention),

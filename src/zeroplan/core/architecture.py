@@ -13,9 +13,13 @@ from dataclasses import dataclass, field
 
 from zeroplan.core.errors import InputError
 from zeroplan.core.model import ModelSpec
+from zeroplan.core.units import shown
 
 _LLAMA_LIKE = ("llama", "mistral", "mixtral", "qwen2", "gemma")
 SUPPORTED_FAMILIES = _LLAMA_LIKE + ("phi3", "gpt2", "gpt_neox", "opt", "falcon")
+# Each size field of a config.json (hidden_size, vocab_size, ...) is at most this: far past real models,
+# and it keeps derived counts within MAX_COUNT.
+MAX_CONFIG_FIELD = 2**31
 _PARAMS_FIX = "or give the count with --params (and --largest-layer-params) instead"
 
 
@@ -69,7 +73,10 @@ class _Fields:
 
     def _check(self, key: str, value: object) -> int:
         if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-            raise InputError(self.source, f"'{key}' must be a positive whole number, got {value!r}",
+            raise InputError(self.source, f"'{key}' must be a positive whole number, got {shown(value)}",
+                             f"fix the config.json, {_PARAMS_FIX}")
+        if value > MAX_CONFIG_FIELD:
+            raise InputError(self.source, f"'{key}' is {shown(value)}, beyond any real model (at most 2^31)",
                              f"fix the config.json, {_PARAMS_FIX}")
         return value
 
@@ -130,6 +137,9 @@ def _llama_like(fields: _Fields) -> Architecture:
     experts = experts_per_token = None
     if family == "mixtral":
         experts, experts_per_token = fields.count("num_local_experts"), fields.count("num_experts_per_tok")
+        if experts_per_token > experts:
+            raise InputError(fields.source, f"'num_experts_per_tok' is {experts_per_token}, more than the {experts} "
+                             "experts ('num_local_experts')", f"fix the config.json, {_PARAMS_FIX}")
         modules += [Module("router", hidden * experts, layers),
                     Module("experts", experts * 3 * hidden * ffn, layers)]  # gate_up + down, fused
     else:

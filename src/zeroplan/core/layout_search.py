@@ -162,7 +162,8 @@ def search(request: SearchRequest, progress: Callable[[int, int], None] | None =
 
 def _step_shapes(space: SearchSpace, tp: int, dp: int) -> list[tuple[int, bool, str, int]]:
     # Sequence parallelism splits over tp: with tp = 1 it is the same plan as without it.
-    sequence_parallel = [sp for sp in space.sequence_parallel if tp > 1 or not sp] or [False]
+    # Sequence parallelism needs tp > 1 and the sequence divisible by tp (Megatron scatters it).
+    sequence_parallel = [sp for sp in space.sequence_parallel if not sp or (tp > 1 and space.seq_len % tp == 0)] or [False]
     return [(v, sp, recompute, b) for v in space.virtual_stages for sp in sequence_parallel
             for recompute in space.recompute for b in micro_batch_choices(space, dp)]
 

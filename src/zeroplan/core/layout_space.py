@@ -8,6 +8,9 @@ from fractions import Fraction
 
 from zeroplan.core.activations import RECOMPUTE_MODES
 from zeroplan.core.errors import InputError
+from zeroplan.core.layout_rules import (  # noqa: F401 - the reasons plan reports
+    MAX_SEQ_LEN, PP_LAYERS, SP_SEQUENCE, TP_CROSSES_NODES, TP_HEADS, TP_KV_HEADS, model_layout_problem,
+)
 from zeroplan.core.model import ModelSpec
 from zeroplan.core.options import PAPER_OPTIONS, Option
 from zeroplan.core.parallel import MAX_WORLD, ParallelDims
@@ -18,10 +21,6 @@ MAX_PP_IMBALANCE = Fraction(1, 8)
 PIPELINE_STAGES = (0, 1)  # DeepSpeed's pipeline engine runs ZeRO stages 0-1 only
 
 # Reasons a layout (dp, tp, pp) is ruled out before evaluation, in the order they are checked.
-TP_HEADS = "tp does not divide the attention heads"
-TP_KV_HEADS = "tp does not divide the key/value heads"
-TP_CROSSES_NODES = "tp spans more than one node"
-PP_LAYERS = "pp exceeds the layers"
 PP_UNEVEN = "pp splits the layers unevenly"
 DP_BATCH = "dp does not divide the global batch"
 NO_MICRO_BATCH = "no --micro-batches value divides the per-rank batch"
@@ -62,7 +61,7 @@ class SearchSpace:
                 raise InputError(name, f"must be a positive whole number, got {value!r}")
         # Bounds that keep the divisor enumeration (√n steps) instant; both are far past real runs.
         for name, value, limit in (("--gpus", self.gpus, MAX_WORLD), ("--global-batch", self.global_batch, 10**9),
-                                   ("--seq-len", self.seq_len, 10**8)):
+                                   ("--seq-len", self.seq_len, MAX_SEQ_LEN)):
             if value > limit:
                 raise InputError(name, f"{value} is beyond any real run (more than {limit})")
         lists = (("--stages", self.stages, lambda s: s in (0, 1, 2, 3), "0, 1, 2 or 3"),
@@ -104,14 +103,15 @@ def layouts(space: SearchSpace) -> list[tuple[int, int]]:
 def layout_problem(model: ModelSpec, parallel: ParallelDims, space: SearchSpace) -> str | None:
     """Why this layout cannot run this model and batch, or None."""
     tp, pp = parallel.tp, parallel.pp
-    if model.heads % tp:
-        return TP_HEADS
-    if (model.kv_heads or model.heads) % tp:
-        return TP_KV_HEADS
+    problem = model_layout_problem(model, parallel)  # sequence parallelism is a per-plan choice: below
+    if problem is not None and problem != PP_LAYERS:
+        return problem
     if not space.allow_cross_node_tp and not parallel.tp_intra_node:
         return TP_CROSSES_NODES
-    if pp > model.layers:
-        return PP_LAYERS
+    if problem is not None:
+        return problem
+    if space.sequence_parallel == (True,) and tp > 1 and space.seq_len % tp:
+        return SP_SEQUENCE
     if Fraction(pp * -(-model.layers // pp), model.layers) - 1 > MAX_PP_IMBALANCE:
         return PP_UNEVEN
     if space.global_batch % parallel.dp:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from zeroplan.core.errors import InputError
+from zeroplan.core.units import MAX_COUNT, format_count
 
 
 @dataclass(frozen=True)
@@ -37,6 +38,10 @@ class ModelSpec:
         if isinstance(self.params, bool) or not isinstance(self.params, int) or self.params <= 0:
             raise InputError("--params", f"must be a positive whole count, got {self.params}",
                              "write a count such as 13e9 or 13B")
+        if self.params > MAX_COUNT:
+            raise InputError("--model" if self.hidden else "--params",
+                             f"{self.name} has {format_count(self.params)} parameters, beyond any real model "
+                             "(more than 1e18)", "check the model's shape fields")
         if self.heads is not None and self.hidden is not None:
             if self.head_dim is None and self.hidden % self.heads:
                 raise InputError("--heads", f"{self.heads} heads do not divide hidden size {self.hidden}",
@@ -55,3 +60,13 @@ class ModelSpec:
     @property
     def has_shape(self) -> bool:
         return all(v is not None for v in (self.layers, self.hidden, self.heads, self.vocab))
+
+
+def check_count_against_shape(params: int, layers: int, hidden: int) -> None:
+    """A count given beside a shape (--params with --layers/--hidden) must be one that shape can hold:
+    every layer has at least its query and output projections, 2·hidden² weights."""
+    least = layers * 2 * hidden**2
+    if params < least:
+        raise InputError("--params", f"{format_count(params)} is fewer parameters than {layers} layers of hidden "
+                         f"size {hidden} hold (at least 2·hidden² each: {format_count(least)})",
+                         "check --params against --layers and --hidden")

@@ -62,3 +62,11 @@ def bytes_per_param(precision: str = "mixed", optimizer: str = "adam") -> BytesP
         gradients=weight_bytes,
         optimizer_states=master + _OPTIMIZER_STATE_BYTES[key],
     )
+
+
+def check_precision_on_gpu(precision: str | None, gpu_name: str, supports_bf16: bool) -> None:
+    """bf16 asked for on a GPU without bf16 units (V100, T4): refused, for every command, rather than
+    planned (DeepSpeed would fail at start-up, torch would emulate it at a fraction of the speed)."""
+    if precision is not None and precision.strip().lower() == "bf16" and not supports_bf16:
+        raise InputError("--precision", f"{gpu_name} has no bf16 support",
+                         "use --precision fp16 (or mixed, which means fp16 on this GPU) or fp32")

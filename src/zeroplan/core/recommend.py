@@ -11,9 +11,12 @@ world that fits where the one below it does not.
 from __future__ import annotations
 
 import dataclasses
+from math import lcm
 from dataclasses import dataclass
 
 from zeroplan.core.estimate import EstimateRequest, OptionEstimate, evaluate_options
+
+
 from zeroplan.core.parallel import MAX_WORLD, ParallelDims
 from zeroplan.core.units import format_bytes
 
@@ -57,36 +60,32 @@ def _fits_summary(estimate: OptionEstimate, request: EstimateRequest, units: str
 
 
 def fewest_gpus(request: EstimateRequest) -> tuple[int, OptionEstimate] | None:
-    """Smallest world (a multiple of tp·pp; whole nodes for the deepspeed convention, whose formulas
-    need them) where some option fits, or None up to MAX_WORLD GPUs."""
+    """Smallest world where some option fits, or None up to MAX_WORLD GPUs. Worlds are multiples of
+    tp·pp that either fit in one node or fill whole nodes (ParallelDims' rule), so the search walks
+    one node's worlds first, then multiples of lcm(tp·pp, GPUs per node), never past MAX_WORLD."""
     # Partitioning real tensors costs O(ranks × tensors): search with the paper's even split instead.
     base = dataclasses.replace(request, convention="paper") if request.convention == "framework" else request
     parallel = base.parallel
     model_parallel = parallel.tp * parallel.pp
+    per_node = parallel.gpus_per_node
 
-    def layout(dp: int) -> int:
-        world = dp * model_parallel
-        if base.convention == "deepspeed" and world > parallel.gpus_per_node:
-            world = -(-world // parallel.gpus_per_node) * parallel.gpus_per_node
-        return world
-
-    def best_at(dp: int) -> OptionEstimate | None:
-        trial = dataclasses.replace(base, parallel=ParallelDims(layout(dp), parallel.tp, parallel.pp,
-                                                                parallel.gpus_per_node))
+    def best_at(world: int) -> OptionEstimate | None:
+        trial = dataclasses.replace(base, parallel=ParallelDims(world, parallel.tp, parallel.pp, per_node))
         fitting = [e for e in evaluate_options(trial) if e.fits]
         return min(fitting, key=preference_key) if fitting else None
 
-    largest_dp = MAX_WORLD // model_parallel
-    if best_at(largest_dp) is None:  # what does not shrink with dp (activations, buffers) already fails
+    step = lcm(model_parallel, per_node)
+    largest = MAX_WORLD // step
+    if largest == 0 or best_at(largest * step) is None:  # what does not shrink with dp already fails
         return None
-    low, high = parallel.dp, parallel.dp * 2
-    while best_at(min(high, largest_dp)) is None:
-        low, high = high, high * 2
-    high = min(high, largest_dp)
+    for world in range(model_parallel, per_node + 1, model_parallel):  # inside one node
+        if world > parallel.world and (found := best_at(world)) is not None:
+            return world, found
+    low, high = max(parallel.world // step, per_node // step), largest  # low fails (or is 0), high fits
     while high - low > 1:
         middle = (low + high) // 2
-        low, high = (low, middle) if best_at(middle) is not None else (middle, high)
-    return layout(high), best_at(high)
+        low, high = (low, middle) if best_at(middle * step) is not None else (middle, high)
+    return high * step, best_at(high * step)
 
 
 def recommend(request: EstimateRequest, estimates: list[OptionEstimate], units: str = "iec") -> Recommendation:

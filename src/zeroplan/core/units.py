@@ -32,13 +32,38 @@ _BYTE_SUFFIXES = {
 _NUMBER_WITH_SUFFIX = re.compile(r"^\s*([0-9][0-9_,]*(?:\.[0-9]*)?(?:[eE][+-]?[0-9]+)?)\s*([A-Za-z]*)\s*$")
 
 
+# Longer number texts, or magnitudes above 1e30, are refused before any arithmetic: Decimal would
+# otherwise build a million-digit integer for "1e999999" (minutes) or overflow on "1e999999999".
+MAX_NUMBER_TEXT = 64
+MAX_MAGNITUDE_EXPONENT = 30
+_THOUSANDS = re.compile(r"[0-9]{1,3}(?:,[0-9]{3})+(?:\.[0-9]*)?(?:[eE][+-]?[0-9]+)?")
+
+
+def shown(text: object, limit: int = 40) -> str:
+    """User text quoted in a message, shortened so one line stays one line."""
+    text = str(text)
+    return text if len(text) <= limit else text[:limit - 1] + "…"
+
+
 def _exact_integer(text: str, multiplier: int, input_name: str, what: str) -> int:
+    cleaned = text.replace("_", "")
+    if "," in cleaned:
+        if not _THOUSANDS.fullmatch(cleaned):  # "1,3,0,0" is a typo, not 1300
+            raise InputError(input_name, f"'{shown(text)}' has commas that are not thousands separators",
+                             f"write {what}")
+        cleaned = cleaned.replace(",", "")
+    if len(cleaned) > MAX_NUMBER_TEXT:
+        raise InputError(input_name, f"'{shown(text)}' is {len(text)} characters long, beyond any real value",
+                         f"write {what}")
     try:
-        value = Decimal(text.replace("_", "").replace(",", "")) * multiplier
+        value = Decimal(cleaned)
     except InvalidOperation:
-        raise InputError(input_name, f"'{text}' is not a number", f"write {what}") from None
+        raise InputError(input_name, f"'{shown(text)}' is not a number", f"write {what}") from None
+    if value and value.adjusted() + len(str(multiplier)) - 1 > MAX_MAGNITUDE_EXPONENT:
+        raise InputError(input_name, f"'{shown(text)}' is beyond any real value (more than 1e30)", f"write {what}")
+    value *= multiplier
     if value != value.to_integral_value():
-        raise InputError(input_name, f"'{text}' is not a whole number", f"write {what}")
+        raise InputError(input_name, f"'{shown(text)}' is not a whole number", f"write {what}")
     return int(value)
 
 
@@ -50,7 +75,7 @@ def parse_count(text: str | int, input_name: str = "--params") -> int:
     else:
         match = _NUMBER_WITH_SUFFIX.match(str(text))
         if not match or match.group(2).lower() not in _COUNT_SUFFIXES:
-            raise InputError(input_name, f"'{text}' is not a count", f"write {example}")
+            raise InputError(input_name, f"'{shown(text)}' is not a count", f"write {example}")
         value = _exact_integer(match.group(1), _COUNT_SUFFIXES[match.group(2).lower()], input_name, example)
     if value <= 0:
         raise InputError(input_name, f"must be positive, got {text}", f"write {example}")
@@ -67,7 +92,7 @@ def parse_bytes(text: str | int, input_name: str) -> int:
     else:
         match = _NUMBER_WITH_SUFFIX.match(str(text))
         if not match or match.group(2).lower() not in _BYTE_SUFFIXES:
-            raise InputError(input_name, f"'{text}' is not a byte size", f"write {example}")
+            raise InputError(input_name, f"'{shown(text)}' is not a byte size", f"write {example}")
         value = _exact_integer(match.group(1), _BYTE_SUFFIXES[match.group(2).lower()], input_name, example)
     if value < 0:
         raise InputError(input_name, f"must not be negative, got {text}", f"write {example}")
@@ -120,7 +145,10 @@ def format_rate(bytes_per_second: int | float, digits: int = 1) -> str:
 
 
 def format_count(value: int) -> str:
-    """13000000000 -> '13.0B', 124439808 -> '124.4M', 999999999 -> '1.0B' (never '1000.0M')."""
+    """13000000000 -> '13.0B', 124439808 -> '124.4M', 999999999 -> '1.0B' (never '1000.0M');
+    beyond 999T in scientific notation ('1.00e+18'), never a 20-digit 'T' figure."""
+    if round(value / 10**12, 1) >= 1000:
+        return f"{value:.2e}"
     for limit, suffix in ((10**12, "T"), (10**9, "B"), (10**6, "M"), (10**3, "K")):
         if round(value / limit, 1) >= 1:
             return f"{value / limit:.1f}{suffix}"

@@ -14,6 +14,7 @@ from zeroplan.deepspeed.keys import DEEPSPEED_DEFAULTS
 from zeroplan.core.estimate import OptionEstimate, evaluate_options
 from zeroplan.core.errors import InputError
 from zeroplan.core.parallel import ParallelDims
+from zeroplan.core.precision import check_precision_on_gpu
 
 PRECISIONS = ("bf16", "fp16", "fp32")
 
@@ -78,7 +79,9 @@ def choose(context: CheckContext, *, stage: int | None = None, offload_optimizer
     from zeroplan.estimate.run import build_plan
 
     # bf16 by default, fp16 on GPUs without bf16 (V100): an fp16 config needs DeepSpeed's loss scaling.
-    precision = (context.precision or ("bf16" if planning.gpu_spec(context).supports_bf16 else "fp16")).strip().lower()
+    gpu = planning.gpu_spec(context)
+    check_precision_on_gpu(context.precision, gpu.name, gpu.supports_bf16)
+    precision = (context.precision or ("bf16" if gpu.supports_bf16 else "fp16")).strip().lower()
     if precision not in PRECISIONS:
         raise InputError("--precision", f"unknown precision '{context.precision}'", "use bf16, fp16 or fp32")
     world, tp, pp = context.gpus or 1, context.tp or 1, context.pp or 1

@@ -15,8 +15,9 @@ from zeroplan.core.comm import validate_zeropp
 from zeroplan.core.errors import InputError
 from zeroplan.core.estimate import EstimateRequest, OptionEstimate, default_largest_layer_params, evaluate_options
 from zeroplan.core.options import options_for
+from zeroplan.core.layout_rules import check_model_layout, check_whole_nodes, cross_node_tp_warning
 from zeroplan.core.parallel import ParallelDims
-from zeroplan.core.precision import bytes_per_param
+from zeroplan.core.precision import bytes_per_param, check_precision_on_gpu
 from zeroplan.core.recommend import Recommendation, recommend
 from zeroplan.core.units import format_bytes, format_count, parse_count
 from zeroplan.inputs.estimate_inputs import EstimateInputs
@@ -116,8 +117,14 @@ def build_request(inputs: EstimateInputs, assumptions: list[str]) -> tuple[Estim
                              "need stage 3", "drop --pp, or the stage-3 offload flags")
         assumptions.append(f"pipeline pp({parallel.pp}): only ZeRO stages 0-1 (DeepSpeed's pipeline engine "
                            "supports no higher stage)")
+    check_whole_nodes(parallel)
+    check_precision_on_gpu(inputs.precision, cluster.gpu.name, cluster.gpu.supports_bf16)
     largest = _largest_layer(inputs, model, assumptions)
     activations = resolve_activations(inputs, model, parallel, assumptions)
+    check_model_layout(model, parallel, seq_len=activations.seq_len if activations else None,
+                       sequence_parallel=activations.sequence_parallel if activations else False)
+    if (warning := cross_node_tp_warning(parallel)) is not None:
+        assumptions.insert(0, warning)
     if activations is not None:
         micro_batches = activations.num_micro_batches
     else:

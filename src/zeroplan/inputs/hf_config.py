@@ -6,12 +6,12 @@ and turns file problems into InputErrors that name the file.
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 from zeroplan.core.architecture import model_spec_from_hf_config
 from zeroplan.core.errors import InputError
 from zeroplan.core.model import ModelSpec
+from zeroplan.inputs.text_files import parse_json_text, read_user_text
 
 
 def _display_name(config: dict, path: Path) -> str:
@@ -29,24 +29,10 @@ def read_hf_config(path: str | Path) -> dict:
     """The parsed JSON object of a local config.json."""
     path = Path(path)
     where = str(path)
-    if not path.exists():
-        raise InputError(where, "no such file", "give the path of a local config.json")
-    if not path.is_file():
-        fix = ("point at the config.json inside it" if path.is_dir() and (path / "config.json").is_file()
-               else "give the path of a local config.json")
-        raise InputError(where, "is not a file", fix)
-    try:
-        text = path.read_text(encoding="utf-8")
-    except UnicodeDecodeError as error:
-        raise InputError(where, f"is not UTF-8 text (byte {error.start})",
-                         "give the model's config.json") from None
-    except OSError as error:
-        raise InputError(where, f"cannot be read: {error.strerror or error}") from None
-    try:
-        config = json.loads(text)
-    except json.JSONDecodeError as error:
-        raise InputError(where, f"is not valid JSON: {error.msg} at line {error.lineno}, column {error.colno}",
-                         "fix the file, or download the model's config.json again") from None
+    if path.is_dir() and (path / "config.json").is_file():
+        raise InputError(where, "is a directory", "point at the config.json inside it")
+    text = read_user_text(path, "give the path of a local config.json")
+    config = parse_json_text(text, where, "fix the file, or download the model's config.json again")
     if not isinstance(config, dict):
         raise InputError(where, f"must hold a JSON object, got {type(config).__name__}",
                          "give the model's config.json")

@@ -10,9 +10,12 @@ from dataclasses import dataclass, field
 
 from zeroplan.core.activations import RECOMPUTE_MODES
 from zeroplan.core.errors import InputError
+from zeroplan.core.layout_rules import check_whole_nodes
+from zeroplan.core.parallel import ParallelDims
+from zeroplan.core.precision import check_precision_on_gpu
 from zeroplan.inputs.lists import parse_choice_list, parse_int_list
 from zeroplan.core.hardware import ClusterSpec, Link
-from zeroplan.core.model import ModelSpec
+from zeroplan.core.model import ModelSpec, check_count_against_shape
 from zeroplan.core.layout_space import SearchSpace
 from zeroplan.core.precision import bytes_per_param
 from zeroplan.core.fit import parse_fraction
@@ -118,6 +121,8 @@ def resolve_model(inputs: PlanInputs, assumptions: list[str]) -> ModelSpec:
             raise InputError(flag, f"must be a positive whole number, got {value}")
     params = parse_count(inputs.params, "--params")
     assumptions.append("model from --params and its shape: pipeline stages split the parameters evenly")
+    if inputs.layers is not None and inputs.hidden is not None:
+        check_count_against_shape(params, inputs.layers, inputs.hidden)
     return ModelSpec(params=params, name=f"custom-{format_count(params)}", layers=inputs.layers,
                      hidden=inputs.hidden, heads=inputs.heads, kv_heads=inputs.kv_heads, vocab=inputs.vocab,
                      ffn=inputs.ffn)
@@ -205,6 +210,8 @@ def resolve(inputs: PlanInputs) -> ResolvedPlan:
     space = _space(inputs, model, assumptions)
     cpu_rate = (DEFAULT_CPU_ADAM_PARAMS_PER_S if inputs.cpu_adam_rate is None
                 else parse_count(inputs.cpu_adam_rate, "--cpu-adam-rate"))
+    check_whole_nodes(ParallelDims(space.gpus, gpus_per_node=cluster.gpus_per_node))
+    check_precision_on_gpu(inputs.precision, cluster.gpu.name, cluster.gpu.supports_bf16)
     machine = Machine(peak_flops=cluster.gpu.bf16_flops, hbm_bytes_per_s=cluster.gpu.hbm_bandwidth_bytes_per_s,
                       pcie_bytes_per_s=cluster.pcie_bandwidth_bytes_per_s,
                       nvme_bytes_per_s=cluster.nvme_bandwidth_bytes_per_s,

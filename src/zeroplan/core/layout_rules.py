@@ -1,0 +1,85 @@
+"""What a model and a parallel layout must satisfy, for every command (estimate, plan, sweep, check,
+export): one set of rules, each with the reason it is checked.
+
+- tp divides the attention heads and the key/value heads (Megatron-LM splits whole heads; it refuses
+  num_query_groups not divisible by tp);
+- pp is at most the layer count (a pipeline stage holds at least one layer);
+- sequence parallelism needs the sequence length divisible by tp (Megatron scatters the sequence);
+- more than one node means whole nodes (launchers start the same number of ranks on each);
+- a tensor-parallel group inside one node is the norm: across nodes it runs, slowly (a warning in
+  estimate; plan leaves such layouts out unless asked).
+"""
+
+from __future__ import annotations
+
+from zeroplan.core.errors import InputError
+from zeroplan.core.model import ModelSpec
+from zeroplan.core.parallel import ParallelDims
+
+# Reasons a layout is ruled out (plan counts them by these texts).
+TP_HEADS = "tp does not divide the attention heads"
+TP_KV_HEADS = "tp does not divide the key/value heads"
+TP_CROSSES_NODES = "tp spans more than one node"
+PP_LAYERS = "pp exceeds the layers"
+SP_SEQUENCE = "sequence parallelism needs the sequence length divisible by tp"
+# Longest sequence any command accepts: far past real runs, and it keeps s² attention terms exact.
+MAX_SEQ_LEN = 10**8
+
+
+def model_layout_problem(model: ModelSpec, parallel: ParallelDims, *, seq_len: int | None = None,
+                         sequence_parallel: bool = False) -> str | None:
+    """The first rule this model, layout and step break (one of the reasons above), or None."""
+    tp, pp = parallel.tp, parallel.pp
+    if model.heads is not None and model.heads % tp:
+        return TP_HEADS
+    if model.heads is not None and (model.kv_heads or model.heads) % tp:
+        return TP_KV_HEADS
+    if model.layers is not None and pp > model.layers:
+        return PP_LAYERS
+    if sequence_parallel and seq_len is not None and seq_len % tp:
+        return SP_SEQUENCE
+    return None
+
+
+def _divisors(n: int) -> str:
+    return ", ".join(str(d) for d in range(1, n + 1) if n % d == 0)
+
+
+def check_model_layout(model: ModelSpec, parallel: ParallelDims, *, seq_len: int | None = None,
+                       sequence_parallel: bool = False) -> None:
+    """Raise the InputError for the first broken rule, naming the values and a fix."""
+    problem = model_layout_problem(model, parallel, seq_len=seq_len, sequence_parallel=sequence_parallel)
+    tp, name = parallel.tp, model.name
+    if problem is None:
+        return
+    if problem == TP_HEADS:
+        raise InputError("--tp", f"tp({tp}) does not divide the {model.heads} attention heads of {name}",
+                         f"use a tp that divides {model.heads}: {_divisors(model.heads)}")
+    if problem == TP_KV_HEADS:
+        kv = model.kv_heads or model.heads
+        raise InputError("--tp", f"tp({tp}) does not divide the {kv} key/value heads of {name}",
+                         f"use a tp that divides {kv}: {_divisors(kv)}")
+    if problem == PP_LAYERS:
+        raise InputError("--pp", f"pp({parallel.pp}) is more than the {model.layers} layers of {name}",
+                         f"use at most --pp {model.layers}")
+    if problem == SP_SEQUENCE:
+        raise InputError("--seq-len", f"{seq_len} is not divisible by tp({tp}), as sequence parallelism needs",
+                         f"use a multiple of {tp}, e.g. {seq_len - seq_len % tp or tp}")
+    raise AssertionError(problem)  # pragma: no cover - every reason above has its message
+
+
+def check_whole_nodes(parallel: ParallelDims) -> None:
+    """A run fills whole nodes once it needs more than one: torchrun, the deepspeed launcher and SLURM's
+    usual layouts start the same number of ranks on every node."""
+    world, per_node = parallel.world, parallel.gpus_per_node
+    if world > per_node and world % per_node:
+        below = world // per_node * per_node
+        raise InputError("--gpus", f"{world} GPUs do not fill whole nodes of {per_node} (--gpus-per-node)",
+                         f"use --gpus {below} or {below + per_node}, or set --gpus-per-node to what each node has")
+
+
+def cross_node_tp_warning(parallel: ParallelDims) -> str | None:
+    if parallel.tp_intra_node:
+        return None
+    return (f"warning: tp({parallel.tp}) spans more than one node of {parallel.gpus_per_node} GPUs: every layer's "
+            "tensor-parallel collectives cross the network (Megatron keeps tp within a node)")
