@@ -25,15 +25,23 @@ def _looks_like_path(text: str) -> bool:
     return text.endswith(".json") or "/" in text or Path(text).is_file()
 
 
+def load_model(name: str) -> ModelSpec:
+    """A built-in or user preset, a Hugging Face Hub id (ORG/NAME[@REVISION]), or a local config.json."""
+    from zeroplan.inputs.hf_config import load_hf_config
+    from zeroplan.inputs.hub import fetch_config, looks_like_hub_id
+
+    if looks_like_hub_id(name):
+        return load_hf_config(fetch_config(name), name=name.split("@", 1)[0])
+    if _looks_like_path(name):
+        return load_hf_config(name)
+    return presets.model(name)
+
+
 def resolve_model(inputs: EstimateInputs) -> ModelSpec:
     if inputs.params is not None and inputs.model is not None:
         raise InputError("--params/--model", "give one of them, not both", "--model already fixes the parameter count")
     if inputs.model is not None:
-        if _looks_like_path(inputs.model):
-            from zeroplan.inputs.hf_config import load_hf_config
-
-            return load_hf_config(inputs.model)
-        return presets.model(inputs.model)
+        return load_model(inputs.model)
     if inputs.params is None:
         raise InputError("--params", "no model given",
                          "pass --params 13e9, --model llama-2-13b or --model path/to/config.json")
