@@ -116,7 +116,8 @@ GlobalBatch = Annotated[Optional[int], typer.Option(
 MaxMicroBatch = Annotated[bool, typer.Option(
     "--max-micro-batch", help="Find the largest micro-batch each option fits.", rich_help_panel=STEP)]
 ModelOrConfig = Annotated[Optional[str], typer.Option(
-    "--model", help="A model preset (`zeroplan presets list`), a Hugging Face Hub id (meta-llama/Llama-3.1-8B) or the path of a config.json.",
+    "--model", help="A model preset (`zeroplan presets list`), a Hugging Face Hub id (meta-llama/Llama-3.1-8B) "
+    "or the path of a config.json.",
     rich_help_panel=MODEL)]
 
 ReduceBucket = Annotated[Optional[str], typer.Option(
