@@ -6,10 +6,15 @@ Exit status: 0 success, 1 a failure while running (e.g. a benchmark rank died), 
 
 from __future__ import annotations
 
+import os
 import sys
+
+from typing import Annotated
 
 import typer
 
+from zeroplan import __version__
+from zeroplan.cli.help_layout import keep_option_names_whole
 from zeroplan.core.errors import InputError
 from zeroplan.render.encoding import make_streams_safe
 
@@ -48,13 +53,23 @@ def _register(app: typer.Typer, name: str) -> None:
 COMMANDS = ("estimate", "plan", "sweep", "check", "export", "bench", "validate", "presets")
 
 
+def _print_version(value: bool) -> None:
+    if value:
+        sys.stdout.write(f"zeroplan {__version__}\n")
+        raise typer.Exit(0)
+
+
 def build_app(only: str | None = None) -> typer.Typer:
     """The whole CLI, or just one command of it (still invoked by name, as `zeroplan NAME ...`)."""
-    app = typer.Typer(name="zeroplan", help=HELP, no_args_is_help=True, add_completion=False,
-                      pretty_exceptions_enable=False)
+    keep_option_names_whole()
+    # markdown: help paragraphs are re-wrapped to the terminal (rich mode kept the docstrings' line breaks)
+    app = typer.Typer(name="zeroplan", help=HELP, no_args_is_help=True, add_completion=True,
+                      rich_markup_mode="markdown", pretty_exceptions_enable=False)
 
     @app.callback()
-    def _group() -> None:
+    def _group(version: Annotated[bool, typer.Option(
+            "--version", help="Print zeroplan's version and exit.", is_eager=True,
+            callback=_print_version)] = False) -> None:
         """Keeps commands as subcommands even when only one is registered."""
 
     for name in COMMANDS if only is None else (only,):
@@ -94,9 +109,12 @@ def main(argv: list[str] | None = None) -> None:
     debug = "--debug" in args
     if debug:
         args = [a for a in args if a != "--debug"]
-    if not args:
-        args = ["--help"]  # a bare `zeroplan` shows the commands and exits 0
-    only = args[0] if args[0] in COMMANDS else None
+    if args == ["--version"]:  # answered before any command is built
+        sys.stdout.write(f"zeroplan {__version__}\n")
+        sys.exit(0)
+    if not args and not any(key.startswith("_ZEROPLAN_COMPLETE") for key in os.environ):
+        args = ["--help"]  # a bare `zeroplan` shows the commands and exits 0 (a shell completing is not bare)
+    only = args[0] if args and args[0] in COMMANDS else None
     command = typer.main.get_command(build_app(only))
     try:
         # standalone_mode=False hands a raised typer.Exit(n) back as the return value n.

@@ -27,8 +27,14 @@ def _number(value: int, units: str) -> Cell:
     return (f"{shown:.1f}" if shown < 100 else f"{shown:.0f}"), None
 
 
+def _short(cell: Cell) -> Cell:
+    """'→ ZeRO-3 opt:nvme par:nvme' as '→ Z3 opt:nvme par:nvme' for narrow terminals."""
+    return cell[0].replace("ZeRO-", "Z", 1), cell[1]
+
+
 MEMORY_HEADERS = ["option", "params", "grads", "optim", "activ", "buffers", "total/GPU", "of GPU"]
 TRAFFIC_HEADERS = ["CPU", "NVMe", "comm", "time"]
+SHORT_HEADERS = {"total/GPU": "total", "buffers": "buffer"}
 
 
 def render(plan: Plan, canvas: Canvas) -> None:
@@ -72,11 +78,8 @@ def render(plan: Plan, canvas: Canvas) -> None:
     wide_rows = [m + t[1:] + tail for m, t, tail in zip(memory_rows, traffic_rows, tails)]
     if grid_width(wide_headers, wide_rows) <= canvas.width:
         grid(canvas, wide_headers, wide_rows, "lrrrrrrl" + "rrrr" + tail_align)
-    else:  # narrow terminal: memory first, then host memory and traffic
-        grid(canvas, MEMORY_HEADERS + tail_headers, [m + tail for m, tail in zip(memory_rows, tails)],
-             "lrrrrrrl" + tail_align)
-        canvas.line()
-        grid(canvas, ["option"] + TRAFFIC_HEADERS, traffic_rows, "lrrrr")
+    else:  # narrower terminal: memory first, then host memory and traffic (and max mb)
+        _narrow(canvas, memory_rows, traffic_rows, tails, show_max)
     canvas.line()
     caption = f"memory in {label}: per GPU; CPU and NVMe per node · comm: GB per GPU per step"
     if show_max:
@@ -92,7 +95,28 @@ def render(plan: Plan, canvas: Canvas) -> None:
         canvas.line(canvas.style("  * host capacity unknown: not checked", "yellow"))
 
 
+def _narrow(canvas: Canvas, memory_rows: list, traffic_rows: list, tails: list, show_max: bool) -> None:
+    """Two tables; at 80 columns and below the bar goes, option names shorten ('Z3 opt:nvme'), long
+    headers shorten and the max micro-batch moves to the second table, until each row fits one line."""
+    layouts = []
+    for short in (False, True):
+        memory = [(row if not short else [_short(row[0])] + row[1:7]) + tail[-1:] for row, tail in zip(memory_rows, tails)]
+        memory_headers = MEMORY_HEADERS if not short else [SHORT_HEADERS.get(h, h) for h in MEMORY_HEADERS[:7]]
+        traffic = [(row if not short else [_short(row[0])] + row[1:]) + (tail[:-1] if show_max else [])
+                   for row, tail in zip(traffic_rows, tails)]
+        traffic_headers = ["option"] + TRAFFIC_HEADERS + (["max mb"] if show_max else [])
+        layouts.append(((memory_headers + ["fits"], memory, "lrrrrrr" + ("l" if short else "ll")),
+                        (traffic_headers, traffic, "lrrrr" + ("r" if show_max else ""))))
+    for first, second in layouts:
+        if max(grid_width(first[0], first[1]), grid_width(second[0], second[1])) <= canvas.width or \
+                (first, second) == layouts[-1]:
+            grid(canvas, *first)
+            canvas.line()
+            grid(canvas, *second)
+            return
+
+
 def render_explain(lines: list[str], canvas: Canvas) -> None:
     canvas.line(canvas.style("How each figure is computed:", "bold"))
     for line in lines:
-        canvas.line(f"  {line}")
+        canvas.wrapped(line, first="  ", indent="      ")
