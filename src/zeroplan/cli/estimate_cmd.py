@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from zeroplan.cli import options as opt
 from zeroplan.render.sink import check_format, write_text
 from zeroplan.core.errors import InputError
@@ -57,6 +59,7 @@ def estimate(
     output: opt.Output = None,
     units: opt.Units = "iec",
     explain: opt.Explain = False,
+    plot: opt.Plot = None,
 ) -> None:
     """What every GPU holds at each ZeRO stage and offload tier, what each step sends, and what to use."""
     from zeroplan.estimate.run import build_plan
@@ -84,7 +87,13 @@ def estimate(
         max_live_parameters=max_live_parameters, sub_group_size=sub_group_size, overlap_comm=overlap_comm,
         calibration=calibration,
     )
+    if plot is not None and output is not None and Path(plot).resolve() == Path(output).resolve():
+        raise InputError("--plot", f"{plot} is also the --output file", "give the picture and the table different files")
     plan = build_plan(inputs)
+    if plot is not None:
+        from zeroplan.estimate.plot import plot_estimate
+
+        plot_estimate(plan, plot)
     if output_format == "table":
         from zeroplan.core.explain import explain_lines
         from zeroplan.estimate.table import render, render_explain

@@ -91,6 +91,10 @@ FormatTableJson = Annotated[str, typer.Option(
     "--format", "-f", help="table or json.", rich_help_panel=OUTPUT)]
 Output = Annotated[Optional[str], typer.Option(
     "--output", "-o", help="Write to this file instead of stdout.", rich_help_panel=OUTPUT)]
+Plot = Annotated[Optional[str], typer.Option(
+    "--plot", help="Also draw the result to FILE.png or FILE.svg (needs matplotlib, the plot extra): estimate, "
+    "memory per GPU of each option; plan, where each top plan's step time goes; sweep, memory against GPUs.",
+    rich_help_panel=OUTPUT)]
 Units = Annotated[str, typer.Option(
     "--units", help="iec (GiB, default) or si (GB) for memory.", rich_help_panel=OUTPUT)]
 Explain = Annotated[bool, typer.Option(

@@ -119,6 +119,7 @@ def plan(
     units: opt.Units = "iec",
     progress: Progress = True,
     write_deepspeed: WriteDeepSpeed = None,
+    plot: opt.Plot = None,
 ) -> None:
     """The fastest training plans that fit: layout, ZeRO stage, offload, micro-batch and recompute, with step
     time, tokens/s, MFU and time to train; and why the rest of the search space does not fit."""
@@ -140,7 +141,13 @@ def plan(
         sequence_parallel=sequence_parallel.strip().lower(), virtual_stages=virtual_stages,
         micro_batches=micro_batches, tp=tp, pp=pp, allow_cross_node_tp=allow_cross_node_tp,
         flash_attention=flash_attention, top=top, tie_tolerance=tie_tolerance, units=units.strip().lower())
+    if plot is not None and output is not None and Path(plot).resolve() == Path(output).resolve():
+        raise InputError("--plot", f"{plot} is also the --output file", "give the picture and the report different files")
     outcome = run_plan(inputs, show_progress=progress)
+    if plot is not None:
+        from zeroplan.search.plot import plot_plans
+
+        plot_plans(outcome, plot)
     if write_deepspeed is not None:
         from zeroplan.search.export_top import write_deepspeed_config
 

@@ -24,9 +24,6 @@ GpuTypes = Annotated[Optional[str], typer.Option(
     "--gpu", help="Comma list of GPU presets (default a100-80g).", rich_help_panel=GRID)]
 StageList = Annotated[Optional[str], typer.Option(
     "--stages", help="ZeRO stages, one row each (default 0,1,2,3).", rich_help_panel=GRID)]
-Plot = Annotated[Optional[str], typer.Option(
-    "--plot", help="Also draw memory per GPU against GPU count to FILE.png or FILE.svg (needs matplotlib).",
-    rich_help_panel=opt.OUTPUT)]
 SweepFormat = Annotated[str, typer.Option("--format", "-f", help="csv (default), json or table.",
                                           rich_help_panel=opt.OUTPUT)]
 
@@ -51,7 +48,7 @@ def sweep(
     output_format: SweepFormat = "csv",
     output: opt.Output = None,
     units: opt.Units = "iec",
-    plot: Plot = None,
+    plot: opt.Plot = None,
 ) -> None:
     """Capacity planning over a grid: one row per model, GPU type, GPU count and ZeRO stage."""
     from zeroplan.estimate.sweep import SweepInputs, sweep_rows
@@ -67,7 +64,7 @@ def sweep(
                          fragmentation=fragmentation, units=units.strip().lower())
     rows, assumptions = sweep_rows(inputs)
     if plot is not None:
-        from zeroplan.search.plot import plot_sweep
+        from zeroplan.estimate.sweep_plot import plot_sweep
 
         plot_sweep(rows, plot, inputs.units)
     if output_format == "table":

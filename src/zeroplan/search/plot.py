@@ -1,80 +1,49 @@
-"""`zeroplan sweep --plot FILE`: memory per GPU against GPU count, one line per ZeRO stage, one panel per
-(model, GPU type), with the usable-memory line. matplotlib is an optional extra (`zeroplan[plot]`)."""
+"""`zeroplan plan --plot FILE`: where the step time of each top plan goes: compute, the pipeline bubble,
+exposed tensor-, pipeline- and data-parallel traffic, offload and the optimizer step (the step-time
+model's own parts, stacked, so the bar's length is the predicted step time)."""
 
 from __future__ import annotations
 
-from pathlib import Path
-from typing import Any
+from zeroplan.render.figures import TIME_COLORS, check_plot_path, pyplot, save_figure
+from zeroplan.search.run import PlanOutcome
+from zeroplan.search.table import zero_label
 
-from zeroplan.core.errors import InputError
-from zeroplan.core.units import memory_unit
-
-FORMATS = (".png", ".svg")
-STAGE_STYLES = {0: ("tab:red", "o"), 1: ("tab:orange", "s"), 2: ("tab:green", "^"), 3: ("tab:blue", "D")}
-
-
-def _pyplot():
-    try:
-        import matplotlib
-    except ImportError:
-        raise InputError("--plot", "needs matplotlib, which is not installed",
-                         "pip install 'zeroplan[plot]' (or pip install matplotlib)") from None
-    matplotlib.use("Agg")  # files only, never a window
-    import matplotlib.pyplot as plt
-    from matplotlib.ticker import FuncFormatter, LogLocator
-
-    return plt, LogLocator, FuncFormatter
+PART_LABELS = {"compute": "compute", "bubble": "pipeline bubble", "tp_comm": "TP traffic",
+               "pp_comm": "PP traffic", "dp_exposed": "exposed DP traffic", "offload": "offload",
+               "optimizer": "optimizer step"}
 
 
-def _plain(value: float, _position: int) -> str:
-    """Log-axis labels as plain numbers (0.5, 2, 50, 1000), not powers of ten."""
-    return f"{value:g}"
+def plan_label(rank: int, plan) -> str:
+    return (f"#{rank} dp{plan.dp}×tp{plan.tp}×pp{plan.pp}" + (f" v{plan.virtual_stages}" if plan.virtual_stages > 1
+                                                               else "")
+            + f" ZeRO-{zero_label(plan.option)} mb{plan.micro_batch}×{plan.grad_accum}"
+            + ("" if plan.recompute == "none" else f" {plan.recompute} recompute"))
 
 
-def plot_sweep(rows: list[dict[str, Any]], path: str, units: str = "iec") -> None:
-    target = Path(path)
-    if target.suffix.lower() not in FORMATS:
-        raise InputError("--plot", f"'{path}' is neither .png nor .svg", "name the file e.g. memory.png")
-    plt, LogLocator, FuncFormatter = _pyplot()
-    divisor, label = memory_unit(units)
-    panels: dict[tuple[str, str], list[dict[str, Any]]] = {}
-    for row in rows:
-        panels.setdefault((row["model"], row["gpu"]), []).append(row)
-    columns = min(2, len(panels))
-    lines = -(-len(panels) // columns)
-    figure, axes = plt.subplots(lines, columns, figsize=(6.4 * columns, 4.2 * lines), squeeze=False)
-    handles: dict[str, Any] = {}
-    for axis, ((model, gpu), panel_rows) in zip(axes.flat, panels.items()):
-        counts = sorted({row["gpus"] for row in panel_rows})
-        for stage in sorted({row["stage"] for row in panel_rows}):
-            points = sorted((row["gpus"], row["gpu_bytes_total"] / divisor) for row in panel_rows
-                            if row["stage"] == stage and row["gpu_bytes_total"] != "")
-            if points:
-                color, marker = STAGE_STYLES[stage]
-                (line,) = axis.plot(*zip(*points), color=color, marker=marker, label=f"ZeRO-{stage}")
-                handles[f"ZeRO-{stage}"] = line
-        usable = panel_rows[0]["usable_gpu_bytes"] / divisor
-        capacity = panel_rows[0]["gpu_capacity_bytes"] / divisor
-        handles["usable memory"] = axis.axhline(usable, color="black", linestyle="--", label="usable memory")
-        handles["GPU capacity"] = axis.axhline(capacity, color="grey", linestyle=":", label="GPU capacity")
-        axis.set_xscale("log", base=2)
-        axis.set_yscale("log")
-        axis.set_xticks(counts, [str(c) for c in counts])
-        axis.minorticks_off()
-        axis.yaxis.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 5.0)))
-        axis.yaxis.set_major_formatter(FuncFormatter(_plain))
-        axis.set_title(f"{model} on {gpu} (usable {usable:.1f} {label})", fontsize=10)
-        axis.set_xlabel("GPUs")
-        axis.set_ylabel(f"memory per GPU ({label})")
-        axis.grid(True, which="major", alpha=0.3)
-    for axis in list(axes.flat)[len(panels):]:
-        axis.set_visible(False)
-    figure.legend(list(handles.values()), list(handles), loc="center left", bbox_to_anchor=(1.0, 0.5),
-                  frameon=False)
+def plot_plans(outcome: PlanOutcome, path: str) -> None:
+    target = check_plot_path(path)
+    if not outcome.top:
+        from zeroplan.core.errors import InputError
+
+        raise InputError("--plot", "no plan fits, so there is no step time to draw", "drop --plot, or add GPUs")
+    plt = pyplot()
+    plans = list(enumerate(outcome.top, start=1))[::-1]  # best on top
+    names = [plan_label(rank, plan) for rank, plan in plans]
+    figure, axis = plt.subplots(figsize=(10, 0.45 * len(plans) + 1.8))
+    left = [0.0] * len(plans)
+    for part, color in TIME_COLORS.items():
+        widths = [plan.time.parts()[part] for _, plan in plans]
+        if any(widths):
+            axis.barh(names, widths, left=left, color=color, label=PART_LABELS[part], height=0.66)
+            left = [a + b for a, b in zip(left, widths)]
+    for index, (_, plan) in enumerate(plans):
+        axis.text(plan.time.total * 1.01, index, f"{plan.time.total:.2f} s", va="center", fontsize=8)
+    axis.set_xlim(0, max(plan.time.total for _, plan in plans) * 1.15)
+    axis.set_xlabel("seconds per optimizer step (predicted)")
+    request = outcome.resolved.request
+    axis.set_title(f"{request.model.name} on {outcome.inputs.gpus} × {request.cluster.gpu.name}: "
+                   "where each top plan's step time goes", fontsize=9)
+    axis.legend(loc="center left", bbox_to_anchor=(1.0, 0.5), frameon=False, fontsize=8)
+    axis.grid(True, axis="x", alpha=0.3)
     figure.tight_layout()
-    try:
-        figure.savefig(target, bbox_inches="tight", dpi=120)  # "tight" keeps the outside legend in the file
-    except OSError as exc:
-        raise InputError("--plot", f"cannot write {path}: {exc.strerror}", "choose a writable path") from None
-    finally:
-        plt.close(figure)
+    save_figure(figure, target)
