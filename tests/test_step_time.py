@@ -9,11 +9,13 @@ from zeroplan.core.errors import InputError
 from zeroplan.core.hardware import Link
 from zeroplan.core.model import ModelSpec
 from zeroplan.core.options import Option
-from zeroplan.core.traffic import DpSeconds, OffloadSeconds, gpu_optimizer_seconds, offload_seconds, zero_dp_seconds
+from zeroplan.core.traffic import (DpSeconds, OffloadSeconds, gpu_optimizer_seconds, offload_seconds, zero_dp_seconds,
+                                   offload_traffic)
 from zeroplan.core.precision import bytes_per_param
 from zeroplan.core.step_time import (FlopModel, Layout, LinkTable, Machine, check_efficiency, compose,
                                      microbatch_seconds, narayanan_flops_per_iteration, pp_intra_node, ring_seconds,
                                      stage_flops, train_seconds)
+from zeroplan.core.buffers import BufferConfig
 
 NVLINK = Link(300_000_000_000, 3e-6)
 IB = Link(25_000_000_000, 5e-6)
@@ -125,25 +127,29 @@ def test_overlap_rules():
 def test_zero_dp_seconds_repeat_per_micro_batch():
     per_param = bytes_per_param()
     links = LinkTable(NVLINK, IB)
-    once = zero_dp_seconds(Option(1), 10**9, 8, per_param, True, 4, 5 * 10**8, 5 * 10**8, links)
-    stage2 = zero_dp_seconds(Option(2), 10**9, 8, per_param, True, 4, 5 * 10**8, 5 * 10**8, links)
+    once = zero_dp_seconds(Option(1), 10**9, 8, per_param, True, 4, BufferConfig(), links)
+    stage2 = zero_dp_seconds(Option(2), 10**9, 8, per_param, True, 4, BufferConfig(), links)
     assert stage2.reduce == pytest.approx(4 * once.reduce)
-    stage3 = zero_dp_seconds(Option(3), 10**9, 8, per_param, True, 4, 5 * 10**8, 5 * 10**7, links)
+    stage3 = zero_dp_seconds(Option(3), 10**9, 8, per_param, True, 4, BufferConfig(), links)
     assert stage3.gather_forward > 0 and stage3.gather_backward > 0 and stage3.gather_after_step == 0
     measured = LinkTable(NVLINK, IB, {"reduce_scatter/intra_node": Link(30_000_000_000, 3e-6)})
-    slower = zero_dp_seconds(Option(1), 10**9, 8, per_param, True, 4, 5 * 10**8, 5 * 10**8, measured)
+    slower = zero_dp_seconds(Option(1), 10**9, 8, per_param, True, 4, BufferConfig(), measured)
     assert slower.reduce > 5 * once.reduce and slower.gather_after_step == once.gather_after_step
 
 
 def test_offload_and_optimizer_step():
     per_param = bytes_per_param()
     partition = 10**9
-    cpu = offload_seconds(Option(2, "cpu"), partition, 8, per_param, 4, MACHINE)
+    def priced(option):
+        traffic = offload_traffic(option, 8 * partition, 8, per_param, 8, 4)
+        return offload_seconds(traffic, partition, 8, MACHINE, option.offload_optimizer != "none")
+
+    cpu = priced(Option(2, "cpu"))
     assert cpu.gradient_repeats == 4
     assert cpu.exposed == pytest.approx(partition * 2 / 31.5e9 + 8 * partition / MACHINE.cpu_adam_params_per_s)
-    nvme = offload_seconds(Option(3, "nvme", "nvme"), partition, 8, per_param, 4, MACHINE)
+    nvme = priced(Option(3, "nvme", "nvme"))
     assert nvme.exposed > cpu.exposed and nvme.param_fetch > 0
-    assert offload_seconds(Option(3), partition, 8, per_param, 4, MACHINE) == NO_OFFLOAD
+    assert priced(Option(3)) == NO_OFFLOAD
     assert gpu_optimizer_seconds(Option(1), partition, per_param, MACHINE) == pytest.approx(28 * partition / 2e12)
     assert gpu_optimizer_seconds(Option(1, "cpu"), partition, per_param, MACHINE) == 0.0
 

@@ -7,15 +7,17 @@ import dataclasses
 from collections.abc import Iterator
 
 from zeroplan.deepspeed import planning
-from zeroplan.deepspeed.buckets import BUDGET_SHARE, Buckets, largest_bucket_within, round_down, scientific
+from zeroplan.deepspeed.buckets import BUDGET_SHARE, Buckets, largest_bucket_within, round_down, scientific, FIXED_PARTS
 from zeroplan.deepspeed.config_view import ConfigView
 from zeroplan.deepspeed.context import CheckContext
 from zeroplan.deepspeed.keys import DEEPSPEED_DEFAULTS
 from zeroplan.deepspeed.findings import ERROR, WARNING, Finding, Skipped
 from zeroplan.core.errors import InputError
-from zeroplan.core.estimate import evaluate_options
+from zeroplan.core.estimate import evaluate_options, model_largest_layer_params
 from zeroplan.core.options import Option
-from zeroplan.core.units import format_bytes
+from zeroplan.core.units import format_bytes, ceil_div, parse_count
+from zeroplan.core.buffers import OVERLAPPED_STAGES
+from zeroplan.core.pipeline import shard_params
 
 MEMORY_RULES = ("ZP011", "ZP012", "ZP013")
 
@@ -138,8 +140,17 @@ def _fix(recommendation, units: str, view: ConfigView) -> str:
     return f"{text}: {_change_text(chosen.option, view)}"
 
 
+def _bucket_shard(context: CheckContext, tp: int, pp: int) -> tuple[int, int]:
+    """(parameters on the most loaded shard, its largest layer) exactly as `zeroplan estimate` takes them."""
+    model = planning.model_spec(context)
+    largest = (parse_count(context.largest_layer_params, "--largest-layer-params")
+               if context.largest_layer_params is not None else model_largest_layer_params(model)[0])
+    return shard_params(model, tp, pp), ceil_div(largest, tp)
+
+
 def buckets(view: ConfigView, context: CheckContext, skipped: list[Skipped]) -> Iterator[Finding]:
-    """ZP014: bucket sizes × element bytes (× 4.5 with overlap_comm) against usable GPU memory."""
+    """ZP014: DeepSpeed's communication buffers (core.buffers, the bytes ZP011 counts) against usable GPU
+    memory."""
     stage = view.stage
     if stage is None or stage == 0:
         return
@@ -147,24 +158,25 @@ def buckets(view: ConfigView, context: CheckContext, skipped: list[Skipped]) -> 
     config = config_buckets(view, stage)
     if config is None:
         return  # an unresolved "auto" bucket size, noted already
-    shard = None
+    shard = layer = None
     if context.has_model and view.env.world is not None:
-        shard = -(-planning.model_spec(context).params // (view.env.tp * view.env.pp))
+        shard, layer = _bucket_shard(context, view.env.tp, view.env.pp)
     size = element_bytes(view)
-    parts = config.footprint(size, shard)
+    parts = config.footprint(size, shard, layer)
     total = sum(parts.values())
     share = int(usable * BUDGET_SHARE)
     if total <= share:
         return
     units = context.units
     detail = ", ".join(f"{name} {format_bytes(value, units, 2)}" for name, value in parts.items())
-    scaled = "reduce and all-gather buckets" if stage in (1, 2) else "reduce bucket"
-    overlap = f" with overlap_comm (4.5× the {scaled})" if config.overlap_comm else ""
-    fixed = sum(v for k, v in parts.items() if k in ("prefetch_bucket", "max_live_parameters"))
+    scaled = "reduce and all-gather buckets"
+    scales = config.overlap_comm and stage in OVERLAPPED_STAGES
+    overlap = f" with overlap_comm (4.5× the {scaled})" if scales else ""
+    fixed = sum(v for k, v in parts.items() if k in FIXED_PARTS)
     suggestion = round_down(largest_bucket_within(share, stage, config.overlap_comm, size, fixed))
     keys = "reduce_bucket_size" + (" and allgather_bucket_size" if stage in (1, 2) else "")
     fix = f"set {keys} to {scientific(suggestion)}" if suggestion else "lower stage3_max_live_parameters"
-    if config.overlap_comm and dataclasses.replace(config, overlap_comm=False).total(size, shard) <= share:
+    if scales and dataclasses.replace(config, overlap_comm=False).total(size, shard, layer) <= share:
         fix += ", or set overlap_comm to false"
     severity, limit = (ERROR, "all") if total > usable else (WARNING, "a quarter")
     key = ("zero_optimization", "reduce_bucket_size") if "reduce_bucket_size" in view.zero else ("zero_optimization",)

@@ -32,6 +32,12 @@ from zeroplan.core.model import ModelSpec
 from zeroplan.core.units import ceil_div
 
 RECOMPUTE_MODES = ("none", "selective", "full")
+DEFAULT_SEQ_LEN_CAP = 4096  # the default sequence length: the model's context, at most this
+
+
+def default_seq_len(model: ModelSpec) -> int:
+    """The sequence length every command assumes when none is given: the model's context, capped."""
+    return min(model.max_seq_len or DEFAULT_SEQ_LEN_CAP, DEFAULT_SEQ_LEN_CAP)
 ACTIVATION_DTYPE_BYTES = (1, 2, 4)
 _TOKEN_ID_BYTES = 8  # int64 input ids, as Megatron counts them
 _MASK_BYTES = 1  # one byte per dropout-mask element

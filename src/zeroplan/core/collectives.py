@@ -108,10 +108,18 @@ def busbw(collective: str, size_bytes: int, seconds: float, ranks: int) -> float
     return algbw(size_bytes, seconds) * busbw_factor(collective, ranks)
 
 
-def ring_time(collective: str, size_bytes: int, ranks: int, latency_s: float, bandwidth_bytes_per_s: float) -> float:
+def alpha_beta_seconds(steps: int, wire_bytes: float, latency_s: float, bandwidth_bytes_per_s: float) -> float:
+    """The one α-β price of every collective (bench's fit, ZeRO's DP traffic, TP's AllReduces):
+    steps·α + bytes each rank sends / B."""
+    return steps * latency_s + wire_bytes / bandwidth_bytes_per_s
+
+
+def ring_time(collective: str, size_bytes: float, ranks: int, latency_s: float, bandwidth_bytes_per_s: float) -> float:
     """The fit model's prediction: steps·α + factor·S/B."""
-    return (ring_steps(collective, ranks) * latency_s
-            + busbw_factor(collective, ranks) * size_bytes / bandwidth_bytes_per_s)
+    if ranks <= 1:
+        return 0.0
+    return alpha_beta_seconds(ring_steps(collective, ranks), busbw_factor(collective, ranks) * size_bytes,
+                              latency_s, bandwidth_bytes_per_s)
 
 
 def sweep_sizes(min_bytes: int, max_bytes: int, factor: int, align_bytes: int) -> list[int]:
@@ -148,10 +156,9 @@ class AlphaBetaFit:
     points: int
 
     def predict(self, size_bytes: int) -> float:
-        transfer = 0.0
-        if self.bandwidth_bytes_per_s:
-            transfer = busbw_factor(self.collective, self.ranks) * size_bytes / self.bandwidth_bytes_per_s
-        return ring_steps(self.collective, self.ranks) * self.latency_s + transfer
+        if not self.bandwidth_bytes_per_s:  # latency-bound: no transfer term
+            return ring_steps(self.collective, self.ranks) * self.latency_s
+        return ring_time(self.collective, size_bytes, self.ranks, self.latency_s, self.bandwidth_bytes_per_s)
 
 
 def _weighted_line(xs: Sequence[float], ys: Sequence[float], ws: Sequence[float]) -> tuple[float, float]:

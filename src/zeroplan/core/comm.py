@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from zeroplan.core.errors import InputError
 from zeroplan.core.hardware import Link
 from zeroplan.core.units import ceil_div
+from zeroplan.core.collectives import ALL_GATHER, REDUCE_SCATTER, alpha_beta_seconds, ring_steps
 
 ZEROPP_FEATURES = ("qwz", "hpz", "qgz")
 QWZ_BITS = 8
@@ -43,14 +44,19 @@ class Collective:
     repeats: int = 1  # times per optimizer step (once per micro-batch under gradient accumulation)
 
     @property
+    def kind(self) -> str:
+        """The collective it is priced as: "reduce_scatter" or "all_gather"."""
+        return REDUCE_SCATTER if self.name.startswith("reduce_scatter") else ALL_GATHER
+
+    @property
     def bytes_per_gpu(self) -> int:
         return ring_bytes(self.buffer_bytes, self.ranks) * self.repeats
 
     def seconds(self, link: Link) -> float:
         if self.ranks <= 1:
             return 0.0
-        return (self.repeats * self.calls * (self.ranks - 1) * link.latency_s
-                + self.bytes_per_gpu / link.bandwidth_bytes_per_s)
+        return alpha_beta_seconds(self.repeats * self.calls * ring_steps(self.kind, self.ranks), self.bytes_per_gpu,
+                                  link.latency_s, link.bandwidth_bytes_per_s)
 
 
 def validate_zeropp(features: frozenset[str], stage: int | None = None) -> frozenset[str]:

@@ -12,20 +12,23 @@ from dataclasses import dataclass, field
 
 from zeroplan.core import comm
 from zeroplan.core.activations import ActivationConfig, activation_memory
-from zeroplan.core.buffers import BufferConfig, gpu_buffer_bytes, host_buffer_bytes
+from zeroplan.core.buffers import BufferConfig, gpu_buffer_bytes, host_buffer_bytes, bucket_calls
 from zeroplan.core.deepspeed_estimator import DEFAULT_BUFFER_FACTOR, deepspeed_model_states
 from zeroplan.core.errors import InputError
 from zeroplan.core.fit import MemoryBudget
 from zeroplan.core.hardware import ClusterSpec, Link
 from zeroplan.core.model import ModelSpec
 from zeroplan.core.micro_batch import with_max_micro_batch
-from zeroplan.core.model_states import offload_traffic, paper_model_states
+from zeroplan.core.model_states import paper_model_states
 from zeroplan.core.option_estimate import OptionEstimate
 from zeroplan.core.options import Option, options_for
 from zeroplan.core.parallel import ParallelDims
-from zeroplan.core.pipeline import most_loaded_stage_params
 from zeroplan.core.precision import BytesPerParam
-from zeroplan.core.units import ceil_div
+from zeroplan.core.units import ceil_div, format_count
+from zeroplan.core.pipeline import shard_params
+from zeroplan.core.step_time import LinkTable
+from zeroplan.core.traffic import offload_serial_seconds, offload_traffic
+
 
 @dataclass(frozen=True)
 class EstimateRequest:
@@ -78,7 +81,7 @@ class EstimateRequest:
     @property
     def shard_params(self) -> int:
         """Parameters on the most loaded model-parallel shard: the busiest pipeline stage, split over tp."""
-        return ceil_div(most_loaded_stage_params(self.model, self.parallel.pp), self.parallel.tp)
+        return shard_params(self.model, self.parallel.tp, self.parallel.pp)
 
     @property
     def shard_largest_layer_params(self) -> int:
@@ -89,13 +92,15 @@ class EstimateRequest:
         return {"intra_node": self.intra_node_link or self.cluster.gpu.intra_node_link,
                 "inter_node": self.inter_node_link or self.cluster.inter_node_link}
 
+    @property
+    def link_table(self) -> LinkTable:
+        """Preset links by span, calibrated ones by collective and span (the table `zeroplan plan` uses)."""
+        return LinkTable(self.links["intra_node"], self.links["inter_node"],
+                         {f"{kind}/{span}": link for (kind, span), link in self.calibrated_links})
+
     def link_for(self, collective: comm.Collective) -> Link:
         """The calibrated link for this collective's kind and span, else the preset link of its span."""
-        kind = "reduce_scatter" if collective.name.startswith("reduce_scatter") else "all_gather"
-        for key, link in self.calibrated_links:
-            if key == (kind, collective.span):
-                return link
-        return self.links[collective.span]
+        return self.link_table.link(collective.kind, collective.span == "intra_node")
 
     @property
     def dp_span(self) -> str:
@@ -162,11 +167,9 @@ def _evaluate(request: EstimateRequest, option: Option, activations: dict[str, i
     comm_seconds = sum(c.seconds(request.link_for(c)) for c in collectives)
 
     traffic = offload_traffic(option, shard, parallel.dp, per_param, gpus_in_node, request.micro_batches_per_step)
-    breakdown.update({f"traffic/{k}": v for k, v in traffic.items()})
-    offload_seconds = traffic["pcie/bytes_per_gpu"] / request.cluster.pcie_bandwidth_bytes_per_s
-    nvme_io = traffic["nvme/read_bytes_per_node"] + traffic["nvme/write_bytes_per_node"]
-    if nvme_io and request.cluster.nvme_bandwidth_bytes_per_s:
-        offload_seconds += nvme_io / request.cluster.nvme_bandwidth_bytes_per_s
+    breakdown.update({f"traffic/{k}": v for k, v in traffic.as_dict().items()})
+    offload_seconds = offload_serial_seconds(traffic, request.cluster.pcie_bandwidth_bytes_per_s,
+                                             request.cluster.nvme_bandwidth_bytes_per_s)
 
     estimate = OptionEstimate(option, request.convention, breakdown, comm_seconds, offload_seconds,
                               fits=True, limits=(), host_checked=True)
@@ -178,9 +181,7 @@ def _evaluate(request: EstimateRequest, option: Option, activations: dict[str, i
 def collectives_for(request: EstimateRequest, option: Option) -> list[comm.Collective]:
     """The data-parallel collectives one GPU takes part in per optimizer step under this option."""
     parallel, per_param, shard, stage = request.parallel, request.per_param, request.shard_params, option.stage
-    calls_reduce = ceil_div(shard, request.buffers.reduce_bucket_elements)
-    gather_bucket = request.buffers.prefetch_bucket_elements if stage == 3 else request.buffers.allgather_bucket_elements
-    calls_gather = calls_reduce if stage == 0 else ceil_div(shard, gather_bucket)
+    calls_reduce, calls_gather = bucket_calls(stage, shard, request.buffers)
     if request.convention == "framework" and request.framework == "torch":
         return comm.torch_collectives(stage, shard, parallel.dp, per_param.params, request.dp_span, calls_reduce,
                                       request.micro_batches_per_step)
@@ -242,4 +243,20 @@ def default_largest_layer_params(params: int, vocab: int = 32_000, aspect_ratio:
     return min(params, max(vocab * hidden, 4 * hidden * hidden))
 
 
-__all__ = ["EstimateRequest", "OptionEstimate", "evaluate_options", "default_largest_layer_params", "options_for"]
+def model_largest_layer_params(model: ModelSpec) -> tuple[int, str | None]:
+    """The largest module of a model, the one default every command uses (estimate, plan, check, export):
+    the model's own figure; else, with its shape, the embedding (vocab·h) or an MLP projection (h·ffn),
+    whichever is larger; else default_largest_layer_params. The note says what was assumed (None: nothing)."""
+    if model.largest_layer_params is not None:
+        return model.largest_layer_params, None
+    if model.vocab and model.hidden:
+        largest = min(model.params, max(model.vocab * model.hidden, model.hidden * (model.ffn or 4 * model.hidden)))
+        return largest, (f"largest layer: {format_count(largest)} parameters (the embedding or an MLP projection; "
+                         "--largest-layer-params)")
+    largest = default_largest_layer_params(model.params)
+    return largest, (f"largest layer: {format_count(largest)} parameters, assumed from a GPT-style shape "
+                     "(hidden/layers = 128, 32k vocabulary); give --largest-layer-params or --model")
+
+
+__all__ = ["EstimateRequest", "OptionEstimate", "evaluate_options", "default_largest_layer_params",
+           "model_largest_layer_params", "options_for"]

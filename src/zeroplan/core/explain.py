@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from zeroplan.core.estimate import EstimateRequest, OptionEstimate, collectives_for
 from zeroplan.core.units import format_bytes, format_count, format_rate
+from zeroplan.core.model_states import sharded
 
 _STAGE_FORMULAS = {
     0: ("(P+G+K)Ψ", lambda p, g, k: ((p + g + k, 1),)),
@@ -19,7 +20,7 @@ def _paper_line(estimate: OptionEstimate, request: EstimateRequest, units: str) 
     terms = terms_of(per_param.params, per_param.gradients, per_param.optimizer_states)
     numeric = " + ".join(f"{factor}×{format_count(shard)}" + (f"/{dp}" if divisor == "N" else "")
                          for factor, divisor in terms)
-    values = [factor * shard if divisor == 1 else factor * -(-shard // dp) for factor, divisor in terms]
+    values = [factor * shard if divisor == 1 else sharded(factor, shard, dp) for factor, divisor in terms]
     total = sum(values)
     line = (f"{estimate.option.label}: model states = {symbolic} = {numeric} = "
             + " + ".join(format_bytes(v, units, 2) for v in values)

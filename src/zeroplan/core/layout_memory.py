@@ -21,6 +21,7 @@ from zeroplan.core.activations import ActivationConfig, activation_terms
 from zeroplan.core.estimate import EstimateRequest, evaluate_options
 from zeroplan.core.model import ModelSpec
 from zeroplan.core.options import Option
+from zeroplan.core.units import ceil_div
 
 
 @dataclass(frozen=True)
@@ -85,4 +86,4 @@ class ActivationTable:
             config = self.config(tp, pp, virtual_stages, sequence_parallel, recompute, grad_accum, 1)
             terms = tuple((t.numerator, t.denominator) for t in activation_terms(self.model, config).values())
             self._terms[key] = terms
-        return sum(-(-micro_batch * numerator // denominator) for numerator, denominator in terms)
+        return sum(ceil_div(micro_batch * numerator, denominator) for numerator, denominator in terms)

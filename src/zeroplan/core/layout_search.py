@@ -25,7 +25,7 @@ from zeroplan.core.layout_memory import ActivationTable, FixedMemory, fixed_memo
 from zeroplan.core.layout_space import (PIPELINE_STAGE, PIPELINE_STAGES, SearchSpace, interleave_problem, layout_problem,
                                       layouts, micro_batch_choices)
 from zeroplan.core.precision import BytesPerParam
-from zeroplan.core.traffic import gpu_optimizer_seconds, offload_seconds, zero_dp_seconds
+from zeroplan.core.traffic import gpu_optimizer_seconds, offload_seconds, zero_dp_seconds, offload_traffic
 from zeroplan.core.step_time import FlopModel, Layout, Machine, StepTime, compose, microbatch_seconds, pp_intra_node
 from zeroplan.core.units import ceil_div
 
@@ -216,8 +216,8 @@ def _search_layout(request: SearchRequest, parallel: ParallelDims, flops: FlopMo
 def _per_step(request: SearchRequest, fixed: FixedMemory, shard: int, partition: int, dp: int, gpus_in_node: int,
               dp_intra_node: bool, micro_batches: int) -> tuple:
     option, buffers, machine = fixed.option, request.buffers, request.machine
-    gather_bucket = buffers.prefetch_bucket_elements if option.stage == 3 else buffers.allgather_bucket_elements
-    dp_time = zero_dp_seconds(option, shard, dp, request.per_param, dp_intra_node, micro_batches,
-                              buffers.reduce_bucket_elements, gather_bucket, machine.links)
-    offload = offload_seconds(option, partition, gpus_in_node, request.per_param, micro_batches, machine)
+    dp_time = zero_dp_seconds(option, shard, dp, request.per_param, dp_intra_node, micro_batches, buffers,
+                              machine.links)
+    traffic = offload_traffic(option, shard, dp, request.per_param, gpus_in_node, micro_batches)
+    offload = offload_seconds(traffic, partition, gpus_in_node, machine, option.offload_optimizer != "none")
     return dp_time, offload

@@ -14,6 +14,7 @@ from zeroplan.core.layout_rules import (  # noqa: F401 - the reasons plan report
 from zeroplan.core.model import ModelSpec
 from zeroplan.core.options import PAPER_OPTIONS, Option
 from zeroplan.core.parallel import MAX_WORLD, ParallelDims
+from zeroplan.core.units import ceil_div
 
 # An uneven pipeline split is accepted while the busiest stage carries at most this much more than an
 # even share of the layers (pp·ceil(L/pp)/L - 1): 96 layers on 64 stages (33%) is not a sensible split.
@@ -112,7 +113,7 @@ def layout_problem(model: ModelSpec, parallel: ParallelDims, space: SearchSpace)
         return problem
     if space.sequence_parallel == (True,) and tp > 1 and space.seq_len % tp:
         return SP_SEQUENCE
-    if Fraction(pp * -(-model.layers // pp), model.layers) - 1 > MAX_PP_IMBALANCE:
+    if Fraction(pp * ceil_div(model.layers, pp), model.layers) - 1 > MAX_PP_IMBALANCE:
         return PP_UNEVEN
     if space.global_batch % parallel.dp:
         return DP_BATCH

@@ -46,36 +46,3 @@ def paper_model_states(option: Option, shard_params: int, dp: int, per_param: By
         breakdown["gpu/params"] = 0
         breakdown[f"{option.offload_params}/params"] = gpus_in_node * params
     return breakdown
-
-
-def offload_traffic(option: Option, shard_params: int, dp: int, per_param: BytesPerParam,
-                    gpus_in_node: int, micro_batches: int = 1) -> dict[str, int]:
-    """Bytes moved per optimizer step of `micro_batches` micro-batches: over PCIe per GPU, to and from
-    NVMe per node.
-
-    - Optimizer offload: the 16-bit gradient partition goes down to the host, every micro-batch from
-      stage 2 on (partitioned gradients are moved as they are reduced), once per step at stage 1; the
-      updated 16-bit parameter partition comes back up once per step, unless parameters live on the
-      host too. NVMe optimizer: the states and the fp32 gradient partition are written and read back once.
-    - Parameter offload: the rank's partition crosses PCIe for forward and again for backward, every
-      micro-batch; on NVMe it is read for both and the updated partition written back once per step.
-    """
-    gradient_partition = sharded(per_param.gradients, shard_params, dp)
-    param_partition = sharded(per_param.params, shard_params, dp)
-    traffic = {"pcie/bytes_per_gpu": 0, "nvme/read_bytes_per_node": 0, "nvme/write_bytes_per_node": 0}
-    if option.offload_optimizer != "none":
-        gradient_moves = micro_batches if option.stage >= 2 else 1
-        traffic["pcie/bytes_per_gpu"] += gradient_moves * gradient_partition
-        if option.offload_params == "none":
-            traffic["pcie/bytes_per_gpu"] += param_partition
-        if option.offload_optimizer == "nvme":
-            swapped = gpus_in_node * (sharded(per_param.optimizer_states, shard_params, dp)
-                                      + sharded(HOST_GRADIENT_BYTES, shard_params, dp))
-            traffic["nvme/read_bytes_per_node"] += swapped
-            traffic["nvme/write_bytes_per_node"] += swapped
-    if option.offload_params != "none":
-        traffic["pcie/bytes_per_gpu"] += 2 * micro_batches * param_partition
-        if option.offload_params == "nvme":
-            traffic["nvme/read_bytes_per_node"] += 2 * micro_batches * gpus_in_node * param_partition
-            traffic["nvme/write_bytes_per_node"] += gpus_in_node * param_partition
-    return traffic

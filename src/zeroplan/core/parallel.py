@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from math import gcd
 
 from zeroplan.core.errors import InputError
+from zeroplan.core.units import ceil_div
 
 MAX_WORLD = 2**24  # 16.7M GPUs: beyond any cluster, and it keeps every search over world sizes bounded
 
@@ -45,7 +46,7 @@ class ParallelDims:
 
     @property
     def nodes(self) -> int:
-        return -(-self.world // self.gpus_per_node)
+        return ceil_div(self.world, self.gpus_per_node)
 
     @property
     def gpus_in_busiest_node(self) -> int:

@@ -36,3 +36,8 @@ def stage_params(model: ModelSpec, pp: int) -> list[int]:
 
 def most_loaded_stage_params(model: ModelSpec, pp: int) -> int:
     return max(stage_params(model, pp))
+
+
+def shard_params(model: ModelSpec, tp: int, pp: int) -> int:
+    """Parameters on the most loaded model-parallel shard: the busiest pipeline stage, split over tp."""
+    return ceil_div(most_loaded_stage_params(model, pp), tp)

@@ -38,6 +38,7 @@ from zeroplan.core.hardware import Link
 from zeroplan.core.model import ModelSpec
 from zeroplan.core.pipeline import layers_per_stage
 from zeroplan.core.units import ceil_div
+from zeroplan.core.collectives import ALL_GATHER, ALL_REDUCE, ring_time
 
 if TYPE_CHECKING:
     from zeroplan.core.traffic import DpSeconds, OffloadSeconds
@@ -153,11 +154,9 @@ class Machine:
 
 
 def ring_seconds(buffer_bytes: float, ranks: int, link: Link, allreduce: bool) -> float:
-    """Ring AllGather/ReduceScatter ((n-1) steps, (n-1)/n·S) or AllReduce (twice both)."""
-    if ranks <= 1:
-        return 0.0
-    factor = 2 if allreduce else 1
-    return factor * ((ranks - 1) * link.latency_s + (ranks - 1) / ranks * buffer_bytes / link.bandwidth_bytes_per_s)
+    """Ring AllGather/ReduceScatter ((n-1) steps, (n-1)/n·S) or AllReduce (twice both): core.collectives'."""
+    return ring_time(ALL_REDUCE if allreduce else ALL_GATHER, buffer_bytes, ranks, link.latency_s,
+                     link.bandwidth_bytes_per_s)
 
 
 @dataclass(frozen=True)

@@ -2,7 +2,10 @@
 (FORMULAS.md §4, §9), split by what compute each part can hide behind (core.step_time.compose).
 
 DP: the ZeRO collectives of core.comm (the same list the memory estimate prices), each priced with the
-α-β model on its measured or preset link. Offload: see core.step_time's module note. Standard library only.
+α-β model on its measured or preset link. Offload: one OffloadTraffic record of the bytes a step moves
+(offload_traffic), which both commands price: `zeroplan estimate` serially (offload_serial_seconds),
+`zeroplan plan` split by what each transfer can hide behind (offload_seconds; core.step_time's module note).
+Standard library only.
 """
 
 from __future__ import annotations
@@ -13,7 +16,8 @@ from zeroplan.core.comm import Collective, dp_collectives
 from zeroplan.core.options import Option
 from zeroplan.core.precision import BytesPerParam
 from zeroplan.core.step_time import LinkTable, Machine
-from zeroplan.core.units import ceil_div
+from zeroplan.core.buffers import BufferConfig, bucket_calls
+from zeroplan.core.model_states import HOST_GRADIENT_BYTES, sharded
 
 
 @dataclass(frozen=True)
@@ -33,7 +37,7 @@ class DpSeconds:
 def dp_seconds(collectives: list[Collective], links: LinkTable) -> DpSeconds:
     parts = {"reduce": 0.0, "gather_forward": 0.0, "gather_backward": 0.0, "gather_after_step": 0.0}
     for c in collectives:
-        kind = "reduce_scatter" if c.name.startswith("reduce_scatter") else "all_gather"
+        kind = c.kind
         seconds = c.seconds(links.link(kind, c.span == "intra_node"))
         if kind == "reduce_scatter":
             parts["reduce"] += seconds
@@ -47,10 +51,9 @@ def dp_seconds(collectives: list[Collective], links: LinkTable) -> DpSeconds:
 
 
 def zero_dp_seconds(option: Option, shard_params: int, dp: int, per_param: BytesPerParam, dp_intra_node: bool,
-                    micro_batches: int, reduce_bucket: int, gather_bucket: int, links: LinkTable) -> DpSeconds:
+                    micro_batches: int, buffers: BufferConfig, links: LinkTable) -> DpSeconds:
     """DP time from core.comm's collectives, with the buckets the memory model uses."""
-    calls_reduce = ceil_div(shard_params, reduce_bucket)
-    calls_gather = calls_reduce if option.stage == 0 else ceil_div(shard_params, gather_bucket)
+    calls_reduce, calls_gather = bucket_calls(option.stage, shard_params, buffers)
     span = "intra_node" if dp_intra_node else "inter_node"
     collectives = dp_collectives(option.stage, shard_params, dp, per_param.params, per_param.gradients, span,
                                  frozenset(), 1, calls_reduce, calls_gather, micro_batches)
@@ -58,33 +61,104 @@ def zero_dp_seconds(option: Option, shard_params: int, dp: int, per_param: Bytes
 
 
 @dataclass(frozen=True)
+class OffloadTraffic:
+    """Bytes one optimizer step of `micro_batches` micro-batches moves for an offloading option, by transfer.
+
+    - Optimizer offload: the 16-bit gradient partition goes down to the host, every micro-batch from
+      stage 2 on (partitioned gradients are moved as they are reduced), once per step at stage 1; the
+      updated 16-bit parameter partition comes back up once per step, unless parameters live on the
+      host too (then the next fetch brings them). NVMe optimizer: the states and the fp32 gradient
+      partition are written and read back once per step.
+    - Parameter offload: the rank's partition crosses PCIe for forward and again for backward, every
+      micro-batch; on NVMe it is read for both and the updated partition written back once per step.
+    """
+
+    gradient_down_bytes: int  # per GPU, per move
+    gradient_moves: int
+    param_up_bytes: int  # per GPU, once per step
+    param_fetch_bytes: int  # per GPU, per pass (forward or backward of one micro-batch)
+    fetch_passes: int  # 2 × micro-batches with parameter offload
+    nvme_swap_bytes_per_node: int  # optimizer states + fp32 gradients, read once and written once
+    nvme_param_read_bytes_per_node: int  # per pass
+    nvme_param_write_bytes_per_node: int  # once per step
+
+    @property
+    def pcie_bytes_per_gpu(self) -> int:
+        return (self.gradient_moves * self.gradient_down_bytes + self.param_up_bytes
+                + self.fetch_passes * self.param_fetch_bytes)
+
+    @property
+    def nvme_read_bytes_per_node(self) -> int:
+        return self.nvme_swap_bytes_per_node + self.fetch_passes * self.nvme_param_read_bytes_per_node
+
+    @property
+    def nvme_write_bytes_per_node(self) -> int:
+        return self.nvme_swap_bytes_per_node + self.nvme_param_write_bytes_per_node
+
+    def as_dict(self) -> dict[str, int]:
+        """The estimate's breakdown keys (under traffic/)."""
+        return {"pcie/bytes_per_gpu": self.pcie_bytes_per_gpu,
+                "nvme/read_bytes_per_node": self.nvme_read_bytes_per_node,
+                "nvme/write_bytes_per_node": self.nvme_write_bytes_per_node}
+
+
+def offload_traffic(option: Option, shard_params: int, dp: int, per_param: BytesPerParam, gpus_in_node: int,
+                    micro_batches: int = 1) -> OffloadTraffic:
+    """The one offload-traffic formula (FORMULAS.md §9); see OffloadTraffic for what moves when."""
+    gradient_partition = sharded(per_param.gradients, shard_params, dp)
+    param_partition = sharded(per_param.params, shard_params, dp)
+    down = moves = up = fetch = passes = swap = nvme_read = nvme_write = 0
+    if option.offload_optimizer != "none":
+        down, moves = gradient_partition, micro_batches if option.stage >= 2 else 1
+        if option.offload_params == "none":
+            up = param_partition
+        if option.offload_optimizer == "nvme":
+            swap = gpus_in_node * (sharded(per_param.optimizer_states, shard_params, dp)
+                                   + sharded(HOST_GRADIENT_BYTES, shard_params, dp))
+    if option.offload_params != "none":
+        fetch, passes = param_partition, 2 * micro_batches
+        if option.offload_params == "nvme":
+            nvme_read = gpus_in_node * param_partition
+            nvme_write = gpus_in_node * param_partition
+    return OffloadTraffic(down, moves, up, fetch, passes, swap, nvme_read, nvme_write)
+
+
+def offload_serial_seconds(traffic: OffloadTraffic, pcie_bytes_per_s: float, nvme_bytes_per_s: float | None) -> float:
+    """`zeroplan estimate`'s figure: every offload byte at its link's rate, nothing overlapped."""
+    seconds = traffic.pcie_bytes_per_gpu / pcie_bytes_per_s
+    nvme_io = traffic.nvme_read_bytes_per_node + traffic.nvme_write_bytes_per_node
+    if nvme_io and nvme_bytes_per_s:
+        seconds += nvme_io / nvme_bytes_per_s
+    return seconds
+
+
+@dataclass(frozen=True)
 class OffloadSeconds:
     gradients_down: float  # per repeat, hides behind backward
     gradient_repeats: int
-    exposed: float  # parameters back up, CPU optimizer step, NVMe swaps
-    param_fetch: float  # per micro-batch, forward + backward each, hides like stage-3 gathers
+    exposed: float  # parameters back up, CPU optimizer step, NVMe swaps and write-back
+    param_fetch: float  # per pass (forward or backward of a micro-batch), hides like stage-3 gathers
+
+    def total(self, micro_batches: int) -> float:
+        """All offload time with nothing hidden: 2 fetch passes per micro-batch."""
+        fetch_passes = 2 * micro_batches if self.param_fetch else 0
+        return self.gradients_down * self.gradient_repeats + self.exposed + fetch_passes * self.param_fetch
 
 
-def offload_seconds(option: Option, partition: int, gpus_in_node: int, per_param: BytesPerParam,
-                    micro_batches: int, machine: Machine) -> OffloadSeconds:
-    """Host and NVMe transfers of one step for an offloading option (partition: parameters per rank)."""
-    if not option.offloads:
-        return OffloadSeconds(0.0, 0, 0.0, 0.0)
+def offload_seconds(traffic: OffloadTraffic, partition: int, gpus_in_node: int, machine: Machine,
+                    optimizer_offloaded: bool) -> OffloadSeconds:
+    """`zeroplan plan`'s pricing of the same OffloadTraffic, split by what each transfer hides behind;
+    the CPU optimizer step (gpus_in_node partitions per node) is added when the optimizer is offloaded."""
     pcie, nvme = machine.pcie_bytes_per_s, machine.nvme_bytes_per_s
-    down = up = exposed = fetch = 0.0
-    repeats = 0
-    if option.offload_optimizer != "none":
-        repeats = micro_batches if option.stage >= 2 else 1  # stage 2+ moves each micro-batch's partition
-        down = partition * per_param.gradients / pcie
-        up = partition * per_param.params / pcie
-        exposed = up + gpus_in_node * partition / machine.cpu_adam_params_per_s
-        if option.offload_optimizer == "nvme" and nvme:
-            exposed += 2 * gpus_in_node * partition * per_param.optimizer_states / nvme
-    if option.offload_params != "none":
-        fetch = partition * per_param.params / pcie
-        if option.offload_params == "nvme" and nvme:
-            fetch += gpus_in_node * partition * per_param.params / nvme
-    return OffloadSeconds(down, repeats, exposed, fetch)
+    down = traffic.gradient_down_bytes / pcie
+    exposed = traffic.param_up_bytes / pcie
+    if optimizer_offloaded:
+        exposed += gpus_in_node * partition / machine.cpu_adam_params_per_s
+    fetch = traffic.param_fetch_bytes / pcie
+    if nvme:
+        exposed += (2 * traffic.nvme_swap_bytes_per_node + traffic.nvme_param_write_bytes_per_node) / nvme
+        fetch += traffic.nvme_param_read_bytes_per_node / nvme
+    return OffloadSeconds(down, traffic.gradient_moves, exposed, fetch)
 
 
 def gpu_optimizer_seconds(option: Option, partition: int, per_param: BytesPerParam, machine: Machine) -> float:

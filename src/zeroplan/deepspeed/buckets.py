@@ -1,10 +1,10 @@
-"""GPU memory DeepSpeed's communication buckets take, from their sizes in elements.
+"""DeepSpeed's communication buckets as a config names them, and their GPU memory.
 
 Sizes in the config are element counts; each element is one 16-bit value under mixed precision (4 bytes
-in fp32). With overlap_comm, DeepSpeed keeps extra copies in flight: Hugging Face's DeepSpeed guide puts
-it at 4.5× the reduce and all-gather bucket sizes ("5e8 × 2 bytes × 2 × 4.5 = 9 GB"); we apply the same
-factor to stage 3's reduce bucket. stage3_max_live_parameters is a ceiling on gathered parameters, so it
-counts at most the model shard. A budget share keeps buckets from crowding out model states.
+in fp32). The bytes come from zeroplan.core.buffers.communication_buffer_bytes, the same formula
+`zeroplan estimate` and check's ZP011 use (the 4.5× overlap_comm rule at stages 1-2; stage 3's gathered
+module, prefetch and max_live_parameters: see that module). A budget share keeps buckets from crowding
+out model states.
 """
 
 from __future__ import annotations
@@ -12,8 +12,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from fractions import Fraction
 
-OVERLAP_FACTOR = Fraction(9, 2)  # 4.5
+from zeroplan.core import buffers as core_buffers
+from zeroplan.core.buffers import BufferConfig, communication_buffer_bytes
+
 BUDGET_SHARE = Fraction(1, 4)    # warn when buckets take more than a quarter of usable GPU memory
+FIXED_PARTS = ("gathered_parameters", "gathered_layer_gradients")  # not scaled by the reduce/all-gather sizes
 
 
 @dataclass(frozen=True)
@@ -25,34 +28,35 @@ class Buckets:
     max_live: int
     overlap_comm: bool
 
-    def footprint(self, element_bytes: int, shard_params: int | None = None) -> dict[str, int]:
-        """Bytes per GPU of each bucket (stage 0 has none of ZeRO's)."""
-        factor = OVERLAP_FACTOR if self.overlap_comm else 1
-        parts: dict[str, int] = {}
-        if self.stage in (1, 2):
-            parts["reduce_bucket"] = int(self.reduce * element_bytes * factor)
-            parts["allgather_bucket"] = int(self.allgather * element_bytes * factor)
-        elif self.stage == 3:
-            live = self.max_live if shard_params is None else min(self.max_live, shard_params)
-            parts["reduce_bucket"] = int(self.reduce * element_bytes * factor)
-            parts["prefetch_bucket"] = self.prefetch * element_bytes
-            parts["max_live_parameters"] = live * element_bytes
-        return parts
+    def buffer_config(self) -> BufferConfig:
+        """The planner's buffer settings (DeepSpeed reads a size of 0 as the smallest, 1)."""
+        return BufferConfig(reduce_bucket_elements=max(1, self.reduce), allgather_bucket_elements=max(1, self.allgather),
+                            prefetch_bucket_elements=max(1, self.prefetch), max_live_parameters=max(1, self.max_live),
+                            overlap_comm=self.overlap_comm)
 
-    def total(self, element_bytes: int, shard_params: int | None = None) -> int:
-        return sum(self.footprint(element_bytes, shard_params).values())
+    def footprint(self, element_bytes: int, shard_params: int | None = None,
+                  largest_layer_params: int | None = None) -> dict[str, int]:
+        """Bytes per GPU of each bucket (stage 0 has none of ZeRO's). Without a model (shard_params None)
+        nothing is capped at the shard, and an unknown largest layer is taken at max_live_parameters, the
+        most DeepSpeed gathers before it stops prefetching."""
+        if self.stage == 0:
+            return {}
+        shard = shard_params if shard_params is not None else max(self.reduce, self.allgather, self.max_live)
+        layer = largest_layer_params if largest_layer_params is not None else self.max_live
+        return communication_buffer_bytes(self.stage, shard, layer, element_bytes, element_bytes,
+                                          self.buffer_config())
+
+    def total(self, element_bytes: int, shard_params: int | None = None,
+              largest_layer_params: int | None = None) -> int:
+        return sum(self.footprint(element_bytes, shard_params, largest_layer_params).values())
 
 
 def largest_bucket_within(budget_bytes: int, stage: int, overlap_comm: bool, element_bytes: int,
                           fixed_bytes: int = 0) -> int:
     """The largest reduce (and, stages 1-2, all-gather) bucket, in elements, whose footprint plus
     `fixed_bytes` stays within `budget_bytes`; 0 when even fixed_bytes does not fit."""
-    room = budget_bytes - fixed_bytes
-    if room <= 0:
-        return 0
-    factor = OVERLAP_FACTOR if overlap_comm else 1
-    per_element = element_bytes * factor * (2 if stage in (1, 2) else 1)
-    return int(room / per_element)
+    return core_buffers.largest_bucket_within(budget_bytes, stage, BufferConfig(overlap_comm=overlap_comm),
+                                              element_bytes, fixed_bytes)
 
 
 def round_down(elements: int, step: int = 10_000_000) -> int:

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 
 from zeroplan.deepspeed import planning
 from zeroplan.deepspeed.batch import Batch, consistent
-from zeroplan.deepspeed.buckets import BUDGET_SHARE, Buckets, largest_bucket_within, round_down
+from zeroplan.deepspeed.buckets import BUDGET_SHARE, Buckets, largest_bucket_within, round_down, FIXED_PARTS
 from zeroplan.deepspeed.context import CheckContext
 from zeroplan.deepspeed.keys import DEEPSPEED_DEFAULTS
 from zeroplan.core.estimate import OptionEstimate, evaluate_options
@@ -56,11 +56,12 @@ def _fit_buckets(request, estimate: OptionEstimate, reduce: int, prefetch: int, 
     """overlap_comm where its 4.5× copies fit both the bucket share of the GPU and the plan (at stages 1-2
     the planner counts them too); smaller buckets where even without it they crowd the GPU."""
     stage, live = estimate.option.stage, DEEPSPEED_DEFAULTS["stage3_max_live_parameters"]
-    shard, share = request.shard_params, int(request.budget.usable_gpu_bytes * BUDGET_SHARE)
+    shard, layer = request.shard_params, request.shard_largest_layer_params  # the estimate's own figures
+    share = int(request.budget.usable_gpu_bytes * BUDGET_SHARE)
     allgather = reduce if stage in (1, 2) else DEEPSPEED_DEFAULTS["allgather_bucket_size"]
     for overlap in ((True, False) if stage > 0 else (False,)):
         candidate = Buckets(stage, reduce, allgather, prefetch, live, overlap)
-        if candidate.total(element_bytes, shard) > share:
+        if candidate.total(element_bytes, shard, layer) > share:
             continue
         if overlap and stage in (1, 2):
             trial = dataclasses.replace(request, options=(estimate.option,),
@@ -68,8 +69,7 @@ def _fit_buckets(request, estimate: OptionEstimate, reduce: int, prefetch: int, 
             if not evaluate_options(trial)[0].fits:
                 continue
         return candidate
-    fixed = sum(v for k, v in candidate.footprint(element_bytes, shard).items()
-                if k not in ("reduce_bucket", "allgather_bucket"))
+    fixed = sum(v for k, v in candidate.footprint(element_bytes, shard, layer).items() if k in FIXED_PARTS)
     smaller = max(1, round_down(largest_bucket_within(share, stage, False, element_bytes, fixed)))
     return Buckets(stage, smaller, smaller if stage in (1, 2) else allgather, prefetch, live, False)
 

@@ -13,13 +13,13 @@ from dataclasses import dataclass, field
 from zeroplan.core.activations import ActivationConfig
 from zeroplan.core.comm import validate_zeropp
 from zeroplan.core.errors import InputError
-from zeroplan.core.estimate import EstimateRequest, OptionEstimate, default_largest_layer_params, evaluate_options
+from zeroplan.core.estimate import EstimateRequest, OptionEstimate, evaluate_options, model_largest_layer_params
 from zeroplan.core.options import options_for
 from zeroplan.core.layout_rules import check_model_layout, check_whole_nodes, cross_node_tp_warning
 from zeroplan.core.parallel import ParallelDims
 from zeroplan.core.precision import bytes_per_param, check_precision_on_gpu
 from zeroplan.core.recommend import Recommendation, recommend
-from zeroplan.core.units import format_bytes, format_count, parse_count
+from zeroplan.core.units import format_bytes, parse_count
 from zeroplan.inputs.estimate_inputs import EstimateInputs
 from zeroplan.inputs.hardware import budget_assumptions, resolve_budget, resolve_cluster
 from zeroplan.inputs.training import grad_accum_steps, resolve_activations, resolve_buffers, resolve_model
@@ -41,11 +41,9 @@ def _largest_layer(inputs: EstimateInputs, model, assumptions: list[str]) -> int
             raise InputError("--largest-layer-params", f"{largest} is more than the model's {model.params} parameters",
                              "give the parameters of the single largest module")
         return largest
-    if model.largest_layer_params is not None:
-        return model.largest_layer_params
-    largest = default_largest_layer_params(model.params)
-    assumptions.append(f"largest layer: {format_count(largest)} parameters, assumed from a GPT-style shape "
-                       "(hidden/layers = 128, 32k vocabulary); give --largest-layer-params or --model")
+    largest, note = model_largest_layer_params(model)
+    if note:
+        assumptions.append(note)
     return largest
 
 
@@ -97,7 +95,8 @@ def _buffer_notes(inputs: EstimateInputs) -> list[str]:
         return [f"deepspeed convention: DeepSpeed's estimator formulas (buffer factor {inputs.buffer_factor:g}, "
                 f"zero_init={int(inputs.zero_init)}); they count model states and the largest layer only"]
     return ["buffers: DeepSpeed's reduce/allgather buckets (5e8 elements by default, 4.5× with overlap_comm at "
-            "stages 1-2), stage-3 gathered layers and prefetch (5e7) capped by max_live_parameters (1e9), the fp32 "
+            "stages 1-2), stage 3's largest layer gathered whole (parameters and gradients) with prefetch (5e7) "
+            "up to max_live_parameters (1e9), the fp32 "
             "gradient partition the optimizer steps on, NVMe swap buffers (sub_group_size 1e9); each capped at the "
             "model shard; override with --reduce-bucket-size etc."]
 
@@ -165,15 +164,10 @@ def _parameters(inputs: EstimateInputs, model) -> tuple:
 def _calibrated_links(inputs: EstimateInputs, assumptions: list[str]) -> tuple:
     if inputs.calibration is None:
         return ()
-    from zeroplan.inputs.calibration import load_calibration
+    from zeroplan.inputs.links import measured_links
 
-    calibration = load_calibration(inputs.calibration)
-    links = []
-    for kind in ("all_gather", "reduce_scatter"):
-        for span, intra in (("intra_node", True), ("inter_node", False)):
-            link = calibration.link(kind, intra)
-            if link is not None:
-                links.append(((kind, span), link))
+    calibration, measured = measured_links(inputs.calibration, ("all_gather", "reduce_scatter"))
+    links = list(measured.items())
     if not links:
         raise InputError("--calibration", f"{inputs.calibration} has no usable all_gather or reduce_scatter fit",
                          "rerun zeroplan bench with those collectives")

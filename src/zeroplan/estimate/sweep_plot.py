@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from zeroplan.core.units import memory_unit
+from zeroplan.core.units import ceil_div, memory_unit
 from zeroplan.render.figures import check_plot_path, pyplot, save_figure
 
 STAGE_STYLES = {0: ("tab:red", "o"), 1: ("tab:orange", "s"), 2: ("tab:green", "^"), 3: ("tab:blue", "D")}
@@ -25,7 +25,7 @@ def plot_sweep(rows: list[dict[str, Any]], path: str, units: str = "iec") -> Non
     for row in rows:
         panels.setdefault((row["model"], row["gpu"]), []).append(row)
     columns = min(2, len(panels))
-    lines = -(-len(panels) // columns)
+    lines = ceil_div(len(panels), columns)
     figure, axes = plt.subplots(lines, columns, figsize=(6.4 * columns, 4.2 * lines), squeeze=False)
     handles: dict[str, Any] = {}
     for axis, ((model, gpu), panel_rows) in zip(axes.flat, panels.items()):

@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from zeroplan.inputs import presets
-from zeroplan.core.activations import RECOMPUTE_MODES, ActivationConfig
+from zeroplan.core.activations import RECOMPUTE_MODES, ActivationConfig, DEFAULT_SEQ_LEN_CAP, default_seq_len
 from zeroplan.core.buffers import BufferConfig
 from zeroplan.core.errors import InputError
 from zeroplan.core.model import ModelSpec
@@ -18,7 +18,6 @@ from zeroplan.core.units import parse_count
 if TYPE_CHECKING:
     from zeroplan.inputs.estimate_inputs import EstimateInputs
 
-DEFAULT_SEQ_LEN_CAP = 4096
 
 
 def _looks_like_path(text: str) -> bool:
@@ -64,7 +63,7 @@ def resolve_activations(inputs: EstimateInputs, model: ModelSpec, parallel: Para
     seq_len = inputs.seq_len
     if seq_len is None:
         context = model.max_seq_len or DEFAULT_SEQ_LEN_CAP
-        seq_len = min(context, DEFAULT_SEQ_LEN_CAP)
+        seq_len = default_seq_len(model)
         assumptions.append(f"sequence length {seq_len} (the default: the model's context {context}"
                            f"{f' capped at {DEFAULT_SEQ_LEN_CAP}' if context > DEFAULT_SEQ_LEN_CAP else ''}; --seq-len)")
     micro_batch = inputs.micro_batch if inputs.micro_batch is not None else 1

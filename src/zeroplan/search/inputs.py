@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from zeroplan.core.activations import RECOMPUTE_MODES
+from zeroplan.core.activations import RECOMPUTE_MODES, DEFAULT_SEQ_LEN_CAP, default_seq_len
 from zeroplan.core.errors import InputError
 from zeroplan.core.layout_rules import check_whole_nodes
 from zeroplan.core.parallel import ParallelDims
@@ -24,9 +24,7 @@ from zeroplan.core.step_time import (DEFAULT_CPU_ADAM_PARAMS_PER_S, DEFAULT_EFFI
                                      check_efficiency)
 from zeroplan.core.units import format_count, format_rate, parse_count
 
-DEFAULT_SEQ_LEN_CAP = 4096
 SEQUENCE_PARALLEL_CHOICES = {"search": (False, True), "on": (True,), "off": (False,)}
-CALIBRATED_COLLECTIVES = ("all_reduce", "all_gather", "reduce_scatter")
 
 
 @dataclass
@@ -129,28 +127,25 @@ def resolve_model(inputs: PlanInputs, assumptions: list[str]) -> ModelSpec:
 
 
 def _largest_layer(model: ModelSpec, assumptions: list[str]) -> int:
-    if model.largest_layer_params is not None:
-        return model.largest_layer_params
-    largest = min(model.params, max(model.vocab * model.hidden, model.hidden * (model.ffn or 4 * model.hidden)))
-    assumptions.append(f"largest layer: {format_count(largest)} parameters (the embedding or an MLP projection)")
+    from zeroplan.core.estimate import model_largest_layer_params
+
+    largest, note = model_largest_layer_params(model)
+    if note:
+        assumptions.append(note)
     return largest
 
 
 def _links(inputs: PlanInputs, cluster: ClusterSpec, assumptions: list[str]) -> LinkTable:
-    measured: dict[str, Link] = {}
-    if inputs.calibration is not None:
-        from zeroplan.inputs.calibration import load_calibration  # pydantic + yaml: only when asked
+    from zeroplan.inputs.links import CALIBRATED_COLLECTIVES, link_table, measured_links
 
-        calibration = load_calibration(inputs.calibration)
-        for collective in CALIBRATED_COLLECTIVES:
-            for intra, span in ((True, "intra_node"), (False, "inter_node")):
-                link = calibration.link(collective, intra)
-                if link is not None:
-                    measured[f"{collective}/{span}"] = link
-        names = ", ".join(f"{key} {format_rate(link.bandwidth_bytes_per_s)}" for key, link in measured.items())
+    measured: dict[tuple[str, str], Link] = {}
+    if inputs.calibration is not None:
+        _, measured = measured_links(inputs.calibration, CALIBRATED_COLLECTIVES)
+        names = ", ".join(f"{kind}/{span} {format_rate(link.bandwidth_bytes_per_s)}"
+                          for (kind, span), link in measured.items())
         assumptions.append(f"calibration {inputs.calibration}: measured links for {names or 'nothing usable'}; "
                            "the rest from presets")
-    return LinkTable(cluster.gpu.intra_node_link, cluster.inter_node_link, measured)
+    return link_table(cluster.gpu.intra_node_link, cluster.inter_node_link, measured)
 
 
 def _space(inputs: PlanInputs, model: ModelSpec, assumptions: list[str]) -> SearchSpace:
@@ -159,8 +154,7 @@ def _space(inputs: PlanInputs, model: ModelSpec, assumptions: list[str]) -> Sear
                          "e.g. --global-batch 1536 (GPT-3's 3.2M tokens at 2048)")
     seq_len = inputs.seq_len
     if seq_len is None:
-        context = model.max_seq_len or DEFAULT_SEQ_LEN_CAP
-        seq_len = min(context, DEFAULT_SEQ_LEN_CAP)
+        seq_len = default_seq_len(model)
         assumptions.append(f"sequence length {seq_len} (the model's context, capped at {DEFAULT_SEQ_LEN_CAP}; "
                            "--seq-len)")
     if model.max_seq_len and seq_len > model.max_seq_len:
@@ -188,7 +182,11 @@ def _stage_check(text: str | None) -> None:
 
 
 def resolve(inputs: PlanInputs) -> ResolvedPlan:
-    from zeroplan.inputs.hardware import budget_assumptions, resolve_budget, resolve_cluster
+    from zeroplan.inputs.hardware import (
+        budget_assumptions,
+        resolve_budget,
+        resolve_cluster,
+    )
 
     assumptions: list[str] = []
     if isinstance(inputs.gpus, bool) or not isinstance(inputs.gpus, int) or inputs.gpus < 1:
