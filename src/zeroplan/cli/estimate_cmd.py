@@ -94,7 +94,7 @@ def estimate(
         render(plan, canvas)
         if explain:
             render_explain(explain_lines(plan.request, plan.estimates, inputs.units), canvas)
-        write_text(canvas.text(), output)
+        write_text(canvas.text(), output, (model, calibration))
         return
     from zeroplan.core.explain import explain_lines
     from zeroplan.estimate import report
@@ -106,4 +106,4 @@ def estimate(
         text = {"csv": report.to_csv, "markdown": report.to_markdown}[output_format](plan)
         if lines:
             text += "\nHow each figure is computed:\n\n" + "".join(f"- {line.strip()}\n" for line in lines)
-    write_text(text, output)
+    write_text(text, output, (model, calibration))

@@ -3,11 +3,13 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
 from zeroplan.core.errors import InputError
 from zeroplan.core.units import memory_unit
+from zeroplan.render.sink import write_file
 
 FORMATS = (".png", ".svg")
 STAGE_STYLES = {0: ("tab:red", "o"), 1: ("tab:orange", "s"), 2: ("tab:green", "^"), 3: ("tab:blue", "D")}
@@ -31,7 +33,7 @@ def _plain(value: float, _position: int) -> str:
     return f"{value:g}"
 
 
-def plot_sweep(rows: list[dict[str, Any]], path: str, units: str = "iec") -> None:
+def plot_sweep(rows: list[dict[str, Any]], path: str, units: str = "iec", inputs: Iterable[str | None] = ()) -> None:
     target = Path(path)
     if target.suffix.lower() not in FORMATS:
         raise InputError("--plot", f"'{path}' is neither .png nor .svg", "name the file e.g. memory.png")
@@ -72,9 +74,8 @@ def plot_sweep(rows: list[dict[str, Any]], path: str, units: str = "iec") -> Non
     figure.legend(list(handles.values()), list(handles), loc="center left", bbox_to_anchor=(1.0, 0.5),
                   frameon=False)
     figure.tight_layout()
-    try:
-        figure.savefig(target, bbox_inches="tight", dpi=120)  # "tight" keeps the outside legend in the file
-    except OSError as exc:
-        raise InputError("--plot", f"cannot write {path}: {exc.strerror}", "choose a writable path") from None
+    try:  # "tight" keeps the outside legend in the file; the format from FILE's suffix, not the temporary's
+        write_file(path, lambda temporary: figure.savefig(temporary, format=target.suffix.lower()[1:],
+                                                          bbox_inches="tight", dpi=120), inputs, option="--plot")
     finally:
         plt.close(figure)
