@@ -38,7 +38,7 @@ def test_notes_never_fail_even_strict(run):
 
 
 @pytest.mark.parametrize("path,where", [
-    (DS / "malformed_trailing_comma.json", "line 3, column 36"),
+    (DS / "malformed_unterminated.json", "line 4, column 1"),
     (CONFIGS / "plans/malformed.yaml", "line 4, column 8"),
     (CONFIGS / "plans/bad_schema.yaml", "bad_schema.yaml:8:3"),
     (CONFIGS / "plans/bad_zero_combination.yaml", "zero: parameter offload needs ZeRO stage 3"),

@@ -36,8 +36,11 @@ def test_yaml_key_location_uses_parser_marks(tmp_path):
 
 def test_json_duplicates_are_recorded(tmp_path):
     path = tmp_path / "ds.json"
-    path.write_text('{"a": 1, "b": {"c": 1, "c": 2}}')
-    assert loaders.load(path).duplicates == [("c",)]
+    path.write_text('{"a": 1, "b": {"c": 1,\n "c": 2}}')
+    source = loaders.load(path)
+    assert source.duplicates == [("b", "c")]  # the whole key path, not only the last key
+    assert source.locate(("b", "c")) == (1, 16)
+    assert source.locate(("b", "c"), occurrence=2) == (2, 2)
 
 
 def test_kind_detection_rejects_other_yaml(tmp_path):

@@ -60,6 +60,8 @@ FIRES = [
     ("bad_invalid_values.json", {}, "ZP016"),
     ("bad_duplicate_key.json", {}, "ZP017"),
     ("bad_pipeline_zero2.json", dict(gpus=8, pp=2), "ZP018"),
+    ("bad_coerced_values.json", {}, "ZP019"),
+    ("bad_removed_key.json", {}, "ZP020"),
 ]
 
 QUIET = [
@@ -89,6 +91,8 @@ QUIET = [
     ("good_zero2.json", {}, "ZP016"),
     ("good_zero2.json", {}, "ZP017"),
     ("bad_pipeline_zero2.json", dict(gpus=8, pp=1), "ZP018"),
+    ("good_zero2.json", {}, "ZP019"),
+    ("good_zero2_hjson.json", {}, "ZP020"),
 ]
 
 

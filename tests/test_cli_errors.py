@@ -34,7 +34,7 @@ BAD_INPUTS = [
     (["--params", "13e9", "--no-such-flag"], "no-such-flag"),
     (["--params", "13e9", "--model", "gpt2"], "not both"),
     (["--gpus", "8"], "--params"),
-    (["--params", "13e9", "-f", "json", "-o", "/nonexistent/dir/plan.json"], "--output"),
+    (["--params", "13e9", "-f", "json", "-o", "/nonexistent/dir/plan.json"], "-o /nonexistent/dir/plan.json"),
     (["--params", "13e9", "--largest-layer-params", "20e9"], "--largest-layer-params"),
     (["--params", "13e9", "--gpus", "16", "--pp", "2", "--stage", "3"], "stages 0-1"),
     (["--params", "13e9", "--seq-len", "2048"], "--seq-len"),

@@ -1,4 +1,4 @@
-"""Rules that need only the config (and the world size): ZP001-ZP010, ZP016-ZP018. Facts: FORMULAS.md §10."""
+"""Rules that need only the config (and the world size): ZP001-ZP010, ZP016-ZP020. Facts: FORMULAS.md §10."""
 
 from __future__ import annotations
 
@@ -6,6 +6,7 @@ import difflib
 from collections.abc import Iterator
 
 from zeroplan.deepspeed import keys as ds_keys
+from zeroplan.deepspeed import startup_model
 from zeroplan.deepspeed.batch import BatchProblem, deepspeed_fill
 from zeroplan.deepspeed.config_view import ConfigView
 from zeroplan.deepspeed.findings import ERROR, WARNING, Finding, Skipped
@@ -79,15 +80,12 @@ def offload(view: ConfigView) -> Iterator[Finding]:
         if tier == "nvme" and not view.offload(block).get("nvme_path"):
             yield Finding("ZP005", ERROR, f"{block} goes to NVMe but has no nvme_path", f'add "nvme_path": '
                           f'"/local_nvme" (a directory on the NVMe drive) to {block}', ("zero_optimization", block))
-    ratio = view.offload("offload_optimizer").get("ratio", 1.0)
-    if isinstance(ratio, bool) or not isinstance(ratio, (int, float)) or not 0 <= ratio <= 1:
-        yield Finding("ZP016", ERROR, f"offload_optimizer.ratio must be a number in [0, 1], got {ratio!r}",
-                      "write e.g. 0.3", ("zero_optimization", "offload_optimizer", "ratio"))
-    elif ratio < 1 and stage != 3:
+    ratio_path = ("zero_optimization", "offload_optimizer", "ratio")
+    ratio = view.coerced(ratio_path, view.offload("offload_optimizer").get("ratio", 1.0), startup_model.to_float)
+    if ratio is not None and 0 <= ratio < 1 and stage != 3:  # outside [0, 1]: refused (ZP016)
         yield Finding("ZP006", ERROR, f"partial optimizer offload (ratio {ratio:g}) at stage {stage}: DeepSpeed "
                       "supports it only at stage 3 and stops at start-up",
-                      "set zero_optimization.stage to 3, or remove ratio",
-                      ("zero_optimization", "offload_optimizer", "ratio"))
+                      "set zero_optimization.stage to 3, or remove ratio", ratio_path)
 
 
 def deprecated(view: ConfigView) -> Iterator[Finding]:
@@ -169,3 +167,51 @@ def duplicates(duplicate_paths: list[tuple[str, ...]]) -> Iterator[Finding]:
     for path in duplicate_paths:
         yield Finding("ZP017", ERROR, f"key {path[-1]!r} is given twice in one object: DeepSpeed refuses the file",
                       "keep one of them", path)
+
+
+def refusals(view: ConfigView, reported: list[Finding]) -> Iterator[Finding]:
+    """ZP016 (a value DeepSpeed 0.19.8 refuses) and ZP020 (a removed key), from DeepSpeed's own config model.
+
+    A key another rule already reports as an error (ZP002, ZP006, ZP007, ZP008) is not reported twice."""
+    covered = {finding.path for finding in reported if finding.severity == ERROR}
+    for path, message in startup_model.refusals(view.data):
+        if path in covered:
+            continue
+        covered.add(path)
+        where = ".".join(path) or "the config"
+        if message.startswith("DeepSpeedConfigError"):
+            yield Finding("ZP020", ERROR, f"{where}: DeepSpeed refuses the config at start-up: "
+                          f"{message.removeprefix('DeepSpeedConfigError: ')}", f"remove {where}", path)
+            continue
+        value = view.raw(*path) if path else view.data
+        shown = f" = {_shown(value)}" if path and not isinstance(value, (dict, list)) else ""
+        yield Finding("ZP016", ERROR, f"{where}{shown}: DeepSpeed refuses it at start-up ({message})",
+                      _refusal_fix(path, message), path)
+
+
+def _shown(value) -> str:
+    import json
+
+    return json.dumps(value) if isinstance(value, (str, bool, int, float)) or value is None else repr(value)
+
+
+def _refusal_fix(path: tuple[str, ...], message: str) -> str:
+    if "Extra inputs" in message:
+        return f"remove {path[-1]} (DeepSpeed 0.19.8 does not know it here)"
+    if path == ("zero_optimization", "stage"):
+        return "write a whole number 0-3"
+    if path and path[-1] == "device":
+        return 'write "none", "cpu" or "nvme" (lower case, quoted: a quoteless value runs to the end of the line)'
+    if path and path[-1] in ("offload_optimizer", "offload_param"):
+        return f'write "{path[-1]}": {{"device": "cpu"}}'
+    if path == ("zero_optimization",):
+        return 'write "zero_optimization": {"stage": 2, ...}'
+    if path in (("fp16",), ("bf16",), ("bfloat16",)):
+        return f'write "{path[0]}": {{"enabled": true}}'
+    if not path:
+        return "the file must hold one object of keys: { ... }"
+    if "boolean" in message:
+        return "write true or false"
+    if "integer" in message or "greater than" in message:
+        return "write a whole number (e.g. 500000000 or 5e8, unquoted)"
+    return "see DeepSpeed's config-json docs"

@@ -47,7 +47,7 @@ def config_buckets(view: ConfigView, stage: int) -> Buckets | None:
     live = view.count((*zero, live_key), defaults["stage3_max_live_parameters"])
     if None in (reduce, allgather, prefetch, live):
         return None
-    overlap = view.zero.get("overlap_comm")
+    overlap = view.overlap_comm
     return Buckets(stage, reduce, allgather, prefetch, live, overlap if isinstance(overlap, bool) else stage == 3)
 
 
@@ -92,7 +92,7 @@ def memory(view: ConfigView, context: CheckContext, skipped: list[Skipped], assu
         "reduce_bucket_size", "allgather_bucket_size", "stage3_prefetch_bucket_size", "stage3_max_live_parameters")),
         stage == 3)
     sub_group = view.count(("zero_optimization", "sub_group_size"))
-    overlap = view.zero.get("overlap_comm")  # absent: the planner applies DeepSpeed's default per stage
+    overlap = view.overlap_comm  # absent: the planner applies DeepSpeed's default per stage
     plan = build_plan(planning.estimate_inputs(
         context, world=env.world, tp=env.tp, pp=env.pp, precision=precision,
         optimizer=planning.optimizer_name(view.data, context),

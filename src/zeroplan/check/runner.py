@@ -12,7 +12,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from zeroplan.check import config_rules, hardware_rules
-from zeroplan.deepspeed import planning
+from zeroplan.deepspeed import planning, startup_model
 from zeroplan.inputs import config_files as loaders
 from zeroplan.deepspeed.batch import Batch, deepspeed_fill
 from zeroplan.deepspeed.config_view import AUTO, ConfigView
@@ -58,10 +58,11 @@ def run_rules(data: dict, context: CheckContext, duplicates: list[tuple[str, ...
     findings += config_rules.offload(view)
     findings += config_rules.batch_identity(view, report.skipped)
     findings += config_rules.parallel(view, report.skipped)
-    if not any(f.rule in ("ZP009", "ZP016", "ZP018") for f in findings):
+    if not any(f.rule in ("ZP009", "ZP016", "ZP018") for f in findings) and not startup_model.refusals(data):
         findings += hardware_rules.memory(view, context, report.skipped, report.assumptions)
     findings += hardware_rules.buckets(view, context, report.skipped)
     findings += view.findings
+    findings += config_rules.refusals(view, findings)
     findings += _overridden_flags(data, context)
     order = {severity: index for index, severity in enumerate(SEVERITIES)}
     report.findings = sorted(findings, key=lambda f: (order[f.severity], f.rule))

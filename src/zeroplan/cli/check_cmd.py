@@ -96,22 +96,23 @@ def check(
 
         context = context.under(from_plan(validate_plan(loaders.load(plan))))
     reports = [check_file(path, context) for path in files]
+    inputs = [*files, plan, model, *(report.checked_file for report in reports)]  # -o never replaces one
     failed = any(report.failed(strict) for report in reports)
     if output_format == "json":
         from zeroplan.check.render import to_json
 
-        write_text(to_json(reports, failed, strict), output)
+        write_text(to_json(reports, failed, strict), output, inputs)
     elif output_format == "github":
         from zeroplan.check.annotations import render
 
-        write_text(render(reports), output)
+        write_text(render(reports), output, inputs)
     else:
         from zeroplan.check.render import render_table
 
         console = console_for(output)
         render_table(reports, console, show_assumptions=assumptions)
         if output is not None:
-            write_text(console.export_text(), output)
+            write_text(console.export_text(), output, inputs)
     if failed:
         names = ", ".join(report.file for report in reports if report.failed(strict))
         raise CheckFailed(f"check failed ({summary_text(reports)}{', strict' if strict else ''}): {names}")

@@ -93,7 +93,7 @@ def estimate(
     if plot is not None:
         from zeroplan.estimate.plot import plot_estimate
 
-        plot_estimate(plan, plot)
+        plot_estimate(plan, plot, (model, calibration))
     if output_format == "table":
         from zeroplan.core.explain import explain_lines
         from zeroplan.estimate.table import render, render_explain
@@ -103,7 +103,7 @@ def estimate(
         render(plan, canvas)
         if explain:
             render_explain(explain_lines(plan.request, plan.estimates, inputs.units), canvas)
-        write_text(canvas.text(), output)
+        write_text(canvas.text(), output, (model, calibration))
         return
     from zeroplan.core.explain import explain_lines
     from zeroplan.estimate import report
@@ -115,4 +115,4 @@ def estimate(
         text = {"csv": report.to_csv, "markdown": report.to_markdown}[output_format](plan)
         if lines:
             text += "\nHow each figure is computed:\n\n" + "".join(f"- {line.strip()}\n" for line in lines)
-    write_text(text, output)
+    write_text(text, output, (model, calibration))

@@ -112,7 +112,7 @@ def deepspeed(
                            cpu_memory, nvme, gpu_memory, tp, pp, stage, offload_optimizer, offload_params, precision,
                            optimizer, micro_batch, grad_accum, global_batch, seq_len, recompute, flash_attention,
                            nvme_path, force, units)
-    write_text(deepspeed_config.render(deepspeed_config.build(choice, path)), output)
+    write_text(deepspeed_config.render(deepspeed_config.build(choice, path)), output, (plan, model))
     _confirm(output, "DeepSpeed config", choice)
 
 
@@ -161,5 +161,5 @@ def plan_file(
                            optimizer, micro_batch, grad_accum, global_batch, seq_len, recompute, flash_attention,
                            nvme_path, force, units)
     name = Path(output).name if output else "plan.yaml"
-    write_text(plan_yaml.render(plan_yaml.document(choice, path), name), output)
+    write_text(plan_yaml.render(plan_yaml.document(choice, path), name), output, (model,))
     _confirm(output, "plan", choice)

@@ -147,19 +147,20 @@ def plan(
     if plot is not None:
         from zeroplan.search.plot import plot_plans
 
-        plot_plans(outcome, plot)
+        plot_plans(outcome, plot, (model, calibration))
     if write_deepspeed is not None:
         from zeroplan.search.export_top import write_deepspeed_config
 
-        write_deepspeed_config(outcome, write_deepspeed)
+        write_deepspeed_config(outcome, write_deepspeed, (model, calibration))
     if output_format == "table":
         from zeroplan.search.table import render
 
         console = console_for(output)
         render(outcome, console)
         if output is not None:
-            write_text(console.export_text(), output)
+            write_text(console.export_text(), output, (model, calibration))
         return
     from zeroplan.search import report
 
-    write_text(report.to_json(outcome) if output_format == "json" else report.to_csv(outcome), output)
+    write_text(report.to_json(outcome) if output_format == "json" else report.to_csv(outcome), output,
+               (model, calibration))

@@ -57,6 +57,7 @@ def sweep(
     output_format = check_format(output_format, ("csv", "json", "table"))
     if plot is not None and output is not None and Path(plot).resolve() == Path(output).resolve():
         raise InputError("--plot", f"{plot} is also the --output file", "give the plot and the table different files")
+    models = [name.strip() for name in (model or "").split(",")]  # presets, or config.json paths: inputs
     inputs = SweepInputs(models=model, params=params, gpus=gpus, gpu_types=gpu, stages=stages, tp=tp, pp=pp,
                          gpus_per_node=gpus_per_node, seq_len=seq_len, micro_batch=micro_batch,
                          recompute=recompute.strip().lower() if recompute else None, flash_attention=flash_attention,
@@ -66,13 +67,13 @@ def sweep(
     if plot is not None:
         from zeroplan.estimate.sweep_plot import plot_sweep
 
-        plot_sweep(rows, plot, inputs.units)
+        plot_sweep(rows, plot, inputs.units, models)
     if output_format == "table":
         console = console_for(output)
         sweep_output.render(rows, assumptions, console, inputs.units)
         if output is not None:
-            write_text(console.export_text(), output)
+            write_text(console.export_text(), output, models)
         return
     text = sweep_output.to_csv(rows) if output_format == "csv" else sweep_output.to_json(rows, assumptions,
                                                                                          dict(vars(inputs)))
-    write_text(text, output)
+    write_text(text, output, models)

@@ -8,9 +8,11 @@ An "auto" nothing here resolves becomes a note, and the rules that needed it are
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
 
-from zeroplan.deepspeed.findings import ERROR, NOTE, Finding
+from zeroplan.deepspeed import startup_model
+from zeroplan.deepspeed.findings import ERROR, NOTE, WARNING, Finding
 
 AUTO = "auto"
 TIERS = ("none", "cpu", "nvme")
@@ -43,20 +45,32 @@ class Environment:
 
 
 def _as_count(value) -> int | None:
-    """5e8, 500000000 or "500000000" -> 500000000; anything else -> None. Booleans are not counts."""
+    """A batch size as DeepSpeed uses it (raw: it does arithmetic on the value, never converts a string).
+
+    Whole numbers only (hjson already reads 8.0 as 8); booleans are not counts."""
     if isinstance(value, bool):
         return None
     if isinstance(value, int):
         return value
     if isinstance(value, float) and value.is_integer():
         return int(value)
-    if isinstance(value, str) and value.strip().lstrip("-").isdigit():
-        return int(value.strip())
     return None
+
+
+def _shown(value) -> str:
+    return json.dumps(value) if isinstance(value, (str, bool, int, float)) or value is None else repr(value)
 
 
 @dataclass
 class ConfigView:
+    """Typed reads of a DeepSpeed config, each value as DeepSpeed 0.19.8 reads it.
+
+    What DeepSpeed refuses is reported once, by startup_model.refusals (check's runner turns those into
+    ZP016/ZP020); a typed read of a refused value gives None (or the default) and reports nothing more.
+    A value DeepSpeed converts ("3" -> 3, "on" -> true, "auto" dropped outside the Trainer's keys) is
+    used as converted, with a ZP019 note.
+    """
+
     data: dict
     env: Environment
     findings: list[Finding] = field(default_factory=list)
@@ -75,71 +89,89 @@ class ConfigView:
             node = node[key]
         return node
 
+    def coerced(self, path: tuple[str, ...], value, convert):
+        """`value` as DeepSpeed converts it, or None when it refuses it (reported by the refusal pass)."""
+        try:
+            result = convert(value)
+        except startup_model.Refused:
+            return None
+        if type(result) is not type(value) and not (isinstance(value, float) and isinstance(result, int)):
+            self._report(Finding("ZP019", NOTE, f"{'.'.join(path)} is {_shown(value)}: DeepSpeed reads it as "
+                                 f"{_shown(result)}", f"write {_shown(result)} to say what DeepSpeed reads", path))
+        return result
+
     @property
     def zero(self) -> dict:
         value = self.data.get("zero_optimization")
         if isinstance(value, bool):  # the deprecated boolean form means stage 1 (or 0)
             return {"stage": int(value)}
-        if value is not None and not isinstance(value, dict):
-            self._report(Finding("ZP016", ERROR, f"zero_optimization must be an object, got {value!r}",
-                                 'write "zero_optimization": {"stage": 2, ...}', ("zero_optimization",)))
-        return value if isinstance(value, dict) else {}
+        return value if isinstance(value, dict) else {}  # null, a string or a list: refused (ZP016)
 
     @property
     def stage(self) -> int | None:
+        path = ("zero_optimization", "stage")
         value = self.zero.get("stage", 0)
-        if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= 3:
-            self._report(Finding("ZP016", ERROR, f"zero_optimization.stage must be 0, 1, 2 or 3, got {value!r}",
-                                 "write a whole number 0-3", ("zero_optimization", "stage")))
+        if value == AUTO:  # DeepSpeed drops "auto" and uses the default; no launcher fills the stage
+            self._report(Finding("ZP019", NOTE, 'zero_optimization.stage is "auto": DeepSpeed drops it and uses '
+                                 "stage 0 (ZeRO off)", "write the stage you mean, 0-3", path))
+            return 0
+        return self.coerced(path, value, startup_model.to_stage)
+
+    @property
+    def overlap_comm(self) -> bool | None:
+        """As DeepSpeed reads it ("yes" is true); None when absent, "auto" or refused (DeepSpeed: stage == 3)."""
+        value = self.zero.get("overlap_comm")
+        if value is None or value == AUTO:
             return None
-        return value
+        return self.coerced(("zero_optimization", "overlap_comm"), value, startup_model.to_bool)
 
     def offload(self, block: str) -> dict:
         value = self.zero.get(block)
-        return value if isinstance(value, dict) else {}
+        return value if isinstance(value, dict) else {}  # null means off; anything else is refused (ZP016)
 
     def device(self, block: str) -> str:
         value = self.offload(block).get("device", "none")
-        text = "none" if value is None else str(value).lower()
-        if text not in TIERS:
-            self._report(Finding("ZP016", ERROR, f"{block}.device must be none, cpu or nvme, got {value!r}",
-                                 "use none, cpu or nvme", ("zero_optimization", block, "device")))
+        if value == AUTO:  # dropped by DeepSpeed: the default, none
             return "none"
-        return text
+        return value if value in TIERS else "none"  # anything else is refused (ZP016)
 
     def count(self, path: tuple[str, ...], default: int | None = None, positive: bool = False) -> int | None:
-        """A whole-number setting; "auto" resolved where possible; None when absent, unresolved or invalid."""
+        """A whole-number setting; "auto" resolved where possible; None when absent, unresolved or invalid.
+
+        Inside zero_optimization the value is coerced as DeepSpeed's model does ("5" -> 5); the batch keys
+        at the top level are used raw, as DeepSpeed does, so a string there is refused here."""
         value = self.raw(*path)
         if value is None:
             return default
         if value == AUTO:
             return self._auto(path)
+        if path[0] == "zero_optimization":
+            return self.coerced(path, value, startup_model.to_int)
         number = _as_count(value)
         if number is None or number < (1 if positive else 0):
             need = "a positive whole number" if positive else "a whole number ≥ 0"
-            self._report(Finding("ZP016", ERROR, f"{'.'.join(path)} must be {need}, got {value!r}",
+            if isinstance(value, float) and value >= (1 if positive else 0):
+                self._report(Finding("ZP001", WARNING, f"{'.'.join(path)} is {value!r}, not a whole number: "
+                                     "DeepSpeed's start-up arithmetic may accept it, but a batch holds whole "
+                                     "samples", f"write {need}", path))
+                return None
+            why = " (DeepSpeed does arithmetic on it and fails on a string)" if isinstance(value, str) else ""
+            self._report(Finding("ZP016", ERROR, f"{'.'.join(path)} must be {need}, got {value!r}{why}",
                                  f"write {need}", path))
             return None
         return number
 
     def enabled(self, section: str) -> bool | None:
-        """fp16/bf16 "enabled": True, False, or None for an "auto" nothing resolves."""
+        """fp16/bf16 "enabled": True, False, or None for an "auto" nothing resolves (or a refused value)."""
         block = self.data.get(section)
-        if block is not None and not isinstance(block, dict):
-            self._report(Finding("ZP016", ERROR, f"{section} must be an object, got {block!r}",
-                                 f'write "{section}": {{"enabled": true}}', (section,)))
         if not isinstance(block, dict):
-            return False
+            return False  # absent, or refused (ZP016)
         value = block.get("enabled", False)
         if value == AUTO:
             if self.env.precision is None:
                 return None
             return self.env.precision == section
-        if not isinstance(value, bool):
-            self._report(Finding("ZP016", ERROR, f"{section}.enabled must be true or false, got {value!r}",
-                                 "write true or false", (section, "enabled")))
-            return None
-        return value
+        return self.coerced((section, "enabled"), value, startup_model.to_bool)
 
     def _auto(self, path: tuple[str, ...]) -> int | None:
         env, key = self.env, path[-1]

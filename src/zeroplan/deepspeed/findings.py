@@ -43,6 +43,8 @@ RULES: dict[str, Rule] = {rule.id: rule for rule in (
     Rule("ZP016", "invalid-value", "a value DeepSpeed rejects (wrong type or out of range)"),
     Rule("ZP017", "duplicate-key", "a key given twice in one object (DeepSpeed rejects the file)"),
     Rule("ZP018", "pipeline-with-zero-2-3", "pipeline parallelism (pp > 1) with ZeRO stage 2 or 3"),
+    Rule("ZP019", "coerced-value", "a value DeepSpeed converts before use (\"3\" is read as stage 3); says what it reads"),
+    Rule("ZP020", "removed-key", "a key DeepSpeed has removed: it refuses the config at start-up"),
 )}
 
 

@@ -7,9 +7,9 @@ since the model sets populate_by_name), runtime/zero/offload_config.py, runtime/
 The union over recent releases is kept, so a key one release renamed is not called a typo.
 
 How DeepSpeed treats an unknown key differs by place, and the severity follows it:
-- top level, fp16, bf16: read with dict.get, so an unknown key is silently ignored (warning);
-- zero_optimization and the offload blocks: pydantic models with extra="forbid", so DeepSpeed stops
-  at start-up (error).
+- top level: read with dict.get, so an unknown key is silently ignored (warning);
+- zero_optimization, the offload blocks, fp16 and bf16: pydantic models with extra="forbid" (fp16/bf16
+  since DeepSpeed's precision_config models), so DeepSpeed stops at start-up (error).
 """
 
 from __future__ import annotations
@@ -79,8 +79,8 @@ BF16_KEYS = frozenset({
 # Where each known-key set applies, and whether DeepSpeed rejects an unknown key there.
 KEY_SETS: dict[tuple[str, ...], tuple[frozenset, bool]] = {
     (): (TOP_LEVEL_KEYS, False),
-    ("fp16",): (FP16_KEYS, False),
-    ("bf16",): (BF16_KEYS, False),
+    ("fp16",): (FP16_KEYS, True),
+    ("bf16",): (BF16_KEYS, True),
     ("zero_optimization",): (ZERO_KEYS, True),
     ("zero_optimization", "offload_optimizer"): (OFFLOAD_OPTIMIZER_KEYS, True),
     ("zero_optimization", "offload_param"): (OFFLOAD_PARAM_KEYS, True),

@@ -6,13 +6,19 @@ from __future__ import annotations
 
 from zeroplan.core.units import memory_unit
 from zeroplan.estimate.run import Plan
-from zeroplan.render.figures import CATEGORY_COLORS, check_plot_path, pyplot, save_figure
+from zeroplan.render.figures import (
+    CATEGORY_COLORS,
+    check_plot_path,
+    pyplot,
+    save_figure,
+)
+from zeroplan.render.sink import InputPaths
 
 CATEGORY_LABELS = {"params": "parameters", "gradients": "gradients", "optimizer_states": "optimizer states",
                    "activations": "activations", "buffers": "buffers"}
 
 
-def plot_estimate(plan: Plan, path: str) -> None:
+def plot_estimate(plan: Plan, path: str, inputs: InputPaths = ()) -> None:
     target = check_plot_path(path)
     plt = pyplot()
     divisor, label = memory_unit(plan.inputs.units)
@@ -51,4 +57,4 @@ def plot_estimate(plan: Plan, path: str) -> None:
     axis.legend(loc="center left", bbox_to_anchor=(1.0, 0.5), frameon=False, fontsize=8)
     axis.grid(True, axis="x", alpha=0.3)
     figure.tight_layout()
-    save_figure(figure, target)
+    save_figure(figure, target, inputs)

@@ -7,6 +7,7 @@ from typing import Any
 
 from zeroplan.core.units import ceil_div, memory_unit
 from zeroplan.render.figures import check_plot_path, pyplot, save_figure
+from zeroplan.render.sink import InputPaths
 
 STAGE_STYLES = {0: ("tab:red", "o"), 1: ("tab:orange", "s"), 2: ("tab:green", "^"), 3: ("tab:blue", "D")}
 
@@ -16,7 +17,7 @@ def _plain(value: float, _position: int) -> str:
     return f"{value:g}"
 
 
-def plot_sweep(rows: list[dict[str, Any]], path: str, units: str = "iec") -> None:
+def plot_sweep(rows: list[dict[str, Any]], path: str, units: str = "iec", inputs: InputPaths = ()) -> None:
     target = check_plot_path(path)
     plt = pyplot()
     from matplotlib.ticker import FuncFormatter, LogLocator
@@ -56,4 +57,4 @@ def plot_sweep(rows: list[dict[str, Any]], path: str, units: str = "iec") -> Non
     figure.legend(list(handles.values()), list(handles), loc="center left", bbox_to_anchor=(1.0, 0.5),
                   frameon=False)
     figure.tight_layout()
-    save_figure(figure, target)
+    save_figure(figure, target, inputs)

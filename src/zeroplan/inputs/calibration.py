@@ -106,11 +106,9 @@ def save_calibration(calibration: Calibration, path: str | Path) -> None:
     header = ("# zeroplan calibration profile, written by `zeroplan bench --save-calibration`.\n"
               "# Read with zeroplan.inputs.calibration.load_calibration(); fits follow the `model` line.\n")
     body = yaml.safe_dump(calibration.model_dump(mode="json"), sort_keys=False, allow_unicode=True, width=200)
-    try:
-        target.write_text(header + body, encoding="utf-8")
-    except OSError as exc:
-        raise InputError("--save-calibration", f"cannot write {target}: {exc.strerror}",
-                         "choose a writable path") from None
+    from zeroplan.render.sink import write_text
+
+    write_text(header + body, str(target), option="--save-calibration")  # atomic: an old profile survives
     calibration._path = str(target)
 
 

@@ -1,13 +1,15 @@
-"""Read a file `zeroplan check` was given: JSON or YAML, with the file, line and column of any syntax error.
+"""Read a file `zeroplan check` was given: a DeepSpeed config or YAML, with the file, line and column of any
+syntax error.
 
-Also answers "on which line is this key?", for annotations: JSON by scanning the text for each key of
-the path in turn, YAML from the parser's own marks.
+A DeepSpeed config (.json, or any non-YAML file that starts with "{") is read as DeepSpeed 0.19.8 reads it:
+with hjson (comments, trailing commas, unquoted keys and quoteless values are valid), through
+zeroplan.deepspeed.hjson_reader. Accelerate configs and plan files stay YAML.
+
+Also answers "on which line is this key?", for annotations, from each parser's own marks.
 """
 
 from __future__ import annotations
 
-import json
-import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -23,7 +25,8 @@ class Source:
     data: object
     format: str  # "json" or "yaml"
     duplicates: list[tuple[str, ...]] = field(default_factory=list)  # key paths given twice
-    _yaml_marks: dict[tuple[str, ...], tuple[int, int]] = field(default_factory=dict)
+    _marks: dict[tuple[str, ...], tuple[int, int]] = field(default_factory=dict)
+    _duplicate_marks: dict[tuple[str, ...], tuple[int, int]] = field(default_factory=dict)  # second occurrence
 
     @property
     def name(self) -> str:
@@ -33,29 +36,9 @@ class Source:
         """1-based (line, column) of the last key of `path`, or None when it is not in the file."""
         if not path:
             return None
-        if self.format == "yaml":
-            return self._yaml_marks.get(tuple(path))
-        return _scan_json(self.text, path, occurrence)
-
-
-def _line_col(text: str, offset: int) -> tuple[int, int]:
-    line = text.count("\n", 0, offset) + 1
-    return line, offset - (text.rfind("\n", 0, offset) + 1) + 1
-
-
-def _scan_json(text: str, path: tuple[str, ...], occurrence: int) -> tuple[int, int] | None:
-    # Each key is searched after the previous one: good enough to tell fp16.enabled from bf16.enabled.
-    position = 0
-    match = None
-    for depth, key in enumerate(path):
-        pattern = re.compile(r'"' + re.escape(key) + r'"\s*:')
-        wanted = occurrence if depth == len(path) - 1 else 1
-        for _ in range(wanted):
-            match = pattern.search(text, position)
-            if match is None:
-                return None
-            position = match.end()
-    return _line_col(text, match.start()) if match else None
+        if occurrence == 2 and tuple(path) in self._duplicate_marks:
+            return self._duplicate_marks[tuple(path)]
+        return self._marks.get(tuple(path))
 
 
 def read_text(path: Path, what: str = "config") -> str:
@@ -72,24 +55,20 @@ def read_text(path: Path, what: str = "config") -> str:
 
 
 def parse_json(path: Path, text: str) -> Source:
-    duplicates: list[str] = []
-
-    def pairs(items: list) -> dict:
-        seen: dict = {}
-        for key, value in items:
-            if key in seen:
-                duplicates.append(key)
-            seen[key] = value
-        return seen
+    """A DeepSpeed config, parsed as DeepSpeed parses it (hjson); duplicate keys are kept for ZP017."""
+    from zeroplan.deepspeed.hjson_reader import ConfigParseError, read_with_marks
 
     try:
-        data = json.loads(text, object_pairs_hook=pairs)
-    except json.JSONDecodeError as exc:
-        raise InputError(str(path), f"malformed JSON at line {exc.lineno}, column {exc.colno}: {exc.msg}",
-                         "fix the syntax: DeepSpeed reads strict JSON") from None
+        parsed = read_with_marks(text)
+    except ConfigParseError as exc:
+        raise InputError(str(path), f"DeepSpeed cannot parse it at line {exc.line}, column {exc.col}: {exc.msg}",
+                         "fix the syntax (DeepSpeed reads configs with hjson: JSON plus comments and trailing "
+                         "commas)") from None
     except RecursionError:
         raise InputError(str(path), "is nested too deeply to be a DeepSpeed config", "check the file") from None
-    return Source(path, text, data, "json", duplicates=[(key,) for key in duplicates])
+    duplicates = [key for key, _ in parsed.duplicates]
+    return Source(path, text, parsed.data, "json", duplicates=duplicates, _marks=parsed.marks,
+                  _duplicate_marks={key: mark for key, mark in reversed(parsed.duplicates)})
 
 
 def parse_yaml(path: Path, text: str) -> Source:
@@ -119,9 +98,9 @@ def _collect_marks(node, prefix: tuple[str, ...], source: Source) -> None:
         return
     for key_node, value_node in node.value:
         key = (*prefix, str(key_node.value))
-        if key in source._yaml_marks:
+        if key in source._marks:
             source.duplicates.append(key)
-        source._yaml_marks[key] = (key_node.start_mark.line + 1, key_node.start_mark.column + 1)
+        source._marks[key] = (key_node.start_mark.line + 1, key_node.start_mark.column + 1)
         _collect_marks(value_node, key, source)
 
 

@@ -1,14 +1,13 @@
-"""Pictures (`--plot FILE`): matplotlib on demand (the `plot` extra), files only, PNG or SVG, written to
-a temporary file beside the target and renamed, so a failed write never leaves half a picture."""
+"""Pictures (`--plot FILE`): matplotlib on demand (the `plot` extra), files only, PNG or SVG, written
+through render.sink's atomic writer, so a failed write never leaves half a picture."""
 
 from __future__ import annotations
 
-import os
-import tempfile
 from pathlib import Path
 from typing import Any
 
 from zeroplan.core.errors import InputError
+from zeroplan.render.sink import InputPaths, write_file
 
 FORMATS = (".png", ".svg")
 # One colour per memory category and per step-time part, the same in every picture.
@@ -44,20 +43,11 @@ def pyplot() -> Any:
     return plt
 
 
-def save_figure(figure: Any, target: Path) -> None:
-    """savefig to a temporary file in the target's folder, then rename over the target."""
+def save_figure(figure: Any, target: Path, inputs: InputPaths = ()) -> None:
+    """savefig through the one atomic writer (never over one of the command's inputs)."""
     plt = pyplot()
-    handle, temporary = tempfile.mkstemp(prefix=f".{target.name}.", suffix=target.suffix, dir=target.parent)
-    os.close(handle)
-    try:
-        figure.savefig(temporary, bbox_inches="tight", dpi=120)  # "tight" keeps an outside legend in the file
-        umask = os.umask(0)
-        os.umask(umask)
-        os.chmod(temporary, 0o666 & ~umask)  # as a plain open() would create it, not mkstemp's 0600
-        os.replace(temporary, target)
-    except OSError as exc:
-        raise InputError("--plot", f"cannot write {target}: {exc.strerror or exc}", "choose a writable path") from None
+    try:  # the format from the target's suffix, not the temporary's; "tight" keeps an outside legend
+        write_file(target, lambda temporary: figure.savefig(temporary, format=target.suffix.lower()[1:],
+                                                            bbox_inches="tight", dpi=120), inputs, option="--plot")
     finally:
         plt.close(figure)
-        if os.path.exists(temporary):
-            os.unlink(temporary)

@@ -1,8 +1,21 @@
-"""Where a command's data goes: stdout, or --output FILE. Errors never go here."""
+"""Where a command's data goes: stdout, or --output FILE. Errors never go here.
+
+Every file zeroplan writes for the user (--output, --write-deepspeed, --plot, --save-calibration) goes
+through write_file: it refuses a file that is one of the command's inputs (same file through a symlink or
+a hard link included), writes a temporary file beside the target and renames it over the target, so the
+old file survives any failure (a full disk, `ulimit -f`, an interrupt) intact.
+"""
 
 from __future__ import annotations
 
+import contextlib
+import errno
+import os
+import signal
 import sys
+import tempfile
+import threading
+from collections.abc import Callable, Iterable
 from pathlib import Path
 
 from zeroplan.core.errors import InputError
@@ -17,14 +30,88 @@ def check_format(name: str, allowed: tuple[str, ...] = FORMATS) -> str:
     return key
 
 
-def write_text(text: str, output: str | None) -> None:
+InputPaths = Iterable["str | Path | None"]
+
+
+def write_text(text: str, output: str | None, inputs: InputPaths = (), option: str = "-o") -> None:
+    """`text` to stdout, or atomically to `output` (never over one of `inputs`)."""
     if output is None:
         sys.stdout.write(text)
         return
+    write_file(output, lambda temporary: Path(temporary).write_text(text, encoding="utf-8"), inputs, option)
+
+
+def refuse_inputs(output: str | Path, inputs: InputPaths, option: str = "-o") -> None:
+    """InputError (exit 2) when `output` is one of `inputs`: the same path, a symlink to it or a hard link.
+
+    Call it before the work when the output is known early; write_file calls it again."""
+    target = Path(output)
+    for given in inputs:
+        if given is None or str(given) == "-":
+            continue
+        source = Path(given)
+        if not source.is_file():  # a preset name, or nothing there to destroy
+            continue
+        same = os.path.realpath(target) == os.path.realpath(source)
+        if not same:
+            with contextlib.suppress(OSError):
+                same = target.exists() and os.path.samefile(target, source)
+        if same:
+            raise InputError(f"{option} {output}", f"is the input {given}: writing it would replace the input",
+                             "write to another file")
+
+
+def write_file(output: str | Path, write: Callable[[str], object], inputs: InputPaths = (),
+               option: str = "-o") -> None:
+    """Call write(temporary path) for a file beside `output`, then rename it over `output`.
+
+    A symlinked `output` is written through (its target is replaced). On any failure the temporary file is
+    removed, the old `output` is untouched, and one line names the file: InputError, exit 2. SIGXFSZ
+    (`ulimit -f`) is ignored while writing, so an oversized write fails with EFBIG instead of killing zeroplan.
+    """
+    refuse_inputs(output, inputs, option)
+    target = Path(os.path.realpath(output))
+    if target.is_dir():
+        raise InputError(f"{option} {output}", "is a directory", "give a file name")
     try:
-        Path(output).write_text(text, encoding="utf-8")
+        handle, temporary = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
     except OSError as exc:
-        raise InputError("--output", f"cannot write {output}: {exc.strerror}", "choose a writable path") from None
+        raise InputError(f"{option} {output}", f"cannot write: {exc.strerror}", "choose a writable path") from None
+    os.close(handle)
+    try:
+        with _file_size_limit_as_error():
+            write(temporary)
+        os.chmod(temporary, _mode_for(target))
+        os.replace(temporary, target)
+    except BaseException as exc:
+        with contextlib.suppress(OSError):
+            os.unlink(temporary)
+        if isinstance(exc, OSError):
+            reason = "the file-size limit (ulimit -f) was reached" if exc.errno == errno.EFBIG else exc.strerror
+            raise InputError(f"{option} {output}", f"cannot write: {reason or exc}; the old file, if any, is "
+                             "unchanged", "choose a writable path with space") from None
+        raise
+
+
+def _mode_for(target: Path) -> int:
+    """The old file's permissions, or what a new file gets under the umask (mkstemp gives 0600)."""
+    with contextlib.suppress(OSError):
+        return target.stat().st_mode & 0o7777
+    umask = os.umask(0)
+    os.umask(umask)
+    return 0o666 & ~umask
+
+
+@contextlib.contextmanager
+def _file_size_limit_as_error():
+    if not hasattr(signal, "SIGXFSZ") or threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGXFSZ, previous)
 
 
 def console_for(output: str | None):

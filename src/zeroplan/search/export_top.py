@@ -2,15 +2,15 @@
 
 from __future__ import annotations
 
-from pathlib import Path
+from collections.abc import Iterable
 
-from zeroplan.core.errors import InputError
+from zeroplan.render.sink import write_text
 from zeroplan.search.run import PlanOutcome
 
 _PRECISIONS = {"mixed": "bf16", "bf16": "bf16", "fp16": "fp16", "fp32": "fp32"}
 
 
-def write_deepspeed_config(outcome: PlanOutcome, path: str) -> None:
+def write_deepspeed_config(outcome: PlanOutcome, path: str, input_paths: Iterable[str | None] = ()) -> None:
     from zeroplan.deepspeed.context import from_flags
     from zeroplan.deepspeed.choose import ExportError, choose
 
@@ -30,7 +30,4 @@ def write_deepspeed_config(outcome: PlanOutcome, path: str) -> None:
     option = best.option
     choice = choose(context, stage=option.stage, offload_optimizer=option.offload_optimizer,
                     offload_params=option.offload_params, force=True)
-    try:
-        Path(path).write_text(render(build(choice)), encoding="utf-8")
-    except OSError as exc:
-        raise InputError("--write-deepspeed", f"cannot write {path}: {exc.strerror}", "choose a writable path") from None
+    write_text(render(build(choice)), path, input_paths, option="--write-deepspeed")

@@ -5,6 +5,7 @@ model's own parts, stacked, so the bar's length is the predicted step time)."""
 from __future__ import annotations
 
 from zeroplan.render.figures import TIME_COLORS, check_plot_path, pyplot, save_figure
+from zeroplan.render.sink import InputPaths
 from zeroplan.search.run import PlanOutcome
 from zeroplan.search.table import zero_label
 
@@ -20,7 +21,7 @@ def plan_label(rank: int, plan) -> str:
             + ("" if plan.recompute == "none" else f" {plan.recompute} recompute"))
 
 
-def plot_plans(outcome: PlanOutcome, path: str) -> None:
+def plot_plans(outcome: PlanOutcome, path: str, inputs: InputPaths = ()) -> None:
     target = check_plot_path(path)
     if not outcome.top:
         from zeroplan.core.errors import InputError
@@ -46,4 +47,4 @@ def plot_plans(outcome: PlanOutcome, path: str) -> None:
     axis.legend(loc="center left", bbox_to_anchor=(1.0, 0.5), frameon=False, fontsize=8)
     axis.grid(True, axis="x", alpha=0.3)
     figure.tight_layout()
-    save_figure(figure, target)
+    save_figure(figure, target, inputs)

@@ -1,0 +1,149 @@
+"""Every file zeroplan writes goes through render.sink.write_file: an input is never replaced, and a write
+that fails (here: `ulimit -f`) leaves the old file intact and no temporary behind."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+CONFIGS = Path(__file__).parent / "configs"
+GOOD_CONFIG = CONFIGS / "deepspeed" / "good_zero2.json"
+PLAN = CONFIGS / "plans" / "good_llama7b.yaml"
+SRC = Path(__file__).resolve().parents[1] / "src"
+
+
+def _copy(source: Path, target: Path) -> Path:
+    target.write_bytes(source.read_bytes())
+    return target
+
+
+def _refused(code: int, err: str, output: Path, given: Path, before: bytes) -> None:
+    assert code == 2 and err.count("\n") == 1
+    assert str(output) in err and str(given) in err and "input" in err
+    assert given.read_bytes() == before  # untouched
+    assert [p.name for p in given.parent.iterdir() if p.name.endswith(".tmp")] == []
+
+
+def test_check_refuses_to_write_over_the_checked_file(cli, tmp_path):
+    config = _copy(GOOD_CONFIG, tmp_path / "c.json")
+    before = config.read_bytes()
+    code, out, err = cli("check", str(config), "--gpus", "8", "-o", str(config))
+    _refused(code, err, config, config, before)
+
+
+def test_check_refuses_a_symlink_and_a_hard_link_to_an_input(cli, tmp_path):
+    config = _copy(GOOD_CONFIG, tmp_path / "c.json")
+    before = config.read_bytes()
+    (tmp_path / "link.json").symlink_to(config)
+    code, _, err = cli("check", str(config), "--gpus", "8", "-f", "json", "-o", str(tmp_path / "link.json"))
+    _refused(code, err, tmp_path / "link.json", config, before)
+    os.link(config, tmp_path / "hard.json")
+    code, _, err = cli("check", str(config), "--gpus", "8", "-o", str(tmp_path / "hard.json"))
+    _refused(code, err, tmp_path / "hard.json", config, before)
+
+
+def test_check_refuses_the_config_a_plan_file_names(cli, tmp_path):
+    config = _copy(GOOD_CONFIG, tmp_path / "ds.json")
+    plan = tmp_path / "plan.yaml"
+    plan.write_text(PLAN.read_text() + f"deepspeed_config: {config}\n")
+    before = config.read_bytes()
+    code, _, err = cli("check", str(plan), "-o", str(config))
+    _refused(code, err, config, config, before)
+
+
+def test_estimate_refuses_its_model_config(cli, tmp_path):
+    model = _copy(CONFIGS / "gpt2.json", tmp_path / "gpt2.json")
+    before = model.read_bytes()
+    code, _, err = cli("estimate", "--model", str(model), "--gpus", "8", "-f", "json", "-o", str(model))
+    _refused(code, err, model, model, before)
+
+
+def test_export_deepspeed_refuses_its_plan(cli, tmp_path):
+    plan = _copy(PLAN, tmp_path / "plan.yaml")
+    before = plan.read_bytes()
+    code, _, err = cli("export", "deepspeed", "--plan", str(plan), "-o", str(plan))
+    _refused(code, err, plan, plan, before)
+
+
+def test_export_plan_refuses_its_model_config(cli, tmp_path):
+    model = _copy(CONFIGS / "gpt2.json", tmp_path / "gpt2.json")
+    before = model.read_bytes()
+    code, _, err = cli("export", "plan", "--model", str(model), "--gpus", "8", "-o", str(model))
+    _refused(code, err, model, model, before)
+
+
+def test_sweep_refuses_a_model_config_in_its_list(cli, tmp_path):
+    model = _copy(CONFIGS / "gpt2.json", tmp_path / "gpt2.json")
+    before = model.read_bytes()
+    code, _, err = cli("sweep", "--model", f"gpt2,{model}", "--gpus", "8", "--gpu", "a100-80g", "-o", str(model))
+    _refused(code, err, model, model, before)
+
+
+def test_plan_write_deepspeed_refuses_its_model_config(cli, tmp_path):
+    model = _copy(CONFIGS / "gpt2.json", tmp_path / "gpt2.json")
+    before = model.read_bytes()
+    code, _, err = cli("plan", "--model", str(model), "--gpus", "8", "--global-batch", "64", "--seq-len", "1024",
+                       "--no-progress", "--write-deepspeed", str(model))
+    _refused(code, err, model, model, before)
+
+
+def test_a_new_file_is_written_whole_with_normal_permissions(cli, tmp_path):
+    target = tmp_path / "report.json"
+    code, _, _ = cli("check", str(GOOD_CONFIG), "--gpus", "8", "-f", "json", "-o", str(target))
+    assert code == 0 and json.loads(target.read_text())["failed"] is False
+    umask = os.umask(0)
+    os.umask(umask)
+    assert target.stat().st_mode & 0o777 == 0o666 & ~umask
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["report.json"]
+
+
+def test_writing_through_a_symlink_replaces_its_target(cli, tmp_path):
+    target = tmp_path / "real.json"
+    target.write_text("old")
+    (tmp_path / "link.json").symlink_to(target)
+    code, _, _ = cli("check", str(GOOD_CONFIG), "--gpus", "8", "-f", "json", "-o", str(tmp_path / "link.json"))
+    assert code == 0 and (tmp_path / "link.json").is_symlink()
+    assert json.loads(target.read_text())["failed"] is False
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="needs ulimit -f")
+def test_a_write_over_the_file_size_limit_keeps_the_old_file(tmp_path):
+    """`(ulimit -f 1; zeroplan estimate ... -o s.json)` used to leave 1 KB of broken JSON."""
+    target = tmp_path / "s.json"
+    command = [sys.executable, "-m", "zeroplan", "estimate", "--model", "llama-2-7b", "--gpus", "8", "-f", "json",
+               "-o", str(target)]
+    env = {**os.environ, "PYTHONPATH": str(SRC)}
+    done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0
+    whole = target.read_bytes()
+    assert len(whole) > 2048 and json.loads(whole)
+    limited = subprocess.run(["bash", "-c", 'ulimit -f 1; exec "$@"', "bash", *command], env=env,
+                             capture_output=True, text=True, timeout=120)
+    assert limited.returncode == 2, limited.stderr
+    assert limited.stderr.count("\n") == 1 and f"-o {target}" in limited.stderr and "ulimit" in limited.stderr
+    assert target.read_bytes() == whole
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["s.json"]
+
+
+def test_a_failed_write_keeps_the_old_file_and_names_the_option(tmp_path, monkeypatch):
+    from zeroplan.core.errors import InputError
+    from zeroplan.render import sink
+
+    target = tmp_path / "cal.yaml"
+    target.write_text("old profile\n")
+
+    def broken_write_text(self, *args, **kwargs):
+        Path.write_bytes(self, b"half")
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(Path, "write_text", broken_write_text)
+    with pytest.raises(InputError, match="--save-calibration .*No space left"):
+        sink.write_text("new profile\n", str(target), option="--save-calibration")
+    monkeypatch.undo()
+    assert target.read_text() == "old profile\n"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["cal.yaml"]
