@@ -44,7 +44,7 @@ def test_notes_never_fail_even_strict(run):
     (CONFIGS / "plans/bad_zero_combination.yaml", "zero: parameter offload needs ZeRO stage 3"),
     (CONFIGS / "accelerate/missing_config_file.yaml", "deepspeed_config_file"),
     (CONFIGS / "accelerate/fsdp.yaml", "not DEEPSPEED"),
-    (DS / "no_such_file.json", "no such config file"),
+    (DS / "no_such_file.json", "no such file"),
 ])
 def test_unreadable_input_exits_2_naming_file_and_place(run, path, where):
     code, out, err = run("check", str(path))

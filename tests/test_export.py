@@ -134,7 +134,7 @@ def test_nothing_fits_exits_1_and_force_writes_anyway(run):
     (["--params", "7e9", "--gpus", "8", "--tp", "3"], "tp(3)"),
     (["--params", "7e9", "--precision", "fp8"], "--precision"),
     (["--params", "7e9", "--stage", "2", "--offload-params", "cpu"], "--offload-params"),
-    (["--plan", "no/such/plan.yaml"], "no such config file"),
+    (["--plan", "no/such/plan.yaml"], "no such file"),
 ])
 def test_bad_export_input_exits_2(run, flags, named):
     code, out, err = run("export", "deepspeed", *flags)

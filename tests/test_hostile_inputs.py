@@ -138,3 +138,22 @@ def test_an_ascii_terminal_gets_ascii_stand_ins():
     assert done.returncode == 0, done.stderr
     text = done.stdout.decode("ascii")  # fails if any non-ASCII byte was written
     assert "8 x a100-80g" in text and "dp(8) x tp(1)" in text
+
+
+@pytest.mark.parametrize("device", ["/dev/zero", "/dev/urandom"])
+def test_check_refuses_devices_at_once(device, capsys):
+    if not Path(device).exists():
+        pytest.skip(f"no {device} here")
+    assert "not a regular file" in _refused(["check", device], capsys)
+
+
+def test_check_names_the_section_and_file_that_are_wrong(tmp_path, capsys):
+    plan = tmp_path / "run.plan.yaml"
+    plan.write_text("zeroplan_plan: 1\nmodel:\n  config: missing/config.json\ncluster:\n  gpus: 8\n")
+    line = _refused(["check", str(plan)], capsys)
+    assert f"{plan}: model.config: missing/config.json: no such file" in line
+    accelerate = tmp_path / "accelerate.yaml"
+    accelerate.write_text("compute_environment: LOCAL_MACHINE\ndistributed_type: DEEPSPEED\ndeepspeed_config:\n"
+                          "  deepspeed_config_file: /dev/zero\nnum_processes: 8\n")
+    line = _refused(["check", str(accelerate)], capsys)
+    assert f"{accelerate}: deepspeed_config_file: /dev/zero: is not a regular file" in line

@@ -19,7 +19,7 @@ from zeroplan.deepspeed.config_view import AUTO, ConfigView
 from zeroplan.deepspeed.context import CheckContext, from_accelerate, from_plan
 from zeroplan.deepspeed.findings import NOTE, SEVERITIES, FileReport, Finding
 from zeroplan.inputs.config_files import Source
-from zeroplan.deepspeed.plan_file import PLAN_KEY_FOR, referenced_config, validate_plan
+from zeroplan.deepspeed.plan_file import PLAN_KEY_FOR, PlanFile, referenced_config, validate_plan
 from zeroplan.core.errors import InputError
 
 # Where the DeepSpeed settings an inline accelerate config holds sit in its YAML.
@@ -138,7 +138,7 @@ def _check_plan(source: Source, context: CheckContext) -> FileReport:
                         offload_optimizer=zero.offload_optimizer if zero else None,
                         offload_params=zero.offload_params if zero else None, force=True)
     except InputError as exc:  # something in the plan is invalid: name the plan section it came from
-        raise InputError(f"{source.name}: {_plan_section(exc.input_name)}", exc.problem, exc.fix) from None
+        raise InputError(f"{source.name}: {_plan_section(exc.input_name, plan)}", exc.problem, exc.fix) from None
     data = deepspeed_config.build(choice, zero.nvme_path if zero else None)
     if any(value is not None for value in given.values()):
         for key, value in given.items():
@@ -159,9 +159,20 @@ _SECTION_OF_FLAG = {
 }
 
 
-def _plan_section(input_name: str) -> str:
-    """The plan-file section behind a flag named in an error ("zero" for stage and offload choices)."""
-    return next((section for flag, section in _SECTION_OF_FLAG.items() if input_name.startswith(flag)), "zero")
+_ZERO_FLAGS = ("--stage", "--offload-optimizer", "--offload-params", "--nvme-path", "--zeropp")
+
+
+def _plan_section(input_name: str, plan: PlanFile) -> str:
+    """Where in the plan file an error's input comes from: its section for a flag, model.config for the
+    config.json it names, zero for stage and offload choices, else the input as the error named it."""
+    section = next((section for flag, section in _SECTION_OF_FLAG.items() if input_name.startswith(flag)), None)
+    if section is None and input_name.startswith(_ZERO_FLAGS):
+        section = "zero"
+    if section is not None:
+        return section
+    if plan.model is not None and plan.model.config and input_name.endswith(plan.model.config):
+        return f"model.config: {input_name}"
+    return input_name
 
 
 def _consistent_batch(context: CheckContext) -> CheckContext:
@@ -202,10 +213,14 @@ def _check_accelerate(source: Source, context: CheckContext) -> FileReport:
         raise InputError(source.name, "deepspeed_config must be a mapping", "see accelerate's config docs")
     if settings.get("deepspeed_config_file"):
         reference = _resolve_relative(str(settings["deepspeed_config_file"]), source.path)
-        if not reference.is_file():
+        if not reference.exists():
             raise InputError(f"{source.name}: deepspeed_config_file", f"{reference} does not exist (looked beside "
                              "the accelerate config and in the working directory)", "fix the path")
-        return _check_deepspeed(loaders.load(reference), context, source.name, "accelerate")
+        try:
+            referenced = loaders.load(reference)
+        except InputError as exc:  # name the accelerate key that points at the unreadable file
+            raise InputError(f"{source.name}: deepspeed_config_file: {exc.input_name}", exc.problem, exc.fix) from None
+        return _check_deepspeed(referenced, context, source.name, "accelerate")
     report = _placed(run_rules(_inline_accelerate_config(settings), context), source, _mapper(ACCELERATE_KEY_FOR))
     report.file, report.kind, report.checked_file = source.name, "accelerate", source.name
     return report

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from zeroplan.core.errors import InputError
+from zeroplan.inputs.text_files import read_user_text
 
 
 @dataclass
@@ -42,16 +43,8 @@ class Source:
 
 
 def read_text(path: Path, what: str = "config") -> str:
-    try:
-        return path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise InputError(str(path), f"no such {what} file", "check the path") from None
-    except IsADirectoryError:
-        raise InputError(str(path), "is a directory, not a file", "give a .json or .yaml file") from None
-    except UnicodeDecodeError:
-        raise InputError(str(path), "is not UTF-8 text", "give a JSON or YAML file") from None
-    except OSError as exc:
-        raise InputError(str(path), f"cannot read: {exc.strerror}", "check the permissions") from None
+    """The file's text, bounded in size and refused unless it is a regular UTF-8 file (inputs.text_files)."""
+    return read_user_text(path, f"give the {what} file's path (a .json or .yaml file)")
 
 
 def parse_json(path: Path, text: str) -> Source:
