@@ -1,8 +1,8 @@
 """GPU, cluster and model presets: the built-in ones, plus the user's presets files.
 
-Built-in presets are edited as presets/*.yaml and shipped as presets_data.json next to this module,
-generated and validated by `python -m zeroplan.inputs.preset_schema --write` (a test fails when it is
-stale), so a run that uses only built-in presets reads one JSON file: no YAML parser, no pydantic.
+Built-in presets are edited as presets/*.yaml and shipped as presets_data.py next to this module (Python
+literals), generated and validated by `python -m zeroplan.inputs.preset_schema --write` (a test fails when
+it is stale), so a run that uses only built-in presets imports one module: no YAML parser, no pydantic.
 A user presets file (the config directory's presets.yaml, then --presets FILE) adds or overrides entries
 with the same schema; only then are YAML and pydantic imported.
 Sizes are written with units ("81920MiB", "2039GB/s", "400Gb/s") and parsed exactly.
@@ -10,9 +10,7 @@ Sizes are written with units ("81920MiB", "2039GB/s", "400Gb/s") and parsed exac
 
 from __future__ import annotations
 
-import difflib
 import functools
-import json
 import os
 import sys
 from pathlib import Path
@@ -24,7 +22,6 @@ from zeroplan.core.model import ModelSpec
 from zeroplan.core.units import parse_bytes, parse_rate
 
 CATEGORIES = ("gpus", "clusters", "models")
-DATA_FILE = Path(__file__).with_name("presets_data.json")
 USER_FILE_NAME = "presets.yaml"
 # PCIe x16 per direction, after encoding overhead (Gen3 15.75, Gen4 31.5, Gen5 63 GB/s).
 PCIE_X16_BYTES_PER_S = {3: 15_750_000_000, 4: 31_500_000_000, 5: 63_000_000_000}
@@ -44,14 +41,11 @@ class PresetEntry(dict):
             raise AttributeError(key) from None
 
 
-@functools.lru_cache(maxsize=None)
 def builtin() -> dict[str, dict[str, dict]]:
-    """The built-in entries by category, as validated when presets_data.json was generated."""
-    try:
-        data = json.loads(DATA_FILE.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as exc:
-        raise PresetError("presets", f"cannot read {DATA_FILE}: {exc}", "reinstall zeroplan") from None
-    return {category: data[category] for category in CATEGORIES}
+    """The built-in entries by category, as validated when presets_data.py was generated."""
+    from zeroplan.inputs.presets_data import CLUSTERS, GPUS, MODELS
+
+    return {"gpus": GPUS, "clusters": CLUSTERS, "models": MODELS}
 
 
 def user_config_dir() -> Path:
@@ -109,7 +103,6 @@ def _load_category(category: str) -> dict[str, PresetEntry]:
 
 
 def clear_cache() -> None:
-    builtin.cache_clear()
     _merged.cache_clear()
 
 
@@ -123,6 +116,8 @@ def entry(category: str, name: str) -> PresetEntry:
     if key in entries:
         return entries[key]
     flag = {"gpus": "--gpu", "clusters": "--cluster", "models": "--model"}[category]
+    import difflib
+
     close = difflib.get_close_matches(key, entries, n=3, cutoff=0.5)
     hint = f"did you mean {' or '.join(close)}? " if close else ""
     raise PresetError(flag, f"unknown {category[:-1]} preset '{name}'",
@@ -232,6 +227,8 @@ def category_of(name: str) -> str:
         if key in _load_category(category):
             return category
     every = [n for c in CATEGORIES for n in _load_category(c)]
+    import difflib
+
     close = difflib.get_close_matches(key, every, n=3, cutoff=0.5)
     hint = f"did you mean {' or '.join(close)}? " if close else ""
     raise PresetError("NAME", f"unknown preset '{name}'", f"{hint}see `zeroplan presets list`")
