@@ -35,14 +35,28 @@ def installed_env() -> dict[str, str]:
     return {key: value for key, value in os.environ.items() if key != "PYTHONDONTWRITEBYTECODE"}
 
 
-def run_once(command: list[str]) -> float:
-    """Seconds for one fresh process whose user caches and config are new and empty."""
+def child_cpu_seconds() -> float:
+    """User + system CPU seconds of all finished children (0 where the platform has no getrusage)."""
+    try:
+        import resource
+    except ImportError:
+        return 0.0
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
+def run_once(command: list[str], cpu: list[float] | None = None) -> float:
+    """Wall seconds for one fresh process whose user caches and config are new and empty; its CPU seconds
+    go to cpu (less sensitive than wall time to other load on a shared machine)."""
     with tempfile.TemporaryDirectory(prefix="zeroplan-startup-") as home:
         env = {**installed_env(), "HOME": home, "XDG_CACHE_HOME": os.path.join(home, ".cache"),
                "XDG_CONFIG_HOME": os.path.join(home, ".config")}
-        start = time.perf_counter()
+        cpu_start, start = child_cpu_seconds(), time.perf_counter()
         subprocess.run(command, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
-        return time.perf_counter() - start
+        wall = time.perf_counter() - start
+        if cpu is not None:
+            cpu.append(child_cpu_seconds() - cpu_start)
+        return wall
 
 
 def has_deepspeed(python: str) -> bool:
@@ -74,22 +88,25 @@ def main() -> None:
         subprocess.run(deepspeed_cmd, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                        env=installed_env())
     print(f"before: {load()}")
-    ours, ours_json, theirs = [], [], []
+    ours, ours_json, theirs, ours_cpu, theirs_cpu = [], [], [], [], []
     for _ in range(args.runs):
-        ours.append(run_once(zeroplan_cmd))
+        ours.append(run_once(zeroplan_cmd, ours_cpu))
         if with_deepspeed:
-            theirs.append(run_once(deepspeed_cmd))
+            theirs.append(run_once(deepspeed_cmd, theirs_cpu))
         ours_json.append(run_once(zeroplan_cmd + ["--format", "json"]))
     print(f"after:  {load()}")
     median = statistics.median(ours)
     print(f"zeroplan estimate (table): median {median:.3f} s over {args.runs} cold runs (target ≤ 0.25 s)")
     print(f"zeroplan estimate (json):  median {statistics.median(ours_json):.3f} s")
+    print(f"zeroplan estimate (table): median {statistics.median(ours_cpu):.3f} s of CPU (user + system)")
     if not with_deepspeed:
         print(f"DeepSpeed is not installed in {args.deepspeed_python}: no ratio measured "
               "(pass --deepspeed-python of a venv with deepspeed to compare)")
         return
     print(f"DeepSpeed estimators:      median {statistics.median(theirs):.3f} s over {args.runs} cold runs")
-    print(f"ratio: zeroplan is {statistics.median(theirs) / median:.1f}× faster (target ≥ 20×)")
+    print(f"DeepSpeed estimators:      median {statistics.median(theirs_cpu):.3f} s of CPU (user + system)")
+    print(f"ratio: zeroplan is {statistics.median(theirs) / median:.1f}× faster (target ≥ 20×); "
+          f"CPU time {statistics.median(theirs_cpu) / statistics.median(ours_cpu):.1f}×")
 
 
 if __name__ == "__main__":

@@ -115,7 +115,7 @@ class ModelEntry(_Strict):
         return value
 
 
-ENTRY_TYPES = {"gpus": GpuEntry, "clusters": ClusterEntry, "models": ModelEntry}
+ENTRY_TYPES: dict[str, type[_Strict]] = {"gpus": GpuEntry, "clusters": ClusterEntry, "models": ModelEntry}
 
 
 class PresetFileError(InputError):
