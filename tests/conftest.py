@@ -37,9 +37,15 @@ def request_factory():
 
 
 @pytest.fixture(autouse=True)
-def _isolated_preset_cache(tmp_path_factory, monkeypatch):
-    """Tests never read or write the user's ~/.cache: each session gets its own preset cache."""
-    monkeypatch.setenv("ZEROPLAN_CACHE_DIR", str(tmp_path_factory.getbasetemp() / "zeroplan-cache"))
+def _no_user_presets(tmp_path_factory, monkeypatch):
+    """Tests never read the user's presets file: the config directory is an empty one, and no --presets
+    file is left over from an earlier test."""
+    from zeroplan.inputs import presets
+
+    monkeypatch.setattr(presets, "user_config_dir", lambda: tmp_path_factory.getbasetemp() / "no-user-config")
+    presets.use_presets_file(None)
+    yield
+    presets.use_presets_file(None)
 
 
 @pytest.fixture

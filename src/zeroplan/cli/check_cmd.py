@@ -56,6 +56,7 @@ def check(
     gpus_per_node: opt.GpusPerNode = None,
     gpu: opt.Gpu = None,
     cluster: opt.Cluster = None,
+    presets_file: opt.PresetsFile = None,
     cpu_memory: opt.CpuMemory = None,
     nvme: opt.Nvme = None,
     gpu_memory: opt.GpuMemory = None,

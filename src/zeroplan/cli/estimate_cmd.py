@@ -16,6 +16,7 @@ def estimate(
     gpus_per_node: opt.GpusPerNode = None,
     gpu: opt.Gpu = None,
     cluster: opt.Cluster = None,
+    presets_file: opt.PresetsFile = None,
     tp: opt.Tp = 1,
     pp: opt.Pp = 1,
     stage: opt.Stage = None,

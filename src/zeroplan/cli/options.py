@@ -140,3 +140,18 @@ OverlapComm = Annotated[Optional[bool], typer.Option(
 CalibrationFile = Annotated[Optional[str], typer.Option(
     "--calibration", help="Price communication with a profile from `zeroplan bench --save-calibration`.",
     rich_help_panel=HARDWARE)]
+
+
+def _use_presets_file(value: Optional[str]) -> Optional[str]:
+    """Layers the file over the built-in presets as the option is parsed, so a command needs only the
+    parameter in its signature."""
+    from zeroplan.inputs.presets import use_presets_file
+
+    use_presets_file(value)
+    return value
+
+
+PresetsFile = Annotated[Optional[str], typer.Option(
+    "--presets", help="A presets YAML file that adds or overrides GPUs, clusters and models (same schema as "
+    "the built-in ones; check it with `zeroplan presets validate FILE`).", rich_help_panel=HARDWARE,
+    callback=_use_presets_file)]

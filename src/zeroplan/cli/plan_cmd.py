@@ -87,6 +87,7 @@ def plan(
     tokens: Tokens = None,
     gpu: opt.Gpu = None,
     cluster: opt.Cluster = None,
+    presets_file: opt.PresetsFile = None,
     gpus_per_node: opt.GpusPerNode = None,
     cpu_memory: opt.CpuMemory = None,
     nvme: opt.Nvme = None,

@@ -1,4 +1,4 @@
-"""`zeroplan presets list|show`."""
+"""`zeroplan presets list|show|validate`."""
 
 from __future__ import annotations
 
@@ -9,12 +9,12 @@ import typer
 from zeroplan.cli import options as opt
 from zeroplan.render.sink import check_format, write_text
 
-presets_app = typer.Typer(help="Built-in GPU, cluster and model presets.", no_args_is_help=True)
+presets_app = typer.Typer(help="Built-in and user GPU, cluster and model presets.", no_args_is_help=True)
 
 
 @presets_app.command("list")
-def list_presets(output_format: opt.FormatTableJson = "table") -> None:
-    """Every preset name, by category."""
+def list_presets(output_format: opt.FormatTableJson = "table", presets_file: opt.PresetsFile = None) -> None:
+    """Every preset name, by category (built-in, then the user's presets files)."""
     import json
 
     from zeroplan.inputs import presets
@@ -35,7 +35,7 @@ def list_presets(output_format: opt.FormatTableJson = "table") -> None:
 
 @presets_app.command("show")
 def show_preset(name: Annotated[str, typer.Argument(help="A preset name.")],
-                output_format: opt.FormatTableJson = "table") -> None:
+                output_format: opt.FormatTableJson = "table", presets_file: opt.PresetsFile = None) -> None:
     """One preset's fields and sources."""
     import json
 
@@ -50,3 +50,20 @@ def show_preset(name: Annotated[str, typer.Argument(help="A preset name.")],
         write_text(json.dumps({"category": category, "name": name.lower(), **fields}, indent=2) + "\n", None)
         return
     write_text(f"# {category[:-1]} preset '{name.lower()}'\n" + yaml.safe_dump(fields, sort_keys=False), None)
+
+
+@presets_app.command("validate")
+def validate_presets(path: Annotated[str, typer.Argument(help="A presets YAML file.")]) -> None:
+    """Check a presets file against the built-in schema; an error names FILE:LINE:COLUMN of the bad field."""
+    from pathlib import Path
+
+    from zeroplan.inputs import presets
+    from zeroplan.inputs.preset_schema import validate_file
+
+    entries = validate_file(Path(path).expanduser(), presets.builtin())
+    lines = [f"{path}: valid"]
+    for category in presets.CATEGORIES:
+        for name in entries.get(category, {}):
+            verb = "overrides" if name in presets.builtin()[category] else "adds"
+            lines.append(f"  {verb} {category[:-1]} '{name}'")
+    write_text("\n".join(lines) + "\n", None)

@@ -33,6 +33,7 @@ def sweep(
     params: ParamsList = None,
     gpus: GpuCounts = "8,16,32,64,128,256",
     gpu: GpuTypes = None,
+    presets_file: opt.PresetsFile = None,
     stages: StageList = None,
     tp: opt.Tp = 1,
     pp: opt.Pp = 1,

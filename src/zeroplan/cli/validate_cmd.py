@@ -10,6 +10,8 @@ from typing import Annotated, Optional
 
 import typer
 
+from zeroplan.cli import options as opt
+
 MODEL = "Model"
 RUN = "Run"
 OUTPUT = "Output"
@@ -51,6 +53,7 @@ def validate(
     model: Annotated[Optional[str], typer.Option(
         "--model", help="A model preset, scaled down to --hidden (its style, ratios and tied head).",
         rich_help_panel=MODEL)] = None,
+    presets_file: opt.PresetsFile = None,
     style: Annotated[Optional[str], typer.Option(
         "--style", help="gpt2 (LayerNorm, biases, learned positions) or llama (RMSNorm, SwiGLU, GQA).",
         rich_help_panel=MODEL)] = None,

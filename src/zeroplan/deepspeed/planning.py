@@ -26,10 +26,9 @@ def gpus_per_node(context: CheckContext) -> int | None:
     if context.cluster is not None:
         return presets.cluster(context.cluster).gpus_per_node
     if context.gpu is not None:
-        gpu = context.gpu.strip().lower()
-        for name in presets.names("clusters"):
-            if presets.entry("clusters", name).gpu == gpu:
-                return presets.entry("clusters", name).gpus_per_node
+        node = presets.default_cluster(context.gpu)
+        if node is not None:
+            return presets.entry("clusters", node).gpus_per_node
     return None
 
 

@@ -21,13 +21,6 @@ GENERIC_GPUS_PER_NODE = 8
 GENERIC_INTER_NODE = Link(bandwidth_bytes_per_s=25_000_000_000, latency_s=10e-6, source="default")
 
 
-def _default_cluster_for(gpu_name: str) -> str | None:
-    for name in presets.names("clusters"):
-        if presets.entry("clusters", name).gpu == gpu_name:
-            return name
-    return None
-
-
 def resolve_cluster(inputs: EstimateInputs, assumptions: list[str]) -> ClusterSpec:
     generic = False
     if inputs.cluster is not None:
@@ -42,7 +35,7 @@ def resolve_cluster(inputs: EstimateInputs, assumptions: list[str]) -> ClusterSp
         gpu = presets.gpu(gpu_name)
         if inputs.gpu is None:
             assumptions.append(f"GPU: {gpu_name} (the default; choose with --gpu or --cluster)")
-        node_name = _default_cluster_for(gpu_name)
+        node_name = presets.default_cluster(gpu_name)
         if node_name is not None:
             cluster = dataclasses.replace(presets.cluster(node_name), name=f"{node_name} (default node for {gpu_name})")
             assumptions.append(f"node: {node_name} preset for {gpu_name} (CPU RAM, NVMe, links; choose with --cluster)")

@@ -1,44 +1,34 @@
-"""Built-in GPU, cluster and model presets: YAML files validated with pydantic.
+"""GPU, cluster and model presets: the built-in ones, plus the user's presets files.
 
-Files live in the repository's top-level presets/ directory, packaged into the wheel as
-zeroplan/_presets. Nothing is read at import time; each category is read once on first use, and its validated
-form is cached (see _load_category) so a warm start needs neither YAML parsing nor pydantic.
+Built-in presets are edited as presets/*.yaml and shipped as presets_data.py next to this module (Python
+literals), generated and validated by `python -m zeroplan.inputs.preset_schema --write` (a test fails when
+it is stale), so a run that uses only built-in presets imports one module: no YAML parser, no pydantic.
+A user presets file (the config directory's presets.yaml, then --presets FILE) adds or overrides entries
+with the same schema; only then are YAML and pydantic imported.
 Sizes are written with units ("81920MiB", "2039GB/s", "400Gb/s") and parsed exactly.
 """
 
 from __future__ import annotations
 
-import difflib
 import functools
-import zlib
-import json
 import os
+import sys
 from pathlib import Path
 from typing import Any
 
-from zeroplan import __version__
 from zeroplan.core.errors import InputError
 from zeroplan.core.hardware import ClusterSpec, GpuSpec, Link
 from zeroplan.core.model import ModelSpec
 from zeroplan.core.units import parse_bytes, parse_rate
 
 CATEGORIES = ("gpus", "clusters", "models")
-SCHEMA_REVISION = 2  # bump when inputs/preset_schema.py changes what a validated entry holds
+USER_FILE_NAME = "presets.yaml"
 # PCIe x16 per direction, after encoding overhead (Gen3 15.75, Gen4 31.5, Gen5 63 GB/s).
 PCIE_X16_BYTES_PER_S = {3: 15_750_000_000, 4: 31_500_000_000, 5: 63_000_000_000}
 
 
 class PresetError(InputError):
     pass
-
-
-def presets_dir() -> Path:
-    """Packaged presets in a wheel; the repository's presets/ in a source checkout."""
-    package = Path(__file__).resolve().parent.parent  # src/zeroplan, or site-packages/zeroplan
-    for candidate in (package / "_presets", package.parent.parent / "presets"):
-        if (candidate / "gpus.yaml").is_file():
-            return candidate
-    raise PresetError("presets", f"no presets directory found next to {package}", "reinstall zeroplan")
 
 
 class PresetEntry(dict):
@@ -51,79 +41,69 @@ class PresetEntry(dict):
             raise AttributeError(key) from None
 
 
-def _cache_dir() -> Path | None:
-    configured = os.environ.get("ZEROPLAN_CACHE_DIR")
-    if configured == "":
-        return None  # caching switched off
-    if configured:
-        return Path(configured)
-    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+def builtin() -> dict[str, dict[str, dict]]:
+    """The built-in entries by category, as validated when presets_data.py was generated."""
+    from zeroplan.inputs.presets_data import CLUSTERS, GPUS, MODELS
+
+    return {"gpus": GPUS, "clusters": CLUSTERS, "models": MODELS}
+
+
+def user_config_dir() -> Path:
+    """zeroplan's configuration directory as the platform defines it (no platformdirs needed)."""
+    if sys.platform == "win32":
+        base = os.environ.get("APPDATA") or os.path.join(os.path.expanduser("~"), "AppData", "Roaming")
+        return Path(base) / "zeroplan"
+    if sys.platform == "darwin":
+        return Path(os.path.expanduser("~")) / "Library" / "Application Support" / "zeroplan"
+    base = os.environ.get("XDG_CONFIG_HOME") or ""
+    if not os.path.isabs(base):  # the XDG spec: a relative value is invalid and ignored
+        base = os.path.join(os.path.expanduser("~"), ".config")
     return Path(base) / "zeroplan"
 
 
-def _read_cache(path: Path | None) -> dict | None:
-    if path is None or not path.is_file():
-        return None
-    try:
-        return json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return None  # a damaged cache is ignored and rewritten
+_presets_file: str | None = None  # --presets FILE of the running command
 
 
-def _write_cache(path: Path | None, entries: dict) -> None:
-    if path is None:
-        return
-    import tempfile  # only on a cache miss
+def use_presets_file(path: str | None) -> None:
+    """Layer this file (--presets) over the built-in and config-directory presets; None for none."""
+    global _presets_file
+    if path is not None and not path.strip():
+        raise PresetError("--presets", "is empty", "give the path of a presets YAML file")
+    if path is not None and not Path(path).expanduser().is_file():
+        raise PresetError("--presets", f"no such file '{path}'", "give the path of a presets YAML file")
+    _presets_file = path
 
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        handle, temporary = tempfile.mkstemp(dir=path.parent, suffix=".tmp")
-        with os.fdopen(handle, "w", encoding="utf-8") as stream:
-            json.dump(entries, stream)
-        os.replace(temporary, path)
-    except OSError:
-        pass  # a read-only home just means validating every time
+
+def user_files() -> tuple[Path, ...]:
+    """The user's presets files in the order they apply: the config directory's, then --presets."""
+    files = []
+    configured = user_config_dir() / USER_FILE_NAME
+    if configured.is_file():
+        files.append(configured)
+    if _presets_file is not None:
+        files.append(Path(_presets_file).expanduser())
+    return tuple(files)
 
 
 @functools.lru_cache(maxsize=None)
+def _merged(files: tuple[Path, ...]) -> dict[str, dict[str, PresetEntry]]:
+    base = builtin()
+    merged = {category: dict(base[category]) for category in CATEGORIES}
+    for path in files:
+        from zeroplan.inputs.preset_schema import validate_file  # YAML and pydantic: only for user files
+
+        for category, entries in validate_file(path, merged).items():
+            merged[category].update(entries)
+    return {category: {name: PresetEntry(fields) for name, fields in entries.items()}
+            for category, entries in merged.items()}
+
+
 def _load_category(category: str) -> dict[str, PresetEntry]:
-    """Entries of one category. Validation (pydantic) runs once per file content; its result is cached
-    as JSON keyed by the file's hash, so later runs skip YAML parsing and pydantic entirely."""
-    path = presets_dir() / f"{category}.yaml"
-    try:
-        content = path.read_bytes()
-    except OSError as exc:
-        raise PresetError(str(path), f"cannot read preset file: {exc.strerror}", "reinstall zeroplan") from None
-    # crc32 + adler32 + length of the content and the versions: an edit that keeps all three is not a
-    # practical risk, and zlib costs a fraction of hashlib's OpenSSL import at every start.
-    keyed = content + f"|{__version__}|{SCHEMA_REVISION}".encode()
-    key = f"{zlib.crc32(keyed):08x}{zlib.adler32(keyed):08x}{len(keyed):x}"
-    cache_dir = _cache_dir()
-    cache_path = cache_dir / f"presets-{category}-{key}.json" if cache_dir else None
-    entries = _read_cache(cache_path)
-    if entries is None:
-        entries = _validate(category, content, path)
-        _write_cache(cache_path, entries)
-    return {name: PresetEntry(fields) for name, fields in entries.items()}
+    return _merged(user_files())[category]
 
 
-def _validate(category: str, content: bytes, path: Path) -> dict:
-    import yaml
-
-    from zeroplan.inputs.preset_schema import validate_category
-
-    try:
-        raw = yaml.load(content.decode("utf-8"), Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f" line {mark.line + 1}, column {mark.column + 1}" if mark else ""
-        raise PresetError(str(path), f"malformed YAML{where}", "fix the preset file") from None
-    if not isinstance(raw, dict):
-        raise PresetError(str(path), "must be a mapping of preset name to fields")
-    try:
-        return validate_category(category, raw, path)
-    except ValueError as exc:
-        raise PresetError("preset", str(exc)) from None
+def clear_cache() -> None:
+    _merged.cache_clear()
 
 
 def names(category: str) -> list[str]:
@@ -136,6 +116,8 @@ def entry(category: str, name: str) -> PresetEntry:
     if key in entries:
         return entries[key]
     flag = {"gpus": "--gpu", "clusters": "--cluster", "models": "--model"}[category]
+    import difflib
+
     close = difflib.get_close_matches(key, entries, n=3, cutoff=0.5)
     hint = f"did you mean {' or '.join(close)}? " if close else ""
     raise PresetError(flag, f"unknown {category[:-1]} preset '{name}'",
@@ -175,6 +157,13 @@ def cluster(name: str) -> ClusterSpec:
         pcie_generation=e.pcie_generation,
         description=e.description,
     )
+
+
+def default_cluster(gpu_name: str) -> str | None:
+    """The cluster preset a bare `--gpu NAME` stands for: the GPU entry's explicit default_cluster
+    (None: a generic node, or an unknown GPU). Never guessed from which clusters use the GPU."""
+    fields = _load_category("gpus").get(gpu_name.strip().lower())
+    return fields.get("default_cluster") if fields is not None else None
 
 
 # Preset field -> Hugging Face config.json key, per naming style, so presets rebuild through the same
@@ -238,6 +227,8 @@ def category_of(name: str) -> str:
         if key in _load_category(category):
             return category
     every = [n for c in CATEGORIES for n in _load_category(c)]
+    import difflib
+
     close = difflib.get_close_matches(key, every, n=3, cutoff=0.5)
     hint = f"did you mean {' or '.join(close)}? " if close else ""
     raise PresetError("NAME", f"unknown preset '{name}'", f"{hint}see `zeroplan presets list`")
