@@ -59,9 +59,10 @@ def _print_version(value: bool) -> None:
         raise typer.Exit(0)
 
 
-def build_app(only: str | None = None) -> typer.Typer:
+def build_app(only: str | None = None, help_requested: bool = True) -> typer.Typer:
     """The whole CLI, or just one command of it (still invoked by name, as `zeroplan NAME ...`)."""
-    keep_option_names_whole()
+    if help_requested:
+        keep_option_names_whole()  # imports typer.rich_utils (~0.1 s): only when a help screen is drawn
     # markdown: help paragraphs are re-wrapped to the terminal (rich mode kept the docstrings' line breaks)
     app = typer.Typer(name="zeroplan", help=HELP, no_args_is_help=True, add_completion=True,
                       rich_markup_mode="markdown", pretty_exceptions_enable=False)
@@ -115,7 +116,9 @@ def main(argv: list[str] | None = None) -> None:
     if not args and not any(key.startswith("_ZEROPLAN_COMPLETE") for key in os.environ):
         args = ["--help"]  # a bare `zeroplan` shows the commands and exits 0 (a shell completing is not bare)
     only = args[0] if args and args[0] in COMMANDS else None
-    command = typer.main.get_command(build_app(only))
+    # A help screen: asked for, or shown for a bare command group (`zeroplan export`).
+    help_requested = "--help" in args or len(args) < 2 or (only in ("export", "presets") and len(args) < 3)
+    command = typer.main.get_command(build_app(only, help_requested))
     try:
         # standalone_mode=False hands a raised typer.Exit(n) back as the return value n.
         returned = command.main(args=args, prog_name="zeroplan", standalone_mode=False)
