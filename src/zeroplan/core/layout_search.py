@@ -199,25 +199,29 @@ def _search_layout(request: SearchRequest, parallel: ParallelDims, flops: FlopMo
             skipped[issue] += len(fixed)
             continue
         act = activations.bytes(tp, pp, v, sp, recompute, m, b)
-        layout = Layout(dp, tp, pp, v, space.seq_len, b, m, recompute, sp, *placement)
+        layout = Layout(dp, tp, pp, v, space.seq_len, b, m, recompute, sp, *placement,
+                        flash_attention=space.flash_attention)
         micro = microbatch_seconds(layout, flops, request.model.hidden, machine)
         for f in fixed:
             gpu = f.gpu_parts(act)
             limits = (("gpu",) if sum(gpu) > usable_gpu else ()) + f.host_limits
             key = (f.option, m)
             if key not in per_step:
-                per_step[key] = _per_step(request, f, shard, partition, dp, gpus_in_node, parallel.dp_intra_node, m)
+                per_step[key] = _per_step(request, f, shard, partition, dp, gpus_in_node, parallel.dp_intra_node, m, tp)
             dp_time, offload = per_step[key]
-            step = compose(layout, micro, dp_time, offload, optimizer[f.option], f.option.stage)
+            step = compose(layout, micro, dp_time, offload, optimizer[f.option], f.option.stage,
+                           machine.dp_overlap)
             plans.append(PlanRecord(dp, tp, pp, v, f.option, b, m, recompute, sp, gpu, f.cpu_bytes_per_node,
                                     f.nvme_bytes_per_node, limits, f.host_checked, step))
 
 
 def _per_step(request: SearchRequest, fixed: FixedMemory, shard: int, partition: int, dp: int, gpus_in_node: int,
-              dp_intra_node: bool, micro_batches: int) -> tuple:
+              dp_intra_node: bool, micro_batches: int, tp: int = 1) -> tuple:
     option, buffers, machine = fixed.option, request.buffers, request.machine
+    per_node = request.cluster.gpus_per_node
+    dp_per_node = max(1, per_node // tp) if tp <= per_node else 1
     dp_time = zero_dp_seconds(option, shard, dp, request.per_param, dp_intra_node, micro_batches, buffers,
-                              machine.links)
+                              machine.links, dp_per_node)
     traffic = offload_traffic(option, shard, dp, request.per_param, gpus_in_node, micro_batches)
     offload = offload_seconds(traffic, partition, gpus_in_node, machine, option.offload_optimizer != "none")
     return dp_time, offload
