@@ -133,6 +133,8 @@ def plan_inputs(run: dict, layout: dict) -> PlanInputs:
     extra = {}
     if layout["cp"] > 1:
         extra["cp"] = str(layout["cp"])
+    if layout["stage"] >= 2 and layout["pp"] > 1:
+        extra["fsdp_pipeline"] = True
     return PlanInputs(gpus=run["gpus"], global_batch=layout["batch"], seq_len=run.get("seq"), model=str(path),
                       cluster=run["cluster"], stages=str(layout["stage"]), offload=False,
                       recompute=layout["recompute"], sequence_parallel="on" if layout["sp"] else "off",

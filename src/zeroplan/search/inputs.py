@@ -70,6 +70,8 @@ class PlanInputs:
     pp: str | None = None
     allow_cross_node_tp: bool = False
     flash_attention: bool = True
+    cp: str | None = None
+    fsdp_pipeline: bool = False
     top: int = 5
     tie_tolerance: str | None = None
     units: str = "iec"
@@ -172,7 +174,8 @@ def _space(inputs: PlanInputs, model: ModelSpec, assumptions: list[str]) -> Sear
         virtual_stages=parse_int_list(inputs.virtual_stages, "--virtual-stages") or (1,),
         micro_batches=parse_int_list(inputs.micro_batches, "--micro-batches"),
         tp=parse_int_list(inputs.tp, "--tp"), pp=parse_int_list(inputs.pp, "--pp"),
-        allow_cross_node_tp=inputs.allow_cross_node_tp, flash_attention=inputs.flash_attention)
+        allow_cross_node_tp=inputs.allow_cross_node_tp, flash_attention=inputs.flash_attention,
+        cp=parse_int_list(inputs.cp, "--cp") or (1,), fsdp_pipeline=inputs.fsdp_pipeline)
 
 
 def _stage_check(text: str | None) -> None:
@@ -235,7 +238,8 @@ def model_notes(inputs: PlanInputs, request: SearchRequest) -> list[str]:
     notes = [
         f"compute: each GEMM (per-layer shapes after the tp/cp splits, micro-batch × sequence tokens) at "
         f"{machine.efficiency:.0%} of {cluster.gpu.name}'s dense bf16 peak "
-        f"({cluster.gpu.bf16_flops / 1e12:.0f} TFLOP/s){default_efficiency} plus {machine.gemm_overhead_s * 1e6:.0f} µs; "
+        f"({cluster.gpu.bf16_flops / 1e12:.0f} TFLOP/s){default_efficiency}"
+        f"{f' plus {machine.gemm_overhead_s * 1e6:.0f} µs' if machine.gemm_overhead_s else ''}; "
         "attention core with or without flash, element-wise work at HBM bandwidth; recompute re-runs the forward "
         "(full) or the attention core (selective)",
         "MFU = 6Ψ × tokens / (step time × peak × GPUs)",
@@ -248,7 +252,8 @@ def model_notes(inputs: PlanInputs, request: SearchRequest) -> list[str]:
         f"offload: PCIe {format_rate(cluster.pcie_bandwidth_bytes_per_s)} per GPU, CPU Adam "
         f"{format_count(int(machine.cpu_adam_params_per_s))} parameters/s per node"
         f"{' (an estimate; --cpu-adam-rate)' if inputs.cpu_adam_rate is None else ''}",
-        "pipeline: 1F1B, bubble (p-1)/(v·m) of the step; DeepSpeed's pipeline engine runs ZeRO stages 0-1 only",
+        "pipeline: 1F1B, bubble (p-1)/(v·m) of the step, uneven stages priced by the busiest; DeepSpeed's pipeline "
+        "engine runs ZeRO stages 0-1 only (--fsdp-with-pp adds ZeRO-2/3 with pp, as torchtitan and Llama 3 run)",
         f"ranking: step times within {request.tie_tolerance:.0%} of the fastest are ties (the model's resolution)"
         f"{' (default; --tie-tolerance)' if inputs.tie_tolerance is None else ''}; a tie goes to the simpler plan: "
         "no offload, less model parallelism, a lower ZeRO stage, less recompute",
