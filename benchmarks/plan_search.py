@@ -3,6 +3,9 @@
 For each GPU count: the layouts, plans evaluated, wall time of the exhaustive search (best of --runs, each
 from cold caches) and plans evaluated per second. The target is the 1024-GPU search in at most 2 s on one
 core; the script reports it and asserts nothing.
+Then llama-3.1-405b on 16,384 H100s (dgx-h100), seq 8192, global batch 2048, with context parallelism
+(--cp 1,2,4,8,16), interleaving (--virtual-stages 1,2,4) and ZeRO-2/3 with the pipeline (--fsdp-with-pp):
+target ≤ 1 s on one core; reported, not asserted.
 Usage: python benchmarks/plan_search.py [--runs 3] [--global-batch 1536] [--scale-batch]
 --scale-batch grows the global batch with the GPUs (max(1536, 2 × GPUs)) so every count keeps data parallelism.
 """
@@ -54,6 +57,18 @@ def main() -> None:
         if gpus == TARGET_GPUS:
             verdict = "meets" if total <= TARGET_SECONDS else "MISSES"
             print(f"{'':>6} target: {TARGET_GPUS} GPUs in ≤ {TARGET_SECONDS:g} s: {verdict} ({total:.3f} s)")
+    best = float("inf")
+    for _ in range(args.runs):
+        resolved = resolve(PlanInputs(gpus=16384, global_batch=2048, seq_len=8192, model="llama-3.1-405b",
+                                      cluster="dgx-h100", cp="1,2,4,8,16", virtual_stages="1,2,4",
+                                      fsdp_pipeline=True))
+        start = time.perf_counter()
+        result = search(resolved.request)
+        best = min(best, time.perf_counter() - start)
+    verdict = "meets" if best <= 1.0 else "MISSES"
+    print(f"llama-3.1-405b, 16384 H100, cp 1-16, v 1,2,4, FSDP with pp: {result.layouts_total} layouts, "
+          f"{len(result.plans)} plans, {len(result.feasible)} fit, {best:.3f} s ({len(result.plans) / best:,.0f} "
+          f"plans/s); target ≤ 1 s: {verdict}")
 
 
 if __name__ == "__main__":

@@ -32,9 +32,9 @@ TABLE_1 = [
 # Table 2, 174.6B model, batch 1536: GPUs -> teraFLOP/s per GPU (ZeRO-3 without model parallelism, PTD-P t=8 p=12).
 TABLE_2_ZERO3 = {384: 144, 768: 88, 1536: 44}
 TABLE_2_PTDP = {384: 153, 768: 149, 1536: 141}
-# Our model omits kernel-shape effects and the interleaved schedule the paper used for the largest runs, and
-# prices kernels at a flat 50% of peak; published runs reach 44-52% of peak end to end. ±30% covers that.
-TOLERANCE = 0.30
+# The step-time constants were fitted on these runs among others (benchmarks/fit_step_time.py); this test
+# searches micro-batches freely and runs 1F1B where the paper interleaved, so it allows ±20%.
+TOLERANCE = 0.20
 
 
 def gpt(hidden: int, layers: int, heads: int):
@@ -43,6 +43,7 @@ def gpt(hidden: int, layers: int, heads: int):
 
 
 def selene_request(model, gpus: int, batch: int, **space) -> SearchRequest:
+    space.setdefault("flash_attention", False)  # 2021: none of these runs had flash attention
     cluster = presets.cluster("dgx-a100")
     machine = Machine(cluster.gpu.bf16_flops, cluster.gpu.hbm_bandwidth_bytes_per_s,
                       cluster.pcie_bandwidth_bytes_per_s, cluster.nvme_bandwidth_bytes_per_s,
@@ -77,7 +78,7 @@ def test_table_1_145b_ratio():
                              recompute=("full",))
     best = min(search(request).feasible, key=lambda plan: plan.time.total)
     ratio = tflops_per_gpu(best, 2304, 80, 12288) / 148
-    assert 0.8 < ratio < 1.0  # 0.88 with the defaults: the model is a little pessimistic here
+    assert 0.85 < ratio < 1.15
 
 
 def _best(model, gpus: int, **space):
@@ -85,18 +86,24 @@ def _best(model, gpus: int, **space):
     return min(result.feasible, key=lambda plan: plan.time.total)
 
 
-def test_table_2_ptdp_far_ahead_of_zero3_without_model_parallelism():
+def test_table_2_with_the_papers_settings():
+    """Table 2 as the paper ran it: ZeRO-3 without model parallelism at micro-batches 4/2/1 (384/768/1536 GPUs),
+    PTD-P (t = 8, p = 12) at micro-batch 1, both with full recompute. Published: PTD-P 1.06×, 1.69×, 3.20× the
+    ZeRO-3 throughput."""
     model = gpt(12288, 96, 96)  # 174.6B
-    ptdp = {n: _best(model, n, tp=(8,), pp=(12,), stages=(0, 1)) for n in TABLE_2_PTDP}
-    zero3 = {n: _best(model, n, tp=(1,), pp=(1,), stages=(3,), offload=False) for n in TABLE_2_ZERO3}
+    ptdp = {n: _best(model, n, tp=(8,), pp=(12,), stages=(0, 1), micro_batches=(1,), recompute=("full",),
+                     offload=False) for n in TABLE_2_PTDP}
+    zero3 = {n: _best(model, n, tp=(1,), pp=(1,), stages=(3,), micro_batches=(mb,), recompute=("full",),
+                      offload=False) for n, mb in ((384, 4), (768, 2), (1536, 1))}
     speedup = {n: zero3[n].time.total / ptdp[n].time.total for n in TABLE_2_PTDP}
     published = {n: TABLE_2_PTDP[n] / TABLE_2_ZERO3[n] for n in TABLE_2_PTDP}  # 1.06, 1.69, 3.20
     assert all(s > 1 for s in speedup.values())  # PTD-P ahead at every size
     assert speedup[384] < speedup[768] < speedup[1536]  # and further ahead the more GPUs
-    assert speedup[1536] >= 2 and published[1536] >= 2
-    # ZeRO-3's per-GPU throughput falls as GPUs are added at a fixed batch (144 -> 88 -> 44 published).
-    zero3_tflops = [tflops_per_gpu(zero3[n], 1536, 96, 12288) for n in (384, 768, 1536)]
-    assert zero3_tflops[0] > zero3_tflops[1] > zero3_tflops[2]
+    for n in TABLE_2_PTDP:
+        assert 1 / 1.25 <= speedup[n] / published[n] <= 1.25, (n, speedup[n], published[n])
+        for plans, table in ((ptdp, TABLE_2_PTDP), (zero3, TABLE_2_ZERO3)):
+            ratio = tflops_per_gpu(plans[n], 1536, 96, 12288) / table[n]
+            assert 1 / 1.25 <= ratio <= 1.25, (n, ratio)
 
 
 def test_unrestricted_search_at_1536_gpus_picks_model_parallelism():

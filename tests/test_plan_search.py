@@ -138,7 +138,8 @@ def test_micro_batches_reach_the_global_batch_exactly():
     assert plan_space.micro_batch_choices(narrowed, 4) == [2, 4]
     assert plan_space.interleave_problem(48, 4, 2, 8) is None
     assert plan_space.interleave_problem(48, 1, 2, 8) == plan_space.INTERLEAVE_PIPELINE
-    assert plan_space.interleave_problem(44, 4, 2, 8) == plan_space.INTERLEAVE_LAYERS
+    assert plan_space.interleave_problem(44, 4, 2, 8) is None  # uneven chunks: the busiest stage sets the pace
+    assert plan_space.interleave_problem(7, 4, 2, 8) == plan_space.INTERLEAVE_LAYERS
     assert plan_space.interleave_problem(48, 4, 2, 6) == plan_space.INTERLEAVE_MICRO_BATCHES
 
 
@@ -150,3 +151,41 @@ def test_narrowed_space_counts_what_it_cannot_run():
     on = search(request_for(model="gpt2", gpus=4, global_batch=16, seq_len=1024, sequence_parallel="on"))
     assert any(p.tp == 1 and not p.sequence_parallel for p in on.plans)
     assert all(p.sequence_parallel for p in on.plans if p.tp > 1)
+
+
+def test_llama3_405b_published_layout_is_expressible():
+    """Llama 3 405B at 128k context (arXiv 2407.21783 Table 4): tp 8, pp 16 interleaved with uneven stages
+    (126 layers), FSDP-style sharding with the pipeline, cp 16, on 16,384 H100s."""
+    request = request_for(gpus=16384, global_batch=128, seq_len=131072, model="llama-3.1-405b", cluster="dgx-h100",
+                          tp="8", pp="16", cp="16", virtual_stages="2", stages="3", fsdp_pipeline=True, offload=False,
+                          recompute="none", micro_batches="1", sequence_parallel="on")
+    result = search(request)
+    assert not result.rejected_layouts and not result.skipped
+    (plan,) = result.plans
+    assert (plan.dp, plan.tp, plan.pp, plan.cp, plan.virtual_stages, plan.option.stage) == (8, 8, 16, 16, 2, 3)
+    assert plan.world == 16384 and plan.grad_accum == 16
+    assert plan.time.total > 0
+
+
+def test_context_parallelism_rules_and_effects():
+    base = dict(gpus=16, global_batch=16, model="llama-2-7b", cluster="dgx-a100", tp="1", pp="1", stages="1",
+                offload=False, recompute="none", micro_batches="1")
+    # 4094 is not divisible by 2·cp for cp = 2 (ring attention's 2·cp chunks): refused with its reason.
+    refused = search(request_for(seq_len=4094, cp="2", **base))
+    assert refused.rejected_layouts == {plan_space.CP_SEQUENCE: 1}
+    plain = search(request_for(seq_len=4096, **base)).plans[0]
+    split = search(request_for(seq_len=4096, cp="2", **base)).plans[0]
+    assert (split.dp, split.cp, split.world) == (8, 2, 16)
+    assert split.gpu[3] < plain.gpu[3]  # each rank holds half of every sequence's activations
+    assert split.grad_accum == 2 * plain.grad_accum  # the batch is split over dp = GPUs / cp
+
+
+def test_fsdp_with_pipeline_only_when_asked():
+    base = dict(gpus=16, global_batch=32, seq_len=2048, model="llama-2-7b", cluster="dgx-a100", pp="2", tp="1",
+                offload=False)
+    without = search(request_for(**base))
+    assert without.skipped[plan_space.PIPELINE_STAGE] > 0
+    assert {p.option.stage for p in without.plans} == {0, 1}
+    with_fsdp = search(request_for(fsdp_pipeline=True, **base))
+    assert plan_space.PIPELINE_STAGE not in with_fsdp.skipped
+    assert {p.option.stage for p in with_fsdp.plans} == {0, 1, 2, 3}

@@ -12,9 +12,10 @@ from zeroplan.core.options import Option
 from zeroplan.core.traffic import (DpSeconds, OffloadSeconds, gpu_optimizer_seconds, offload_seconds, zero_dp_seconds,
                                    offload_traffic)
 from zeroplan.core.precision import bytes_per_param
-from zeroplan.core.step_time import (FlopModel, Layout, LinkTable, Machine, check_efficiency, compose,
-                                     microbatch_seconds, narayanan_flops_per_iteration, pp_intra_node, ring_seconds,
-                                     stage_flops, train_seconds)
+from zeroplan.core.step_time import (NCCL_LAUNCH_S, NIC_EFFICIENCY, NVLINK_EFFICIENCY, FlopModel, Layout, LinkTable,
+                                     Machine, check_efficiency, collective_seconds, compose, gemm_efficiency,
+                                     layer_seconds, microbatch_seconds, narayanan_flops_per_iteration, pp_intra_node,
+                                     ring_seconds, stage_flops, train_seconds)
 from zeroplan.core.buffers import BufferConfig
 
 NVLINK = Link(300_000_000_000, 3e-6)
@@ -30,8 +31,9 @@ def gpt(hidden=12288, layers=96, heads=96, vocab=51200) -> ModelSpec:
                                       "vocab_size": vocab, "n_positions": 2048}, "gpt")
 
 
-def layout(dp=1, tp=1, pp=1, v=1, seq=2048, b=1, m=1, recompute="none", sp=False, intra=(True, True, True)):
-    return Layout(dp, tp, pp, v, seq, b, m, recompute, sp, *intra)
+def layout(dp=1, tp=1, pp=1, v=1, seq=2048, b=1, m=1, recompute="none", sp=False, intra=(True, True, True), cp=1,
+           flash=True):
+    return Layout(dp, tp, pp, v, seq, b, m, recompute, sp, *intra, cp=cp, flash_attention=flash)
 
 
 def test_flops_per_token_follow_formulas_section_8():
@@ -90,7 +92,9 @@ def test_tensor_parallel_allreduces_per_layer():
     _, _, tp4, _ = microbatch_seconds(layout(tp=8), flops, 12288, MACHINE)
     _, _, tp6, _ = microbatch_seconds(layout(tp=8, recompute="full"), flops, 12288, MACHINE)
     message = 2048 * 12288 * 2
-    assert tp4 == pytest.approx(8 * 4 * ring_seconds(message, 8, NVLINK, allreduce=True))
+    # A ring AllReduce inside the node: 2·7/8 of the message at NVLink's ring efficiency, 14 hops of 3 µs, a launch.
+    allreduce = 2 * 7 / 8 * message / (300e9 * NVLINK_EFFICIENCY) + 14 * 3e-6 + NCCL_LAUNCH_S
+    assert tp4 == pytest.approx(8 * 4 * allreduce)
     assert tp6 == pytest.approx(tp4 * 6 / 4)
     _, _, cross, _ = microbatch_seconds(layout(tp=8, intra=(False, True, True)), flops, 12288, MACHINE)
     assert cross > 5 * tp4  # the slow link
@@ -99,7 +103,7 @@ def test_tensor_parallel_allreduces_per_layer():
 def test_pipeline_transfers_and_bubble():
     flops = FlopModel.from_model(gpt(layers=8))
     micro = microbatch_seconds(layout(tp=8, pp=4, m=16, intra=(True, True, False)), flops, 12288, MACHINE)
-    per_transfer = 5e-6 + 2048 * 12288 * 2 / 8 / 25e9
+    per_transfer = 5e-6 + 2048 * 12288 * 2 / 8 / (25e9 * NIC_EFFICIENCY)
     assert micro[3] == pytest.approx(2 * per_transfer)
     step = compose(layout(tp=8, pp=4, m=16), micro, NO_DP, NO_OFFLOAD, 0.0, 1)
     stage_time = sum(micro)
@@ -112,16 +116,20 @@ def test_pipeline_transfers_and_bubble():
 def test_overlap_rules():
     micro = (1.0, 2.0, 0.0, 0.0)  # forward 1 s, backward 2 s
     dp = DpSeconds(reduce=1.5, gather_forward=0.0, gather_backward=0.0, gather_after_step=0.5)
-    # Stage 0: the whole AllReduce (both halves) hides behind the last backward.
-    assert compose(layout(dp=8, m=4), micro, dp, NO_OFFLOAD, 0.0, 0).dp_exposed == 0.0
-    # Stage 1: the reduce hides, the post-step AllGather does not.
-    assert compose(layout(dp=8, m=4), micro, dp, NO_OFFLOAD, 0.0, 1).dp_exposed == pytest.approx(0.5)
+    # With whole overlap: stage 0's AllReduce (both halves) hides behind the last backward.
+    assert compose(layout(dp=8, m=4), micro, dp, NO_OFFLOAD, 0.0, 0, overlap=1.0).dp_exposed == 0.0
+    # Stage 1: the reduce hides behind backward, the post-step AllGather behind the next forward.
+    assert compose(layout(dp=8, m=4), micro, dp, NO_OFFLOAD, 0.0, 1, overlap=1.0).dp_exposed == 0.0
+    # The same rule for every stage: with half the compute usable, stage 1 exposes (1.5 - 1) + (0.5 - 0.5).
+    assert compose(layout(dp=8, m=4), micro, dp, NO_OFFLOAD, 0.0, 1, overlap=0.5).dp_exposed == pytest.approx(0.5)
     # A pipeline reduces after the flush: everything exposed.
     assert compose(layout(dp=8, pp=2, m=4), micro, dp, NO_OFFLOAD, 0.0, 1).dp_exposed == pytest.approx(2.0)
     # Stage 3: per micro-batch gathers beyond the compute they overlap are exposed.
     zero3 = DpSeconds(reduce=4.0, gather_forward=8.0, gather_backward=4.0, gather_after_step=0.0)
-    step = compose(layout(dp=8, m=4), micro, zero3, NO_OFFLOAD, 0.0, 3)
+    step = compose(layout(dp=8, m=4), micro, zero3, NO_OFFLOAD, 0.0, 3, overlap=1.0)
     assert step.dp_exposed == pytest.approx(4 * (max(0, 2 - 1) + max(0, 2 - 2)))
+    half = compose(layout(dp=8, m=4), micro, zero3, NO_OFFLOAD, 0.0, 3, overlap=0.5)
+    assert half.dp_exposed == pytest.approx(4 * ((2 - 0.5) + (2 - 1)))
 
 
 def test_zero_dp_seconds_repeat_per_micro_batch():
@@ -167,11 +175,52 @@ def test_offload_exposure_is_reported_apart_from_dp():
     micro = (1.0, 2.0, 0.0, 0.0)
     gathers = DpSeconds(reduce=0.0, gather_forward=2.0, gather_backward=0.0, gather_after_step=0.0)
     fetching = OffloadSeconds(gradients_down=0.0, gradient_repeats=0, exposed=0.25, param_fetch=1.0)
-    step = compose(layout(dp=8, m=4), micro, gathers, fetching, 0.0, 3)
+    step = compose(layout(dp=8, m=4), micro, gathers, fetching, 0.0, 3, overlap=1.0)
     # Per micro-batch: forward hides 1 s of (0.5 s gather + 1 s fetch): 0.5 s exposed, charged to offload.
     assert step.dp_exposed == 0.0
     assert step.offload == pytest.approx(4 * 0.5 + 0.25)
     assert step.total == pytest.approx(4 * 3.0 + 4 * 0.5 + 0.25)
     streaming = OffloadSeconds(gradients_down=3.0, gradient_repeats=4, exposed=0.0, param_fetch=0.0)
-    assert compose(layout(dp=8, m=4), micro, NO_DP, streaming, 0.0, 2).offload == pytest.approx(4 * 1.0)
+    assert compose(layout(dp=8, m=4), micro, NO_DP, streaming, 0.0, 2, overlap=1.0).offload == pytest.approx(4 * 1.0)
     assert compose(layout(dp=8, pp=2, m=4), micro, NO_DP, streaming, 0.0, 1).offload == pytest.approx(12.0)
+
+
+def test_collectives_pay_hop_latency_once_per_phase_not_per_bucket():
+    links = LinkTable(NVLINK, IB)
+    one = collective_seconds("all_gather", 10**9, 1024, links, 8, calls=1)
+    many = collective_seconds("all_gather", 10**9, 1024, links, 8, calls=20)
+    assert many - one == pytest.approx(19 * NCCL_LAUNCH_S)  # each extra bucket: a launch, not a ring of hops
+    # Across nodes the per-GPU NIC is the bottleneck; inside a node NVLink.
+    inside = collective_seconds("reduce_scatter", 10**9, 8, links, 8)
+    across = collective_seconds("reduce_scatter", 10**9, 16, links, 8)
+    assert inside == pytest.approx(7 / 8 * 1e9 / (300e9 * NVLINK_EFFICIENCY) + 7 * 3e-6 + NCCL_LAUNCH_S)
+    assert across > 8 * inside
+    # A large AllReduce takes the tree's latency: log2(nodes) network hops rather than a hop per rank.
+    big = collective_seconds("all_reduce", 8, 4096, links, 8)
+    assert big < 2 * (8 * 3e-6 + 9 * 5e-6) + 2 * NCCL_LAUNCH_S
+    # Measured links are used as measured, without the preset efficiency.
+    measured = LinkTable(NVLINK, IB, {"all_gather/intra_node": Link(100_000_000_000, 3e-6, source="bench")})
+    assert collective_seconds("all_gather", 10**9, 8, measured, 8) == pytest.approx(
+        7 / 8 * 1e9 / 100e9 + 7 * 3e-6 + NCCL_LAUNCH_S)
+
+
+def test_compute_follows_gemm_shapes_and_attention_kernel():
+    flops = FlopModel.from_model(gpt(layers=8))
+    forward, backward, core = layer_seconds(layout(), flops, MACHINE)
+    # The four GEMMs of a GPT layer at 12·h² FLOPs per token each direction: forward at the efficiency.
+    gemms = 2 * 2048 * 12 * 12288**2 / (312e12 * 0.5)
+    assert gemms < forward < 1.2 * gemms
+    assert backward > 2 * gemms
+    # Without flash attention the score matrix costs memory traffic and the masked half is computed.
+    plain = layer_seconds(layout(flash=False), flops, MACHINE)
+    assert plain[2] > core
+    # Context parallelism: each GPU works on s/cp tokens; tensor parallelism splits the GEMMs.
+    split = layer_seconds(layout(cp=2), flops, MACHINE)
+    assert split[0] == pytest.approx(forward / 2, rel=0.01)
+    tp8 = layer_seconds(layout(tp=8, sp=True), flops, MACHINE)
+    assert tp8[0] == pytest.approx(forward / 8, rel=0.01)
+
+
+def test_gemm_efficiency_per_gpu_from_measured_maxima():
+    assert gemm_efficiency("a100-80g") > gemm_efficiency("h100-80g") > 0.5
+    assert gemm_efficiency("a100-40g") == gemm_efficiency("a100-80g")

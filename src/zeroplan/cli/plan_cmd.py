@@ -37,8 +37,9 @@ Tokens = Annotated[Optional[str], typer.Option(
 Calibration = Annotated[Optional[str], typer.Option(
     "--calibration", help="A profile from `zeroplan bench --save-calibration`: measured links.",
     rich_help_panel=TIMING)]
-Efficiency = Annotated[float, typer.Option(
-    "--efficiency", help="Share of the GPU's dense bf16 peak the kernels reach (default 0.5).",
+Efficiency = Annotated[Optional[float], typer.Option(
+    "--efficiency", help="Share of the GPU's dense bf16 peak a large GEMM reaches (default: fitted per GPU, "
+    "0.75 on A100, 0.69 on H100).",
     rich_help_panel=TIMING)]
 CpuAdamRate = Annotated[Optional[str], typer.Option(
     "--cpu-adam-rate", help="CPU optimizer parameters per second per node (default 1e9).", rich_help_panel=TIMING)]
@@ -58,6 +59,12 @@ MicroBatches = Annotated[Optional[str], typer.Option(
 TpList = Annotated[Optional[str], typer.Option("--tp", help="Only these tensor-parallel degrees, e.g. 1,2,4,8.",
                                                rich_help_panel=SEARCH)]
 PpList = Annotated[Optional[str], typer.Option("--pp", help="Only these pipeline degrees.", rich_help_panel=SEARCH)]
+CpList = Annotated[Optional[str], typer.Option(
+    "--cp", help="Context-parallel degrees to try, e.g. 1,2,4 (default 1; needs the sequence divisible by 2·cp).",
+    rich_help_panel=SEARCH)]
+FsdpWithPp = Annotated[bool, typer.Option(
+    "--fsdp-with-pp", help="Also try ZeRO-2/3 (FSDP) with pipeline parallelism (torchtitan, Llama 3).",
+    rich_help_panel=SEARCH)]
 CrossNodeTp = Annotated[bool, typer.Option("--allow-cross-node-tp", help="Let tensor parallelism span nodes.",
                                            rich_help_panel=SEARCH)]
 Top = Annotated[int, typer.Option("--top", help="How many plans to show (distinct dp×tp×pp and stage).",
@@ -101,7 +108,7 @@ def plan(
     precision: opt.Precision = "mixed",
     optimizer: opt.Optimizer = "adam",
     calibration: Calibration = None,
-    efficiency: Efficiency = 0.5,
+    efficiency: Efficiency = None,
     cpu_adam_rate: CpuAdamRate = None,
     stages: Stages = None,
     offload: Offload = True,
@@ -111,6 +118,8 @@ def plan(
     micro_batches: MicroBatches = None,
     tp: TpList = None,
     pp: PpList = None,
+    cp: CpList = None,
+    fsdp_with_pp: FsdpWithPp = False,
     allow_cross_node_tp: CrossNodeTp = False,
     flash_attention: opt.FlashAttention = True,
     top: Top = 5,
@@ -140,7 +149,8 @@ def plan(
         precision=precision, optimizer=optimizer, tokens=tokens, calibration=calibration, efficiency=efficiency,
         cpu_adam_rate=cpu_adam_rate, stages=stages, offload=offload, recompute=recompute,
         sequence_parallel=sequence_parallel.strip().lower(), virtual_stages=virtual_stages,
-        micro_batches=micro_batches, tp=tp, pp=pp, allow_cross_node_tp=allow_cross_node_tp,
+        micro_batches=micro_batches, tp=tp, pp=pp, cp=cp, fsdp_pipeline=fsdp_with_pp,
+        allow_cross_node_tp=allow_cross_node_tp,
         flash_attention=flash_attention, top=top, tie_tolerance=tie_tolerance, units=units.strip().lower())
     if plot is not None and output is not None and Path(plot).resolve() == Path(output).resolve():
         raise InputError("--plot", f"{plot} is also the --output file", "give the picture and the report different files")

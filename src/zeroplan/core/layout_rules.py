@@ -5,6 +5,8 @@ export): one set of rules, each with the reason it is checked.
   num_query_groups not divisible by tp);
 - pp is at most the layer count (a pipeline stage holds at least one layer);
 - sequence parallelism needs the sequence length divisible by tp (Megatron scatters the sequence);
+- context parallelism needs the sequence length divisible by 2·cp (ring attention splits it into 2·cp chunks
+  so every rank gets a balanced share of the causal mask, as Megatron-Core and torchtitan do);
 - more than one node means whole nodes (launchers start the same number of ranks on each);
 - a tensor-parallel group inside one node is the norm: across nodes it runs, slowly (a warning in
   estimate; plan leaves such layouts out unless asked).
@@ -22,6 +24,7 @@ TP_KV_HEADS = "tp does not divide the key/value heads"
 TP_CROSSES_NODES = "tp spans more than one node"
 PP_LAYERS = "pp exceeds the layers"
 SP_SEQUENCE = "sequence parallelism needs the sequence length divisible by tp"
+CP_SEQUENCE = "context parallelism needs the sequence length divisible by 2 × cp"
 # Longest sequence any command accepts: far past real runs, and it keeps s² attention terms exact.
 MAX_SEQ_LEN = 10**8
 
@@ -38,6 +41,13 @@ def model_layout_problem(model: ModelSpec, parallel: ParallelDims, *, seq_len: i
         return PP_LAYERS
     if sequence_parallel and seq_len is not None and seq_len % tp:
         return SP_SEQUENCE
+    return None
+
+
+def context_parallel_problem(seq_len: int, cp: int) -> str | None:
+    """CP_SEQUENCE when a sequence cannot be cut into 2·cp equal chunks, else None."""
+    if cp > 1 and seq_len % (2 * cp):
+        return CP_SEQUENCE
     return None
 
 

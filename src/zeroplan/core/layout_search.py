@@ -67,6 +67,7 @@ class PlanRecord:
     limits: tuple[str, ...]  # "gpu", "cpu", "nvme": what does not fit
     host_checked: bool
     time: StepTime
+    cp: int = 1  # context parallelism: dp × tp × pp × cp GPUs
 
     @property
     def gpu_total(self) -> int:
@@ -78,17 +79,17 @@ class PlanRecord:
 
     @property
     def world(self) -> int:
-        return self.dp * self.tp * self.pp
+        return self.dp * self.tp * self.pp * self.cp
 
     @property
     def layout_key(self) -> tuple:
         """What tells plans apart in a top list: the grid and the ZeRO stage (not the step's details)."""
-        return (self.dp, self.tp, self.pp, self.option.stage)
+        return (self.dp, self.tp, self.pp, self.cp, self.option.stage)
 
     def simplicity_key(self) -> tuple:
         """Fewer moving parts first: no offload, less model parallelism, a lower ZeRO stage, less recompute."""
-        return (self.option.tier_rank, self.tp * self.pp, self.pp, self.option.stage, RECOMPUTE_ORDER[self.recompute],
-                self.sequence_parallel, self.virtual_stages)
+        return (self.option.tier_rank, self.tp * self.pp * self.cp, self.pp, self.option.stage,
+                RECOMPUTE_ORDER[self.recompute], self.sequence_parallel, self.virtual_stages)
 
 
 def rank(plans: list[PlanRecord], tolerance: float = DEFAULT_TIE_TOLERANCE) -> list[PlanRecord]:
@@ -142,19 +143,21 @@ def search(request: SearchRequest, progress: Callable[[int, int], None] | None =
     start = time.perf_counter()
     space, model = request.space, request.model
     flops = FlopModel.from_model(model)  # also checks the model has a shape
-    activations = ActivationTable(model, space.seq_len, space.flash_attention)
     options = space.options()
     plans: list[PlanRecord] = []
     rejected: Counter = Counter()
     skipped: Counter = Counter()
-    candidates = layouts(space)
-    for index, (tp, pp) in enumerate(candidates):
-        parallel = ParallelDims(space.gpus, tp, pp, request.cluster.gpus_per_node)
-        problem = layout_problem(model, parallel, space)
+    candidates = [(tp, pp, cp) for tp, pp in layouts(space) for cp in space.cp if (space.gpus // (tp * pp)) % cp == 0]
+    tables: dict[int, ActivationTable] = {}
+    for index, (tp, pp, cp) in enumerate(candidates):
+        parallel = ParallelDims(space.gpus, tp, pp, request.cluster.gpus_per_node)  # its dp: the dp·cp ZeRO group
+        problem = layout_problem(model, parallel, space, cp)
         if problem:
             rejected[problem] += 1
         else:
-            _search_layout(request, parallel, flops, activations, options, plans, skipped)
+            if cp not in tables:  # each rank holds s/cp tokens of every sequence
+                tables[cp] = ActivationTable(model, space.seq_len // cp, space.flash_attention)
+            _search_layout(request, parallel, flops, tables[cp], options, plans, skipped, cp)
         if progress is not None:
             progress(index + 1, len(candidates))
     return SearchResult(request, plans, dict(rejected), dict(skipped), len(candidates), time.perf_counter() - start)
@@ -169,11 +172,12 @@ def _step_shapes(space: SearchSpace, tp: int, dp: int) -> list[tuple[int, bool, 
 
 
 def _search_layout(request: SearchRequest, parallel: ParallelDims, flops: FlopModel, activations: ActivationTable,
-                   options: tuple[Option, ...], plans: list[PlanRecord], skipped: Counter) -> None:
+                   options: tuple[Option, ...], plans: list[PlanRecord], skipped: Counter, cp: int = 1) -> None:
     space, machine, per_param = request.space, request.machine, request.per_param
-    dp, tp, pp = parallel.dp, parallel.tp, parallel.pp
+    zero_ranks, tp, pp = parallel.dp, parallel.tp, parallel.pp  # ZeRO partitions over dp·cp ranks
+    dp = zero_ranks // cp
     shapes = _step_shapes(space, tp, dp)
-    usable = tuple(o for o in options if pp == 1 or o.stage in PIPELINE_STAGES)
+    usable = tuple(o for o in options if pp == 1 or o.stage in PIPELINE_STAGES or space.fsdp_pipeline)
     if len(usable) < len(options):
         skipped[PIPELINE_STAGE] += (len(options) - len(usable)) * len(shapes)
     if not usable or not shapes:
@@ -184,7 +188,7 @@ def _search_layout(request: SearchRequest, parallel: ParallelDims, flops: FlopMo
         buffers=request.buffers)
     fixed = fixed_memory(estimate_request)
     shard = estimate_request.shard_params
-    partition = ceil_div(shard, dp)
+    partition = ceil_div(shard, zero_ranks)
     gpus_in_node = parallel.gpus_in_busiest_node
     usable_gpu = request.budget.usable_gpu_bytes
     placement = (parallel.tp_intra_node, parallel.dp_intra_node, pp_intra_node(parallel.world, parallel.gpus_per_node))
@@ -199,25 +203,30 @@ def _search_layout(request: SearchRequest, parallel: ParallelDims, flops: FlopMo
             skipped[issue] += len(fixed)
             continue
         act = activations.bytes(tp, pp, v, sp, recompute, m, b)
-        layout = Layout(dp, tp, pp, v, space.seq_len, b, m, recompute, sp, *placement)
+        layout = Layout(dp, tp, pp, v, space.seq_len, b, m, recompute, sp, *placement, cp=cp,
+                        flash_attention=space.flash_attention)
         micro = microbatch_seconds(layout, flops, request.model.hidden, machine)
         for f in fixed:
             gpu = f.gpu_parts(act)
             limits = (("gpu",) if sum(gpu) > usable_gpu else ()) + f.host_limits
             key = (f.option, m)
             if key not in per_step:
-                per_step[key] = _per_step(request, f, shard, partition, dp, gpus_in_node, parallel.dp_intra_node, m)
+                per_step[key] = _per_step(request, f, shard, partition, zero_ranks, gpus_in_node,
+                                          parallel.dp_intra_node, m, tp)
             dp_time, offload = per_step[key]
-            step = compose(layout, micro, dp_time, offload, optimizer[f.option], f.option.stage)
+            step = compose(layout, micro, dp_time, offload, optimizer[f.option], f.option.stage,
+                           machine.dp_overlap)
             plans.append(PlanRecord(dp, tp, pp, v, f.option, b, m, recompute, sp, gpu, f.cpu_bytes_per_node,
-                                    f.nvme_bytes_per_node, limits, f.host_checked, step))
+                                    f.nvme_bytes_per_node, limits, f.host_checked, step, cp))
 
 
 def _per_step(request: SearchRequest, fixed: FixedMemory, shard: int, partition: int, dp: int, gpus_in_node: int,
-              dp_intra_node: bool, micro_batches: int) -> tuple:
+              dp_intra_node: bool, micro_batches: int, tp: int = 1) -> tuple:
     option, buffers, machine = fixed.option, request.buffers, request.machine
+    per_node = request.cluster.gpus_per_node
+    dp_per_node = max(1, per_node // tp) if tp <= per_node else 1
     dp_time = zero_dp_seconds(option, shard, dp, request.per_param, dp_intra_node, micro_batches, buffers,
-                              machine.links)
+                              machine.links, dp_per_node)
     traffic = offload_traffic(option, shard, dp, request.per_param, gpus_in_node, micro_batches)
     offload = offload_seconds(traffic, partition, gpus_in_node, machine, option.offload_optimizer != "none")
     return dp_time, offload

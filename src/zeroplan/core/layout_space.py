@@ -9,7 +9,8 @@ from fractions import Fraction
 from zeroplan.core.activations import RECOMPUTE_MODES
 from zeroplan.core.errors import InputError
 from zeroplan.core.layout_rules import (  # noqa: F401 - the reasons plan reports
-    MAX_SEQ_LEN, PP_LAYERS, SP_SEQUENCE, TP_CROSSES_NODES, TP_HEADS, TP_KV_HEADS, model_layout_problem,
+    CP_SEQUENCE, MAX_SEQ_LEN, PP_LAYERS, SP_SEQUENCE, TP_CROSSES_NODES, TP_HEADS, TP_KV_HEADS,
+    context_parallel_problem, model_layout_problem,
 )
 from zeroplan.core.model import ModelSpec
 from zeroplan.core.options import PAPER_OPTIONS, Option
@@ -26,9 +27,9 @@ PP_UNEVEN = "pp splits the layers unevenly"
 DP_BATCH = "dp does not divide the global batch"
 NO_MICRO_BATCH = "no --micro-batches value divides the per-rank batch"
 # Reasons a (layout, option, step shape) combination is skipped without evaluation.
-PIPELINE_STAGE = "ZeRO-2/3 with pipeline parallelism (DeepSpeed supports stages 0-1 there)"
+PIPELINE_STAGE = "ZeRO-2/3 with pipeline parallelism (DeepSpeed supports stages 0-1 there; --fsdp-with-pp)"
 INTERLEAVE_PIPELINE = "interleaving needs a pipeline (pp > 1)"
-INTERLEAVE_LAYERS = "interleaving needs layers divisible by pp × virtual stages"
+INTERLEAVE_LAYERS = "interleaving needs at least one layer per chunk (pp × virtual stages layers)"
 INTERLEAVE_MICRO_BATCHES = "interleaving needs micro-batches divisible by pp"
 
 
@@ -54,6 +55,8 @@ class SearchSpace:
     pp: tuple[int, ...] | None = None
     allow_cross_node_tp: bool = False
     flash_attention: bool = True
+    cp: tuple[int, ...] = (1,)  # context-parallel degrees to try
+    fsdp_pipeline: bool = False  # also ZeRO-2/3 (FSDP) with pp > 1, as torchtitan and Llama 3 run
 
     def __post_init__(self) -> None:
         for name, value in (("--gpus", self.gpus), ("--global-batch", self.global_batch),
@@ -70,7 +73,8 @@ class SearchSpace:
                  ("--virtual-stages", self.virtual_stages, _positive, "positive whole numbers"),
                  ("--micro-batches", self.micro_batches or (1,), _positive, "positive whole numbers"),
                  ("--tp", self.tp or (1,), _positive, "positive whole numbers"),
-                 ("--pp", self.pp or (1,), _positive, "positive whole numbers"))
+                 ("--pp", self.pp or (1,), _positive, "positive whole numbers"),
+                 ("--cp", self.cp, _positive, "positive whole numbers"))
         for name, values, valid, expected in lists:
             bad = [v for v in values if not valid(v)]
             if bad or not values:
@@ -101,9 +105,11 @@ def layouts(space: SearchSpace) -> list[tuple[int, int]]:
     return found
 
 
-def layout_problem(model: ModelSpec, parallel: ParallelDims, space: SearchSpace) -> str | None:
-    """Why this layout cannot run this model and batch, or None."""
+def layout_problem(model: ModelSpec, parallel: ParallelDims, space: SearchSpace, cp: int = 1) -> str | None:
+    """Why this layout cannot run this model and batch, or None. parallel.dp counts the dp·cp ranks that share
+    the ZeRO partitions; the batch is split over dp = parallel.dp / cp."""
     tp, pp = parallel.tp, parallel.pp
+    dp = parallel.dp // cp
     problem = model_layout_problem(model, parallel)  # sequence parallelism is a per-plan choice: below
     if problem is not None and problem != PP_LAYERS:
         return problem
@@ -113,11 +119,13 @@ def layout_problem(model: ModelSpec, parallel: ParallelDims, space: SearchSpace)
         return problem
     if space.sequence_parallel == (True,) and tp > 1 and space.seq_len % tp:
         return SP_SEQUENCE
+    if context_parallel_problem(space.seq_len, cp):
+        return CP_SEQUENCE
     if Fraction(pp * ceil_div(model.layers, pp), model.layers) - 1 > MAX_PP_IMBALANCE:
         return PP_UNEVEN
-    if space.global_batch % parallel.dp:
+    if space.global_batch % dp:
         return DP_BATCH
-    if not micro_batch_choices(space, parallel.dp):
+    if not micro_batch_choices(space, dp):
         return NO_MICRO_BATCH
     return None
 
@@ -129,12 +137,14 @@ def micro_batch_choices(space: SearchSpace, dp: int) -> list[int]:
 
 
 def interleave_problem(layers: int, pp: int, virtual_stages: int, grad_accum: int) -> str | None:
-    """Megatron's interleaved schedule: equal chunks, and micro-batches in whole rounds of pp."""
+    """Megatron's interleaved schedule: micro-batches in whole rounds of pp, at least a layer per chunk. Chunks
+    need not be equal: uneven stages (Llama 3's first and last stages hold a layer less) are priced by the
+    busiest stage."""
     if virtual_stages == 1:
         return None
     if pp == 1:
         return INTERLEAVE_PIPELINE
-    if layers % (pp * virtual_stages):
+    if layers < pp * virtual_stages:
         return INTERLEAVE_LAYERS
     if grad_accum % pp:
         return INTERLEAVE_MICRO_BATCHES

@@ -1,25 +1,45 @@
-"""Time of one optimizer step: compute, tensor/pipeline/data-parallel communication, the pipeline
+"""Time of one optimizer step: compute, tensor/context/pipeline/data-parallel communication, the pipeline
 bubble, offload transfers and the optimizer step (FORMULAS.md §4, §5, §8, §9). Standard library only.
 
-Compute (§8): 6Ψ FLOPs per token plus attention 12·L·w·s (w = heads × head_dim, the query width);
-full recompute re-runs each transformer layer's forward (+2Ψ_layers + 4·L·w·s), selective recompute
-re-runs only the attention core (+4·L·w·s). Ψ counts the parameters a token meets (MoE: k of E
-experts). The GPUs run these FLOPs at `efficiency` × dense bf16 peak.
+Compute: what each GPU multiplies. Per layer and micro-batch, the GEMMs after the tp/cp splits (tokens
+T = micro-batch × sequence / cp): QKV (T × h × (w + 2·w_kv)/tp), the output projection (T × w/tp × h), the MLP
+(gated: T × h × 2f/tp and T × f/tp × h; plain: f instead of 2f), the LM head on the last stage
+(T × h × V/tp); backward runs two GEMMs of the same size for each (data and weight gradients). A GEMM of F
+FLOPs takes F / (peak × efficiency) + GEMM_OVERHEAD_S: the efficiency is the share of dense peak large GEMMs
+reach and the overhead a fixed per-kernel cost (launch, tail wave), so small GEMMs run further from peak.
+Attention's core (QKᵀ and AV, 4·b·(s/cp)·s·w/tp FLOPs forward) runs without flash as batched GEMMs on the
+same curve plus the score matrix's memory traffic (ATTENTION_SCORE_BYTES per score element, forward; twice
+that backward); with flash attention as one fused kernel at FLASH_ATTENTION_EFFICIENCY of peak, skipping the
+masked half of a causal sequence. Element-wise work (norms, activations, dropout, residuals) is memory
+bound: ELEMENTWISE_BYTES_PER_TOKEN_HIDDEN · T · h bytes forward (split over tp as Korthikanti's activation
+terms are: 10 + 24/t without, 34/t with sequence parallelism), twice that backward, at HBM bandwidth.
+Recompute: full re-runs each layer's forward, selective the attention core. The constants were fitted on the
+calibration set only (benchmarks/fit_step_time.py; see the constants below for the fit and its sources).
 
-Communication (α-β, ring collectives, §4): time = steps·α + bytes/B on the slowest link the group
-crosses, placed by the rank grid (tp innermost, then dp, then pp).
-- TP (Megatron): 4 AllReduces of s·b·h per layer per micro-batch (2 forward, 2 backward; 6 with full
-  recompute). Sequence parallelism replaces each by AllGather + ReduceScatter: the same bytes and steps.
-  Not overlapped with compute.
-- PP: one activation forward and one gradient backward per boundary per micro-batch (×v with
-  interleaving), point to point; with tp > 1 each rank sends 1/t of it (Megatron's scatter/gather).
-- DP: ZeRO's collectives from core.comm (stage 2 reduces, stage 3 also gathers, every micro-batch).
-Overlap assumption (DeepSpeed's overlap_comm, PyTorch DDP buckets): without a pipeline, gradient
-reduction hides behind backward and stage 3's parameter gathers behind forward/backward, up to the
-compute they overlap; the post-step parameter AllGather of stages 1-2 is exposed. With a pipeline
-(pp > 1) DeepSpeed reduces gradients after the flush: all DP time is exposed.
+Communication as NCCL behaves (§4): every collective is a ring over its group, priced on the slowest span it
+crosses: inside a node the GPU link (NVLink) at NVLINK_EFFICIENCY of its rate; across nodes the per-GPU
+NIC bandwidth at NIC_EFFICIENCY (capped by the GPU link). Latency: NCCL pipelines a buffer in chunks, so a ring's hop latencies are paid once per
+collective phase, not per bucket; each further bucket costs NCCL_LAUNCH_S. AllReduce takes the lower of the
+ring's latency and a tree's (2·(k-1) hops in the node + 2·log2(nodes) hops across).
+- TP (Megatron): 4 AllReduces of T·h per layer and micro-batch (6 with full recompute); sequence
+  parallelism replaces each by AllGather + ReduceScatter (same bytes). Not overlapped with compute.
+- CP (ring / all-gather attention): keys and values of the other cp−1 chunks gathered in forward (again in a
+  full recompute), their gradients reduce-scattered in backward; hidden behind the attention core up to its
+  time.
+- PP: one activation forward and one gradient backward per boundary per micro-batch (×v with interleaving),
+  point to point; with tp > 1 each rank sends 1/t of it (Megatron's scatter/gather). Not overlapped.
+- DP: ZeRO's collectives from core.comm over the dp·cp ranks that share the ZeRO partitions.
+Overlap, the same rule for every ZeRO stage: a gradient reduction hides behind the backward pass that
+produces it and a parameter gather behind the forward pass that needs it, each up to DP_OVERLAP of that
+compute (communication kernels share the GPU and wait on hooks, so overlap is never whole); the rest is
+exposed. Gradients are reduced in the backward of the last micro-batch (stages 0-1) or of every
+micro-batch (2-3); stage 3 gathers parameters for every micro-batch's forward and backward; stages 1-2 gather
+the updated parameters once, hidden behind the next step's first forward. With a pipeline (pp > 1) the
+gradient reductions wait for the flush and parameter gathers of stages 1-2 are exposed (Megatron's and
+DeepSpeed's pipeline engines), stage 3's per-micro-batch gathers still hide behind their stage's forward.
 
-Pipeline (1F1B, §5): m micro-batches take (m + (p-1)/v) stage-times; the bubble is (p-1)/v of them.
+Pipeline (1F1B, §5): m micro-batches take (m + (p-1)/v) stage-times on the busiest stage; uneven stages
+(first/last with fewer layers) are priced by the busiest one.
 Offload (§9): gradients stream to the host during backward (hidden up to the backward time), updated
 parameters come back after the CPU optimizer step (exposed), the CPU Adam step runs at
 `cpu_adam_params_per_s` per node, NVMe swaps are exposed; offloaded parameters are fetched over PCIe
@@ -37,18 +57,51 @@ from zeroplan.core.errors import InputError
 from zeroplan.core.hardware import Link
 from zeroplan.core.model import ModelSpec
 from zeroplan.core.pipeline import layers_per_stage
-from zeroplan.core.units import ceil_div
-from zeroplan.core.collectives import ALL_GATHER, ALL_REDUCE, ring_time
+from zeroplan.core.collectives import ALL_GATHER, ALL_REDUCE, alpha_beta_seconds, ring_time
 
 if TYPE_CHECKING:
     from zeroplan.core.traffic import DpSeconds, OffloadSeconds
 
-DEFAULT_EFFICIENCY = 0.5  # share of dense bf16 peak the kernels reach (Megatron measures 44-52% end to end)
+# Fitted on the calibration set only (benchmarks/fit_step_time.py, benchmarks/data/calibration_runs.json:
+# 29 A100 runs from Narayanan 2021 Tables 1-2, MT-NLG, Korthikanti 2022 Table 5, BLOOM, OPT), least squares on
+# ln(predicted/published); leave-one-out cross-validated figures in docs/plan.md. Its ceiling is checked against
+# measured maxima: large bf16 GEMMs reach 0.87 of peak on A100 and 0.80 on H100 (stas00/ml-engineering
+# "Maximum Achievable Matmul FLOPS"); the fit lands below that since end-to-end kernels are not all ideal shapes.
+GEMM_SHARE_OF_MAX = 0.747  # share of the measured GEMM maximum (below) a large training GEMM reaches
+# Measured maximum achievable bf16 matmul throughput / dense peak (stas00/ml-engineering, compute/accelerator
+# "Maximum Achievable Matmul FLOPS"): A100 SXM 271.2/312, H100 SXM 794.5/989, GH200 828.6/989. Other GPUs: the
+# A100/H100 mean. Only A100 runs are in the calibration set: other GPUs carry this ratio, not a fit.
+MAX_MATMUL_SHARE = {"a100": 0.869, "a800": 0.869, "h100": 0.803, "h800": 0.803, "h200": 0.838}
+DEFAULT_MAX_MATMUL_SHARE = 0.836
+# A fixed time per GEMM kernel (launch, partial last wave) was fitted too: the calibration runs drive it to 0
+# (their GEMMs are large), so it stays 0 and out of the fit until runs with small GEMMs support a value.
+GEMM_OVERHEAD_S = 0.0
+ATTENTION_SCORE_BYTES = 8.1  # memory traffic per attention score element, forward, without flash attention
+# Not fittable on the calibration set (none of its runs used flash attention): FlashAttention-2 reports 50-73%
+# of A100 peak forward+backward (Dao 2023, arXiv 2307.08691), FlashAttention-3 up to 75% of H100 forward.
+FLASH_ATTENTION_EFFICIENCY = 0.55
+# Element-wise traffic: Korthikanti et al.'s stored activation bytes per layer (34·s·b·h, 10 of them not split
+# by tp without sequence parallelism), each written once and read once.
+ELEMENTWISE_BYTES_PER_TOKEN_HIDDEN = 68
+LOGIT_BYTES = 12  # cross entropy over the vocabulary: fp32 logits written, read, gradient written
+# Links: NVLink reaches ~0.78 of its rate in a ring (8×A100 AllReduce busbw 235 of 300 GB/s, 8×H200 AllGather
+# 361 of 450 GB/s: stas00/ml-engineering network/README.md); InfiniBand/RoCE ~0.9 (Calculon's a100/h100 systems).
+NVLINK_EFFICIENCY = 0.78
+NIC_EFFICIENCY = 0.9
+DP_OVERLAP = 0.29  # share of a pass's compute that DP collectives can hide behind (fitted, see above)
+NCCL_LAUNCH_S = 8.4e-6  # NCCL's base latency of a Simple-protocol collective (src/graph/tuning.cc baseLat)
 # DeepSpeed CPU Adam, per node: the step is memory bound (~30 bytes per parameter read or written), so a
 # two-socket server streaming 50-100 GB/s manages a few 1e9 parameters/s; the ZeRO-Offload paper's CPU-Adam
 # latencies sit near 1 s per 1e9 parameters. 1e9 per node is the conservative default (--cpu-adam-rate).
 DEFAULT_CPU_ADAM_PARAMS_PER_S = 1_000_000_000
 ACTIVATION_ELEMENT_BYTES = 2  # TP/PP messages carry 16-bit activations
+def gemm_efficiency(gpu_name: str) -> float:
+    """Share of dense peak a large GEMM reaches on this GPU: the fitted share of its measured maximum."""
+    key = gpu_name.lower().split("-")[0]
+    return GEMM_SHARE_OF_MAX * MAX_MATMUL_SHARE.get(key, DEFAULT_MAX_MATMUL_SHARE)
+
+
+DEFAULT_EFFICIENCY = gemm_efficiency("a100")
 
 
 def check_efficiency(value: float) -> float:
@@ -66,6 +119,12 @@ class FlopModel:
     layers: int
     hidden: int
     attention_width: int  # heads × head_dim
+    kv_width: int = 0  # key/value heads × head_dim (0: as attention_width)
+    ffn: int = 0  # MLP width (0: 4 × hidden)
+    gated: bool = False
+    vocab: int = 0
+    experts_per_token: int = 1
+    heads: int = 0
 
     @classmethod
     def from_model(cls, model: ModelSpec) -> FlopModel:
@@ -86,7 +145,10 @@ class FlopModel:
             idle = (model.experts - model.experts_per_token) * expert  # per layer, not met by a token
             layer -= idle
             params -= idle * layers
-        return cls(params, layer, layers, hidden, model.heads * head_dim)
+        gated = bool(model.gated_mlp if model.gated_mlp is not None else model.extra.get("gated_mlp", False))
+        kv = (model.kv_heads or model.heads) * head_dim
+        return cls(params, layer, layers, hidden, model.heads * head_dim, kv, model.ffn or 4 * hidden, gated,
+                   model.vocab or 0, (model.experts_per_token or 1) if model.experts else 1, model.heads)
 
     def model_flops_per_token(self) -> int:
         """The MFU numerator: 6Ψ (forward 2Ψ, backward 4Ψ)."""
@@ -145,16 +207,65 @@ class Machine:
     pcie_bytes_per_s: float
     nvme_bytes_per_s: float | None  # per node
     links: LinkTable
-    efficiency: float = DEFAULT_EFFICIENCY
+    efficiency: float = DEFAULT_EFFICIENCY  # share of peak a large GEMM reaches
     cpu_adam_params_per_s: float = DEFAULT_CPU_ADAM_PARAMS_PER_S  # per node
+    gemm_overhead_s: float = GEMM_OVERHEAD_S
+    attention_score_bytes: float = ATTENTION_SCORE_BYTES
+    flash_efficiency: float = FLASH_ATTENTION_EFFICIENCY
+    gpus_per_node: int = 8
+    dp_overlap: float = DP_OVERLAP
 
     @property
     def flops_per_s(self) -> float:
         return self.peak_flops * self.efficiency
 
 
+def link_bandwidth(link: Link, intra_node: bool) -> float:
+    """What a ring reaches on a link: measured links as measured, preset rates at the documented efficiency."""
+    if link.source != "preset":
+        return link.bandwidth_bytes_per_s
+    return link.bandwidth_bytes_per_s * (NVLINK_EFFICIENCY if intra_node else NIC_EFFICIENCY)
+
+
+def group_bandwidth(links: LinkTable, collective: str, ranks_per_node: int, intra_node: bool) -> float:
+    """Bus bandwidth of a ring over a group: the GPU link inside a node; across nodes one NIC per rank (the
+    per-GPU network bandwidth; the fit on the calibration set's ZeRO-3 runs supports no more), capped by the
+    GPU link. ranks_per_node only shapes the latency (hops inside a node versus across)."""
+    intra = link_bandwidth(links.link(collective, True), True)
+    if intra_node:
+        return intra
+    return min(intra, link_bandwidth(links.link(collective, False), False))
+
+
+def collective_seconds(kind: str, buffer_bytes: float, ranks: int, links: LinkTable, ranks_per_node: int,
+                       calls: int = 1) -> float:
+    """NCCL-like time of one collective phase (kind all_reduce, all_gather or reduce_scatter) on a buffer of
+    buffer_bytes split into `calls` buckets: bandwidth (n-1)/n·S (2× for AllReduce) on the group's bus
+    bandwidth; the ring's hop latencies once (pipelined chunks), NCCL_LAUNCH_S per bucket; AllReduce takes the
+    tree's latency when lower. See the module docstring."""
+    if ranks <= 1 or buffer_bytes <= 0:
+        return 0.0
+    per_node = min(ranks, max(1, ranks_per_node))
+    intra_node = per_node >= ranks
+    bandwidth = group_bandwidth(links, kind, per_node, intra_node)
+    factor = 2 if kind == ALL_REDUCE else 1
+    wire_bytes = factor * (ranks - 1) / ranks * buffer_bytes
+    intra_lat = links.link(kind, True).latency_s
+    inter_lat = intra_lat if intra_node else links.link(kind, False).latency_s
+    nodes = -(-ranks // per_node)
+    intra_hops, inter_hops = factor * (ranks - nodes), factor * (nodes - 1 + (0 if intra_node else 1))
+    if kind == ALL_REDUCE:  # NCCL's tree when its latency is lower: 2·(k-1) hops in a node, 2·log2(nodes) across
+        tree_intra, tree_inter = 2 * (per_node - 1), 2 * (nodes - 1).bit_length()
+        if tree_intra * intra_lat + tree_inter * inter_lat < intra_hops * intra_lat + inter_hops * inter_lat:
+            intra_hops, inter_hops = tree_intra, tree_inter
+    # core.collectives' one α-β price, with the network hops and a launch per bucket on top
+    return (alpha_beta_seconds(intra_hops, wire_bytes, intra_lat, bandwidth) + inter_hops * inter_lat
+            + calls * NCCL_LAUNCH_S)
+
+
 def ring_seconds(buffer_bytes: float, ranks: int, link: Link, allreduce: bool) -> float:
-    """Ring AllGather/ReduceScatter ((n-1) steps, (n-1)/n·S) or AllReduce (twice both): core.collectives'."""
+    """Plain α-β ring on one link: AllGather/ReduceScatter ((n-1) steps, (n-1)/n·S) or AllReduce (twice both):
+    core.collectives'."""
     return ring_time(ALL_REDUCE if allreduce else ALL_GATHER, buffer_bytes, ranks, link.latency_s,
                      link.bandwidth_bytes_per_s)
 
@@ -175,27 +286,84 @@ class Layout:
     tp_intra_node: bool
     dp_intra_node: bool
     pp_intra_node: bool
+    cp: int = 1
+    flash_attention: bool = True
+
+
+def gemm_seconds(flops: float, machine: Machine) -> float:
+    return flops / (machine.peak_flops * machine.efficiency) + machine.gemm_overhead_s
+
+
+def layer_seconds(layout: Layout, flops: FlopModel, machine: Machine) -> tuple[float, float, float]:
+    """(forward, backward without recompute, attention-core forward) seconds of one layer, one micro-batch."""
+    tp, cp = layout.tp, layout.cp
+    tokens = layout.micro_batch * layout.seq_len / cp
+    h, w, kv, f = flops.hidden, flops.attention_width, flops.kv_width or flops.attention_width, flops.ffn or 4 * flops.hidden
+    mlp_in = (2 if flops.gated else 1) * f
+    gemms = [2 * tokens * h * (w + 2 * kv) / tp, 2 * tokens * w / tp * h]
+    gemms += [2 * tokens * h * mlp_in / tp * flops.experts_per_token, 2 * tokens * f / tp * h * flops.experts_per_token]
+    forward = sum(gemm_seconds(g, machine) for g in gemms)
+    backward = 2 * forward
+    core = 4 * tokens * layout.seq_len * w / tp  # QKᵀ and AV over the whole (gathered) sequence
+    if layout.flash_attention:
+        attention = core / 2 / (machine.peak_flops * machine.flash_efficiency)  # causal: half the blocks
+        attention_backward = 2.5 * attention  # FlashAttention's backward recomputes the scores
+    else:
+        elements = tokens * layout.seq_len * max(1, flops.heads) / tp  # the score matrix, per GPU
+        memory = elements * machine.attention_score_bytes / machine.hbm_bytes_per_s
+        attention = 2 * gemm_seconds(core / 2, machine) + memory
+        attention_backward = 2 * attention
+    split = 34 / tp if layout.sequence_parallel else 10 + 24 / tp
+    elementwise = ELEMENTWISE_BYTES_PER_TOKEN_HIDDEN / 34 * split * tokens * h / machine.hbm_bytes_per_s
+    return (forward + attention + elementwise, backward + attention_backward + 2 * elementwise, attention)
+
+
+def head_seconds(layout: Layout, flops: FlopModel, machine: Machine) -> tuple[float, float]:
+    """LM head and loss on the last stage: forward, backward."""
+    if not flops.vocab:
+        return 0.0, 0.0
+    tokens = layout.micro_batch * layout.seq_len / layout.cp
+    gemm = gemm_seconds(2 * tokens * flops.hidden * flops.vocab / layout.tp, machine)
+    loss = tokens * flops.vocab / layout.tp * LOGIT_BYTES / machine.hbm_bytes_per_s
+    return gemm + loss / 2, 2 * gemm + loss / 2
 
 
 def microbatch_seconds(layout: Layout, flops: FlopModel, hidden: int,
                        machine: Machine) -> tuple[float, float, float, float]:
-    """(forward, backward, TP comm, PP comm) seconds of one micro-batch on the busiest stage."""
-    stage = stage_flops(flops, layout.seq_len, layout.recompute, layout.pp)
-    tokens = layout.seq_len * layout.micro_batch
-    rate = machine.flops_per_s * layout.tp
-    forward, backward = tokens * stage.forward / rate, tokens * stage.backward / rate
-    tp_seconds = pp_seconds = 0.0
+    """(forward, backward, TP+CP comm, PP comm) seconds of one micro-batch on the busiest stage."""
+    forward_layer, backward_layer, core = layer_seconds(layout, flops, machine)
+    recompute = {"full": forward_layer, "selective": core}.get(layout.recompute, 0.0)
+    head_forward, head_backward = head_seconds(layout, flops, machine)
+    counts = layers_per_stage(flops.layers, layout.pp)
+    candidates = [(counts[0], 0.0, 0.0) if layout.pp > 1 else (counts[0], head_forward, head_backward),
+                  (counts[-1], head_forward, head_backward)]
+    layers, forward, backward = max(((n, n * forward_layer + hf, n * (backward_layer + recompute) + hb)
+                                     for n, hf, hb in candidates), key=lambda c: c[1] + c[2])
+    tokens = layout.seq_len * layout.micro_batch // layout.cp
     message = tokens * hidden * ACTIVATION_ELEMENT_BYTES
-    layers = ceil_div(flops.layers, layout.pp)
+    per_node = machine.gpus_per_node
+    comm = 0.0
     if layout.tp > 1:
         collectives = 6 if layout.recompute == "full" else 4
-        link = machine.links.link("all_reduce", layout.tp_intra_node)
-        tp_seconds = layers * collectives * ring_seconds(message, layout.tp, link, allreduce=True)
+        tp_per_node = layout.tp if layout.tp_intra_node else min(per_node, max(1, layout.tp // 2))
+        comm += layers * collectives * collective_seconds("all_reduce", message, layout.tp, machine.links,
+                                                          tp_per_node)
+    if layout.cp > 1:
+        kv_bytes = layout.seq_len * layout.micro_batch * 2 * (flops.kv_width or flops.attention_width) / layout.tp \
+            * ACTIVATION_ELEMENT_BYTES
+        cp_per_node = max(1, per_node // layout.tp) if layout.tp <= per_node else 1
+        gather = collective_seconds("all_gather", kv_bytes, layout.cp, machine.links, cp_per_node)
+        passes = 2 if layout.recompute == "full" else 1
+        exposed_forward = max(0.0, gather - core)
+        exposed_backward = max(0.0, gather - 2 * core)  # ReduceScatter of the key/value gradients
+        comm += layers * (passes * exposed_forward + exposed_backward)
+    pp_seconds = 0.0
     if layout.pp > 1:
         link = machine.links.link("p2p", layout.pp_intra_node)
-        per_transfer = link.latency_s + message / layout.tp / link.bandwidth_bytes_per_s
+        bandwidth = link_bandwidth(link, layout.pp_intra_node)
+        per_transfer = link.latency_s + message / layout.tp / bandwidth
         pp_seconds = 2 * layout.virtual_stages * per_transfer
-    return forward, backward, tp_seconds, pp_seconds
+    return forward, backward, comm, pp_seconds
 
 
 @dataclass(frozen=True)
@@ -216,32 +384,45 @@ class StepTime:
 
 
 def compose(layout: Layout, micro: tuple[float, float, float, float], dp: DpSeconds, offload: OffloadSeconds,
-            optimizer_seconds: float, stage: int) -> StepTime:
-    """One step from its per-micro-batch pieces and its per-step DP/offload pieces."""
-    forward, backward, tp_comm, pp_comm = micro
+            optimizer_seconds: float, stage: int, overlap: float = DP_OVERLAP) -> StepTime:
+    """One step from its per-micro-batch pieces and its per-step DP/offload pieces, with the overlap rule of the
+    module docstring (the same for every ZeRO stage)."""
+    forward_compute, backward_compute, tp_comm, pp_comm = micro
     m = layout.grad_accum
-    stage_time = forward + backward + tp_comm + pp_comm
+    stage_time = forward_compute + backward_compute + tp_comm + pp_comm
     bubble = (layout.pp - 1) / layout.virtual_stages * stage_time
-    gradients_down = offload.gradients_down * offload.gradient_repeats
-    if layout.pp > 1:  # gradients reduced (and offloaded) after the pipeline flush
-        dp_exposed = dp.total
-        offload_exposed = gradients_down
-    elif stage == 3:  # gathers (after any host fetch) and the reduction overlap each micro-batch's compute
-        dp_exposed = m * (max(0.0, dp.gather_forward / m - forward)
-                          + max(0.0, (dp.gather_backward + dp.reduce) / m - backward))
-        with_fetch = m * (max(0.0, dp.gather_forward / m + offload.param_fetch - forward)
-                          + max(0.0, (dp.gather_backward + dp.reduce) / m + offload.param_fetch - backward))
-        offload_exposed = with_fetch - dp_exposed
-        offload_exposed += offload.gradient_repeats * max(0.0, offload.gradients_down - backward)
+    forward, backward = overlap * forward_compute, overlap * backward_compute  # what communication can hide behind
+    reduce_repeats = m if stage >= 2 else 1
+    gather_repeats = m if stage == 3 else 1
+    fetch = offload.param_fetch
+    gradients_down = offload.gradient_repeats * offload.gradients_down
+    if layout.pp > 1:  # reductions (and the host copy of gradients) after the flush
+        reduce_exposed = dp.reduce
+        down_exposed = gradients_down
     else:
-        repeats = m if stage == 2 else 1  # stages 0-1 reduce once, during the last backward
-        hidden = dp.reduce + (dp.gather_after_step if stage == 0 else 0.0)  # stage 0: the whole AllReduce
-        dp_exposed = repeats * max(0.0, hidden / repeats - backward)
-        dp_exposed += 0.0 if stage == 0 else dp.gather_after_step
-        offload_exposed = offload.gradient_repeats * max(0.0, offload.gradients_down - backward)
-    offload_exposed += offload.exposed
+        reduce_exposed = reduce_repeats * max(0.0, dp.reduce / reduce_repeats - backward)
+        down_exposed = offload.gradient_repeats * max(0.0, offload.gradients_down - backward)
+    if stage == 3:  # per micro-batch: gathers behind forward; the backward gather and the reduction behind backward
+        gather_forward = dp.gather_forward / gather_repeats
+        behind_backward = dp.gather_backward / gather_repeats + (0.0 if layout.pp > 1 else dp.reduce / m)
+        gathers = gather_repeats * (max(0.0, gather_forward - forward) + max(0.0, behind_backward - backward))
+        with_fetch = gather_repeats * (max(0.0, gather_forward + fetch - forward)
+                                       + max(0.0, behind_backward + fetch - backward))
+        fetch_exposed = with_fetch - gathers
+        if layout.pp == 1:
+            reduce_exposed = 0.0  # counted with the backward gather
+    else:
+        after = dp.gather_after_step  # stage 0: the AllReduce's second half, with the reduction
+        if stage == 0:
+            gathers = after if layout.pp > 1 else max(0.0, (dp.reduce + after) - backward) - reduce_exposed
+            gathers = max(0.0, gathers)
+        else:
+            gathers = after if layout.pp > 1 else max(0.0, after - forward)
+        fetch_exposed = 0.0
+    dp_exposed = reduce_exposed + gathers
+    offload_exposed = down_exposed + fetch_exposed + offload.exposed
     total = m * stage_time + bubble + dp_exposed + offload_exposed + optimizer_seconds
-    return StepTime(compute=m * (forward + backward), tp_comm=m * tp_comm, pp_comm=m * pp_comm, bubble=bubble,
+    return StepTime(compute=m * (forward_compute + backward_compute), tp_comm=m * tp_comm, pp_comm=m * pp_comm, bubble=bubble,
                     dp_comm=dp.total, dp_exposed=dp_exposed, offload=offload_exposed, optimizer=optimizer_seconds,
                     total=total)
 

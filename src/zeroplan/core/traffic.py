@@ -1,11 +1,12 @@
 """Per-step time of the data-parallel collectives, the offload transfers and the optimizer step
 (FORMULAS.md §4, §9), split by what compute each part can hide behind (core.step_time.compose).
 
-DP: the ZeRO collectives of core.comm (the same list the memory estimate prices), each priced with the
-α-β model on its measured or preset link. Offload: one OffloadTraffic record of the bytes a step moves
-(offload_traffic), which both commands price: `zeroplan estimate` serially (offload_serial_seconds),
-`zeroplan plan` split by what each transfer can hide behind (offload_seconds; core.step_time's module note).
-Standard library only.
+DP: the ZeRO collectives of core.comm (the same list the memory estimate prices), each priced as NCCL runs it
+(core.step_time.collective_seconds, built on core.collectives.alpha_beta_seconds: ring bandwidth on the
+group's span, hop latencies once per phase, a launch per bucket). Offload: one OffloadTraffic record of the
+bytes a step moves (offload_traffic), which both commands price: `zeroplan estimate` serially
+(offload_serial_seconds), `zeroplan plan` split by what each transfer can hide behind (offload_seconds;
+core.step_time's module note). Standard library only.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from dataclasses import dataclass
 from zeroplan.core.comm import Collective, dp_collectives
 from zeroplan.core.options import Option
 from zeroplan.core.precision import BytesPerParam
-from zeroplan.core.step_time import LinkTable, Machine
+from zeroplan.core.step_time import LinkTable, Machine, collective_seconds
 from zeroplan.core.buffers import BufferConfig, bucket_calls
 from zeroplan.core.model_states import HOST_GRADIENT_BYTES, sharded
 
@@ -34,11 +35,13 @@ class DpSeconds:
         return self.reduce + self.gather_forward + self.gather_backward + self.gather_after_step
 
 
-def dp_seconds(collectives: list[Collective], links: LinkTable) -> DpSeconds:
+def dp_seconds(collectives: list[Collective], links: LinkTable, ranks_per_node: int = 1) -> DpSeconds:
+    """ranks_per_node: how many of a DP group's ranks share a node (they share its NICs)."""
     parts = {"reduce": 0.0, "gather_forward": 0.0, "gather_backward": 0.0, "gather_after_step": 0.0}
     for c in collectives:
         kind = c.kind
-        seconds = c.seconds(links.link(kind, c.span == "intra_node"))
+        per_node = c.ranks if c.span == "intra_node" else min(ranks_per_node, c.ranks - 1)
+        seconds = c.repeats * collective_seconds(kind, c.buffer_bytes, c.ranks, links, per_node, c.calls)
         if kind == "reduce_scatter":
             parts["reduce"] += seconds
         elif c.name.startswith("allgather_parameters_forward"):
@@ -51,13 +54,14 @@ def dp_seconds(collectives: list[Collective], links: LinkTable) -> DpSeconds:
 
 
 def zero_dp_seconds(option: Option, shard_params: int, dp: int, per_param: BytesPerParam, dp_intra_node: bool,
-                    micro_batches: int, buffers: BufferConfig, links: LinkTable) -> DpSeconds:
+                    micro_batches: int, buffers: BufferConfig, links: LinkTable,
+                    ranks_per_node: int = 1) -> DpSeconds:
     """DP time from core.comm's collectives, with the buckets the memory model uses."""
     calls_reduce, calls_gather = bucket_calls(option.stage, shard_params, buffers)
     span = "intra_node" if dp_intra_node else "inter_node"
     collectives = dp_collectives(option.stage, shard_params, dp, per_param.params, per_param.gradients, span,
                                  frozenset(), 1, calls_reduce, calls_gather, micro_batches)
-    return dp_seconds(collectives, links)
+    return dp_seconds(collectives, links, ranks_per_node)
 
 
 @dataclass(frozen=True)

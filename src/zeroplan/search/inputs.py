@@ -20,8 +20,8 @@ from zeroplan.core.layout_space import SearchSpace
 from zeroplan.core.precision import bytes_per_param
 from zeroplan.core.fit import parse_fraction
 from zeroplan.core.layout_search import DEFAULT_TIE_TOLERANCE, SearchRequest
-from zeroplan.core.step_time import (DEFAULT_CPU_ADAM_PARAMS_PER_S, DEFAULT_EFFICIENCY, LinkTable, Machine,
-                                     check_efficiency)
+from zeroplan.core.step_time import (DEFAULT_CPU_ADAM_PARAMS_PER_S, LinkTable, Machine, check_efficiency,
+                                     gemm_efficiency)
 from zeroplan.core.units import format_count, format_rate, parse_count
 
 SEQUENCE_PARALLEL_CHOICES = {"search": (False, True), "on": (True,), "off": (False,)}
@@ -58,7 +58,7 @@ class PlanInputs:
     optimizer: str = "adam"
     tokens: str | None = None
     calibration: str | None = None
-    efficiency: float = DEFAULT_EFFICIENCY
+    efficiency: float | None = None  # None: the GPU's fitted GEMM efficiency
     cpu_adam_rate: str | None = None
     stages: str | None = None
     offload: bool = True
@@ -70,6 +70,8 @@ class PlanInputs:
     pp: str | None = None
     allow_cross_node_tp: bool = False
     flash_attention: bool = True
+    cp: str | None = None
+    fsdp_pipeline: bool = False
     top: int = 5
     tie_tolerance: str | None = None
     units: str = "iec"
@@ -172,7 +174,8 @@ def _space(inputs: PlanInputs, model: ModelSpec, assumptions: list[str]) -> Sear
         virtual_stages=parse_int_list(inputs.virtual_stages, "--virtual-stages") or (1,),
         micro_batches=parse_int_list(inputs.micro_batches, "--micro-batches"),
         tp=parse_int_list(inputs.tp, "--tp"), pp=parse_int_list(inputs.pp, "--pp"),
-        allow_cross_node_tp=inputs.allow_cross_node_tp, flash_attention=inputs.flash_attention)
+        allow_cross_node_tp=inputs.allow_cross_node_tp, flash_attention=inputs.flash_attention,
+        cp=parse_int_list(inputs.cp, "--cp") or (1,), fsdp_pipeline=inputs.fsdp_pipeline)
 
 
 def _stage_check(text: str | None) -> None:
@@ -195,7 +198,8 @@ def resolve(inputs: PlanInputs) -> ResolvedPlan:
         raise InputError("--top", f"must be at least 1, got {inputs.top}")
     if inputs.units not in ("iec", "si"):
         raise InputError("--units", f"unknown units '{inputs.units}'", "use iec (GiB) or si (GB)")
-    check_efficiency(inputs.efficiency)
+    if inputs.efficiency is not None:
+        check_efficiency(inputs.efficiency)
     _stage_check(inputs.stages)
     model = resolve_model(inputs, assumptions)
     if not model.has_shape:
@@ -213,8 +217,9 @@ def resolve(inputs: PlanInputs) -> ResolvedPlan:
     machine = Machine(peak_flops=cluster.gpu.bf16_flops, hbm_bytes_per_s=cluster.gpu.hbm_bandwidth_bytes_per_s,
                       pcie_bytes_per_s=cluster.pcie_bandwidth_bytes_per_s,
                       nvme_bytes_per_s=cluster.nvme_bandwidth_bytes_per_s,
-                      links=_links(inputs, cluster, assumptions), efficiency=inputs.efficiency,
-                      cpu_adam_params_per_s=cpu_rate)
+                      links=_links(inputs, cluster, assumptions),
+                      efficiency=gemm_efficiency(cluster.gpu.name) if inputs.efficiency is None else inputs.efficiency,
+                      cpu_adam_params_per_s=cpu_rate, gpus_per_node=cluster.gpus_per_node)
     tolerance = (DEFAULT_TIE_TOLERANCE if inputs.tie_tolerance is None
                  else float(parse_fraction(inputs.tie_tolerance, "--tie-tolerance")))
     request = SearchRequest(model=model, cluster=cluster, per_param=per_param, budget=budget, space=space,
@@ -229,21 +234,26 @@ def resolve(inputs: PlanInputs) -> ResolvedPlan:
 def model_notes(inputs: PlanInputs, request: SearchRequest) -> list[str]:
     """What the step-time model assumes, with this run's numbers."""
     machine, cluster = request.machine, request.cluster
-    default_efficiency = " (default; --efficiency)" if inputs.efficiency == DEFAULT_EFFICIENCY else ""
+    default_efficiency = " (fitted default; --efficiency)" if inputs.efficiency is None else ""
     notes = [
-        f"compute: {machine.efficiency:.0%} of {cluster.gpu.name}'s dense bf16 peak "
-        f"({cluster.gpu.bf16_flops / 1e12:.0f} TFLOP/s){default_efficiency}; "
-        "FLOPs per token 6Ψ + 12·L·w·s, + the recomputed forward (full: 2Ψ_layers + 4·L·w·s, selective: 4·L·w·s)",
+        f"compute: each GEMM (per-layer shapes after the tp/cp splits, micro-batch × sequence tokens) at "
+        f"{machine.efficiency:.0%} of {cluster.gpu.name}'s dense bf16 peak "
+        f"({cluster.gpu.bf16_flops / 1e12:.0f} TFLOP/s){default_efficiency}"
+        f"{f' plus {machine.gemm_overhead_s * 1e6:.0f} µs' if machine.gemm_overhead_s else ''}; "
+        "attention core with or without flash, element-wise work at HBM bandwidth; recompute re-runs the forward "
+        "(full) or the attention core (selective)",
         "MFU = 6Ψ × tokens / (step time × peak × GPUs)",
-        "communication: α-β ring collectives on the slowest link each group crosses (rank grid tp, dp, pp); "
-        "TP: 4 AllReduces of s·b·h per layer and micro-batch (6 with full recompute), not overlapped; PP: one "
-        "activation and one gradient per boundary and micro-batch (1/t each with tp > 1)",
-        "overlap: without a pipeline, gradient reduction hides behind backward and ZeRO-3 gathers behind "
-        "forward/backward; the post-step AllGather of ZeRO-1/2 and all DP traffic with pp > 1 are exposed",
+        "communication: NCCL-like ring collectives: NVLink inside a node, the per-GPU NIC across nodes, hop "
+        "latencies once per phase and a launch per bucket; TP: 4 AllReduces of s·b·h per layer and micro-batch "
+        "(6 with full recompute), not overlapped; PP: one activation and one gradient per boundary and "
+        "micro-batch (1/t each with tp > 1)",
+        f"overlap (every ZeRO stage): gradient reductions hide behind backward, parameter gathers behind forward, "
+        f"up to {machine.dp_overlap:.0%} of that compute; with pp > 1 reductions wait for the pipeline flush",
         f"offload: PCIe {format_rate(cluster.pcie_bandwidth_bytes_per_s)} per GPU, CPU Adam "
         f"{format_count(int(machine.cpu_adam_params_per_s))} parameters/s per node"
         f"{' (an estimate; --cpu-adam-rate)' if inputs.cpu_adam_rate is None else ''}",
-        "pipeline: 1F1B, bubble (p-1)/(v·m) of the step; DeepSpeed's pipeline engine runs ZeRO stages 0-1 only",
+        "pipeline: 1F1B, bubble (p-1)/(v·m) of the step, uneven stages priced by the busiest; DeepSpeed's pipeline "
+        "engine runs ZeRO stages 0-1 only (--fsdp-with-pp adds ZeRO-2/3 with pp, as torchtitan and Llama 3 run)",
         f"ranking: step times within {request.tie_tolerance:.0%} of the fastest are ties (the model's resolution)"
         f"{' (default; --tie-tolerance)' if inputs.tie_tolerance is None else ''}; a tie goes to the simpler plan: "
         "no offload, less model parallelism, a lower ZeRO stage, less recompute",

@@ -22,7 +22,8 @@ def plan_row(outcome: PlanOutcome, plan: PlanRecord) -> dict[str, Any]:
     """One plan, flat: what the CSV writes and the JSON nests."""
     request = outcome.resolved.request
     row: dict[str, Any] = {
-        "world": plan.world, "dp": plan.dp, "tp": plan.tp, "pp": plan.pp, "virtual_stages": plan.virtual_stages,
+        "world": plan.world, "dp": plan.dp, "tp": plan.tp, "pp": plan.pp, "cp": plan.cp,
+        "virtual_stages": plan.virtual_stages,
         "stage": plan.option.stage, "offload_optimizer": plan.option.offload_optimizer,
         "offload_params": plan.option.offload_params, "micro_batch": plan.micro_batch,
         "grad_accum": plan.grad_accum, "recompute": plan.recompute, "sequence_parallel": plan.sequence_parallel,

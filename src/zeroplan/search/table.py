@@ -56,7 +56,8 @@ def render(outcome: PlanOutcome, console: Console) -> None:
             table.add_column(name, justify="right" if name in right else "left", no_wrap=True)
         for rank, plan in enumerate(outcome.top, start=1):
             metrics = outcome.throughput(plan)
-            grid = f"{plan.dp}×{plan.tp}×{plan.pp}" + (f" v{plan.virtual_stages}" if plan.virtual_stages > 1 else "")
+            grid = (f"{plan.dp}×{plan.tp}×{plan.pp}" + (f" cp{plan.cp}" if plan.cp > 1 else "")
+                    + (f" v{plan.virtual_stages}" if plan.virtual_stages > 1 else ""))
             memory = format_bytes(plan.gpu_total, units).split()[0]
             cells = [str(rank), grid, zero_label(plan.option), f"{plan.micro_batch}×{plan.grad_accum}",
                      RECOMPUTE_SHORT[plan.recompute], "✓" if plan.sequence_parallel else "", memory,
