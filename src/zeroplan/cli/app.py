@@ -64,7 +64,9 @@ def build_app(only: str | None = None, help_requested: bool = True) -> typer.Typ
     if help_requested:
         keep_option_names_whole()  # imports typer.rich_utils (~0.1 s): only when a help screen is drawn
     # markdown: help paragraphs are re-wrapped to the terminal (rich mode kept the docstrings' line breaks)
-    app = typer.Typer(name="zeroplan", help=HELP, no_args_is_help=True, add_completion=True,
+    # Completion options (typer.completion imports shellingham and subprocess, ~30 ms) only where they can be
+    # used: on help screens, at `--install-completion`/`--show-completion`, and when a shell completes.
+    app = typer.Typer(name="zeroplan", help=HELP, no_args_is_help=True, add_completion=help_requested,
                       rich_markup_mode="markdown", pretty_exceptions_enable=False)
 
     @app.callback()
@@ -117,7 +119,8 @@ def main(argv: list[str] | None = None) -> None:
         args = ["--help"]  # a bare `zeroplan` shows the commands and exits 0 (a shell completing is not bare)
     only = args[0] if args and args[0] in COMMANDS else None
     # A help screen: asked for, or shown for a bare command group (`zeroplan export`).
-    help_requested = "--help" in args or len(args) < 2 or (only in ("export", "presets") and len(args) < 3)
+    help_requested = ("--help" in args or len(args) < 2 or (only in ("export", "presets") and len(args) < 3)
+                      or any(key.startswith("_ZEROPLAN_COMPLETE") for key in os.environ))
     command = typer.main.get_command(build_app(only, help_requested))
     try:
         # standalone_mode=False hands a raised typer.Exit(n) back as the return value n.
