@@ -187,7 +187,7 @@ def _torch_buffers(request: EstimateRequest, option: Option, breakdown: dict[str
 
     model, mixed = request.model, request.per_param.precision == "mixed"
     buffers = torch_gpu_buffers(option.stage, model.params, model.layer_params, model.input_params + model.output_params,
-                                2 if mixed else 4, mixed, breakdown["gpu/optimizer_states"],
+                                2 if mixed else 4, breakdown["gpu/optimizer_states"],
                                 breakdown["gpu/gradients"], sum(activations.values()), request.per_param.optimizer)
     return {f"gpu/buffers/{name}": size for name, size in buffers.items()}
 

@@ -1,10 +1,9 @@
 """What torch's wrappers hold on a GPU besides the model states, at the step's peak (framework convention, torch).
 
 Measured by `zeroplan trace` (torch's FSDPMemTracker on the real wrappers, docs/trace.md):
-- compute copies: with a mixed-precision policy FSDP2 and replicate() gather the parameters into unsharded
-  copies in the compute dtype. Stages 0-2 keep every copy from forward to backward (Ψ·c bytes); stage 3
+- compute copies: FSDP2 and replicate() gather the parameters into unsharded copies in the compute dtype
+  (fp32 too: a separate buffer). Stages 0-2 keep every copy from forward to backward (Ψ·c bytes); stage 3
   keeps the root's (embeddings, final norm, head) plus the next decoder layer prefetched for backward.
-  Without a policy (fp32) stages 0-1 compute on the parameters themselves.
 - the optimizer step: AdamW(foreach=True), the CUDA default, makes one fp32 temporary per element it steps
   (half its 8-byte states).
 The peak is one moment, not a sum of maxima: the start of backward (activations + copies; no gradient exists
@@ -18,14 +17,12 @@ from __future__ import annotations
 
 
 def torch_gpu_buffers(stage: int, params: int, layer_params: int, root_params: int, compute_bytes: int,
-                      mixed_precision: bool, optimizer_state_bytes: int, gradient_bytes: int, activation_bytes: int,
+                      optimizer_state_bytes: int, gradient_bytes: int, activation_bytes: int,
                       optimizer: str) -> dict[str, int]:
     """gpu/buffers entries (bytes) for torch's DDP/ZeroRedundancyOptimizer/FSDP2 at the peak moment."""
     if stage == 3:
         copies = (root_params + layer_params) * compute_bytes
-    elif stage == 2 or mixed_precision:
-        copies = params * compute_bytes
     else:
-        copies = 0
+        copies = params * compute_bytes
     step = optimizer_state_bytes // 2 if optimizer in ("adam", "adamw") else 0
     return {"peak_beyond_states_and_activations": max(copies - gradient_bytes, step - activation_bytes)}

@@ -27,13 +27,13 @@ def layer_count(config: dict) -> int:
 
 
 def hf_config(config: dict, num_layers: int | None, attn_implementation: str):
-    from transformers import AutoConfig
-
     fields = {k: v for k, v in config.items() if k not in _DROPPED_KEYS}
     model_type = fields.pop("model_type", None)
     if model_type not in TRACEABLE_FAMILIES:
         raise InputError("--model", f"family '{model_type}' cannot be traced (traced families: "
                          f"{', '.join(TRACEABLE_FAMILIES)})", "use zeroplan estimate for this model")
+    from transformers import AutoConfig
+
     cfg = AutoConfig.for_model(model_type, **fields)
     if num_layers is not None:
         cfg.num_hidden_layers = num_layers  # attribute_map covers n_layer (GPT-2) and the like
