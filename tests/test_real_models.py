@@ -35,8 +35,9 @@ def test_activations_are_counted_not_reserved():
     data = run_json("--model", "llama-2-7b", "--gpus", "8", "--seq-len", "2048", "--micro-batch", "2",
                     "--recompute", "selective")
     expected = activation_memory(presets.model("llama-2-7b"), ActivationConfig(
-        seq_len=2048, micro_batch=2, recompute="selective", flash_attention=True))
+        seq_len=2048, micro_batch=2, recompute="selective", flash_attention=True, implementation="transformers"))
     assert data["training"]["activations"] == "counted"
+    assert data["training"]["activation_implementation"] == "transformers"
     assert all(o["gpu_bytes"]["activations"] == expected.total for o in data["options"])
     assert not any("reserve" in note for note in data["assumptions"] if note.startswith("activations"))
 

@@ -45,12 +45,15 @@ def _register(app: typer.Typer, name: str) -> None:
     elif name == "validate":
         from zeroplan.cli.validate_cmd import validate
         app.command("validate")(validate)
+    elif name == "trace":
+        from zeroplan.cli.trace_cmd import trace
+        app.command("trace")(trace)
     elif name == "presets":
         from zeroplan.cli.presets_cmd import presets_app
         app.add_typer(presets_app, name="presets")
 
 
-COMMANDS = ("estimate", "plan", "sweep", "check", "export", "bench", "validate", "presets")
+COMMANDS = ("estimate", "plan", "sweep", "check", "export", "bench", "validate", "trace", "presets")
 
 
 def _print_version(value: bool) -> None:

@@ -109,6 +109,9 @@ MicroBatch = Annotated[Optional[int], typer.Option(
     "--micro-batch", help="Sequences per GPU per micro-batch (default 1).", rich_help_panel=STEP)]
 Recompute = Annotated[Optional[str], typer.Option(
     "--recompute", help="Activation recompute: none, selective or full (default none).", rich_help_panel=STEP)]
+Activations = Annotated[Optional[str], typer.Option(
+    "--activations", help="Whose code keeps the activations: transformers (Hugging Face, default) or megatron "
+    "(Megatron-LM's theoretical memory).", rich_help_panel=STEP)]
 FlashAttention = Annotated[bool, typer.Option(
     "--flash-attention/--no-flash-attention", help="Flash attention stores no s×s scores.", rich_help_panel=STEP)]
 SequenceParallel = Annotated[bool, typer.Option(
@@ -155,3 +158,26 @@ PresetsFile = Annotated[Optional[str], typer.Option(
     "--presets", help="A presets YAML file that adds or overrides GPUs, clusters and models (same schema as "
     "the built-in ones; check it with `zeroplan presets validate FILE`).", rich_help_panel=HARDWARE,
     callback=_use_presets_file)]
+
+
+TRACE = "Trace"
+
+TraceGpus = Annotated[int, typer.Option("--gpus", help="World size: the ranks the model is sharded over.",
+                                        rich_help_panel=HARDWARE)]
+TraceStage = Annotated[int, typer.Option(
+    "--stage", help="ZeRO stage 0-3 (0 DDP, 1 ZeroRedundancyOptimizer, 2-3 FSDP2).", rich_help_panel=PARALLEL)]
+TraceModel = Annotated[str, typer.Option(
+    "--model", help="A model preset, a Hugging Face Hub id or the path of a config.json.", rich_help_panel=MODEL)]
+Attention = Annotated[str, typer.Option(
+    "--attention", help="transformers' attention: sdpa (default) or eager.", rich_help_panel=STEP)]
+LayersToTrace = Annotated[int, typer.Option(
+    "--layers-to-trace", help="Trace k, k+1, k+2 layers and extrapolate, checked on the third (default 3); "
+    "0 traces the whole model.", rich_help_panel=TRACE)]
+TraceSteps = Annotated[int, typer.Option(
+    "--steps", help="Training steps to run (at least 2; the peak is the last one's).", rich_help_panel=TRACE)]
+Tolerance = Annotated[Optional[float], typer.Option(
+    "--tolerance", help="Exit 1 when estimate and trace differ by more than this many percent.",
+    rich_help_panel=TRACE)]
+Real = Annotated[bool, typer.Option(
+    "--real", help="Also run the step with real tensors on this machine's CUDA GPU and report "
+    "torch.cuda.max_memory_allocated.", rich_help_panel=TRACE)]

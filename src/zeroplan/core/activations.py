@@ -1,5 +1,13 @@
 """Activation bytes per GPU on the most loaded pipeline stage, in exact integer bytes.
 
+Two implementations (ActivationConfig.implementation):
+- "transformers" (the default of `estimate`): what Hugging Face transformers' modeling code keeps, derived
+  from traces of the real code (`zeroplan trace`, docs/trace.md) and exact to the byte per layer for the
+  families in TRANSFORMERS_FAMILIES; the total is the peak moment of the step (backward start: every
+  layer's activations, the final norm, fp32 log-softmax and the loss gradient's fp32 temporaries).
+  Families whose code is not derived fall back to "megatron" (applied_implementation says so).
+- "megatron": Megatron-LM's theoretical memory (fused kernels), described below.
+
 Per layer: Korthikanti et al. 2022, "Reducing Activation Recomputation in Large Transformer Models"
 (arXiv 2205.05198), Table 2, written out term by term so it also covers real shapes (ffn != 4h,
 grouped-query attention, head_dim != h/a, gated MLPs, MoE) and reduces to Table 2 exactly for a
@@ -32,6 +40,10 @@ from zeroplan.core.model import ModelSpec
 from zeroplan.core.units import ceil_div
 
 RECOMPUTE_MODES = ("none", "selective", "full")
+IMPLEMENTATIONS = ("transformers", "megatron")
+# Families whose transformers decoder layer is derived to the byte (RMSNorm + rotary + SwiGLU; GPT-2's block).
+LLAMA_STYLE_FAMILIES = ("llama", "mistral", "qwen2")
+TRANSFORMERS_FAMILIES = LLAMA_STYLE_FAMILIES + ("gpt2",)
 DEFAULT_SEQ_LEN_CAP = 4096  # the default sequence length: the model's context, at most this
 
 
@@ -69,6 +81,7 @@ class ActivationConfig:
     virtual_stages: int = 1
     num_micro_batches: int | None = None
     dtype_bytes: int = 2
+    implementation: str = "megatron"
 
     def __post_init__(self) -> None:
         problems: dict[str, str] = {}
@@ -91,6 +104,8 @@ class ActivationConfig:
         if self.dtype_bytes not in ACTIVATION_DTYPE_BYTES or isinstance(self.dtype_bytes, bool):
             problems["--activation-bytes"] = \
                 f"must be 1, 2 or 4 bytes per element, got {self.dtype_bytes!r}"
+        if self.implementation not in IMPLEMENTATIONS:
+            problems["--activations"] = f"must be one of {', '.join(IMPLEMENTATIONS)}, got {self.implementation!r}"
         if "--virtual-stages" not in problems and "--pp" not in problems \
                 and self.virtual_stages > 1 and self.pp == 1:
             problems["--virtual-stages"] = "interleaving needs a pipeline: --pp must be above 1"
@@ -114,6 +129,8 @@ class _Shape:
     gated_mlp: bool
     experts: int
     experts_per_token: int  # 1 for a dense model
+    family: str | None = None
+    dropout: bool = False  # the config.json trains with dropout (GPT-2's default p = 0.1)
 
 
 def _shape(model: ModelSpec) -> _Shape:
@@ -129,7 +146,94 @@ def _shape(model: ModelSpec) -> _Shape:
         ffn=model.ffn or 4 * model.hidden, vocab=model.vocab,
         gated_mlp=bool(model.gated_mlp if model.gated_mlp is not None else model.extra.get("gated_mlp", False)),
         experts=model.experts if moe else 0,
-        experts_per_token=model.experts_per_token if moe else 1)
+        experts_per_token=model.experts_per_token if moe else 1, family=model.family,
+        dropout=_trains_with_dropout(model.extra.get("hf_config") or {}))
+
+
+_DROPOUT_KEYS = ("resid_pdrop", "embd_pdrop", "attn_pdrop", "attention_dropout", "hidden_dropout", "dropout")
+
+
+def _trains_with_dropout(config: dict) -> bool:
+    """Whether a config.json asks for dropout; GPT-2's defaults (0.1) apply when its keys are absent."""
+    defaults = {"resid_pdrop": 0.1, "embd_pdrop": 0.1, "attn_pdrop": 0.1} if config.get("model_type") == "gpt2" else {}
+    return any(float(config.get(key, defaults.get(key, 0.0)) or 0.0) > 0.0 for key in _DROPOUT_KEYS)
+
+
+def applied_implementation(model: ModelSpec, config: ActivationConfig) -> tuple[str, str]:
+    """(the implementation whose formula applies, why when it is not the one asked for)."""
+    if config.implementation == "megatron":
+        return "megatron", ""
+    reason = _transformers_gap(_shape(model), config)
+    return ("megatron", reason) if reason else ("transformers", "")
+
+
+def _transformers_gap(shape: _Shape, config: ActivationConfig) -> str:
+    """Why the transformers formula does not cover this case ("" when it does)."""
+    if shape.family not in TRANSFORMERS_FAMILIES:
+        return (f"transformers' {shape.family or 'unknown'} layers are not derived yet: Megatron's formula is used "
+                f"(derived: {', '.join(TRANSFORMERS_FAMILIES)})")
+    if config.tp > 1 or config.pp > 1 or config.sequence_parallel:
+        return "transformers runs no tensor or pipeline parallelism: Megatron's formula is used with --tp/--pp"
+    if shape.family == "gpt2" and (shape.dropout or not config.flash_attention):
+        return ("GPT-2 is derived for sdpa attention without dropout only (its config trains with dropout or eager "
+                "attention was asked): Megatron's formula is used")
+    return ""
+
+
+def _transformers_layer_bytes(shape: _Shape, config: ActivationConfig) -> int:
+    """Bytes one decoder layer keeps for one micro-batch in transformers' code (exact on CPU kernels).
+
+    e = bytes of the compute dtype, T = s·b tokens, a heads, k KV heads, d head_dim, f ffn.
+    Llama-style (RMSNorm, rotary, SwiGLU): each RMSNorm keeps its fp32 input (an upcast copy in 16 bits), the
+    fp32 rsqrt (4 B/token), the normalised x and x·weight (e·h each); the MLP keeps gate, up, silu(gate) and
+    the down_proj input (4·e·f). sdpa keeps q, k, v (KV heads: enable_gqa), the output (the o_proj input) and
+    the fp32 logsumexp (4·a); eager keeps q, the repeat_kv'd k and v (a heads), the o_proj input copy and the
+    fp32 softmax output plus its cast to e (fp32: the softmax output only). Selective recompute keeps q, k, v
+    and the output; full recompute keeps the layer input.
+    GPT-2 (sdpa, no dropout): LayerNorm keeps input, mean and rstd (e each on CPU kernels) and output; the
+    fused qkv output, the attention output, the logsumexp; gelu_new keeps four f-wide tensors, c_proj's input.
+    """
+    tokens, e, seq = config.seq_len * config.micro_batch, config.dtype_bytes, config.seq_len
+    h, a, k, d, f = shape.hidden, shape.heads, shape.kv_heads, shape.head_dim, shape.ffn
+    if config.recompute == "full":
+        return tokens * e * h
+    if shape.family == "gpt2":
+        norm = 2 * e * h + 2 * e
+        core = 4 * e * h + (4 * a if config.recompute == "none" else 0)
+        return tokens * (2 * norm + core + 5 * e * f)
+    norm = 4 * h + 4 + 2 * e * h
+    if config.recompute == "selective":
+        core = 2 * e * a * d + 2 * e * k * d
+    elif config.flash_attention:
+        core = 2 * e * a * d + 2 * e * k * d + 4 * a
+    else:
+        core = 4 * e * a * d + a * seq * (4 + (e if e != 4 else 0))
+    return tokens * (2 * norm + core + 4 * e * f)
+
+
+def _transformers_terms(shape: _Shape, config: ActivationConfig) -> dict[str, int]:
+    """The breakdown at the step's peak moment, the start of backward: every layer's activations; the
+    embedding side (int64 ids and labels, rotary cos/sin or learned positions' nothing, the eager causal
+    mask); the final norm, fp32 log-softmax output and the two fp32 vocabulary-wide temporaries of the loss
+    gradient (the 16-bit logits are freed by then); with full recompute, the excess of the last layer's
+    recomputed working set over the loss temporaries it follows."""
+    tokens, e, seq, b = config.seq_len * config.micro_batch, config.dtype_bytes, config.seq_len, config.micro_batch
+    h, d, v = shape.hidden, shape.head_dim, shape.vocab
+    layers = shape.layers * _transformers_layer_bytes(shape, config)
+    embedding = 2 * _TOKEN_ID_BYTES * tokens
+    if shape.family == "gpt2":
+        final_norm = 2 * e * h + 2 * e
+    else:
+        final_norm = 4 * h + 4 + 2 * e * h
+        embedding += 2 * tokens * d * e  # rotary cos and sin, shared by all layers
+        if not config.flash_attention:
+            embedding += b * seq * seq * e  # the eager causal mask
+    loss = 3 * _FP32_BYTES * tokens * v  # log-softmax output + its gradient's two fp32 temporaries
+    output_and_loss = tokens * final_norm + loss
+    working_set = 0
+    if config.recompute == "full":
+        working_set = max(0, _transformers_layer_bytes(shape, replace(config, recompute="none")) - loss)
+    return dict(zip(BREAKDOWN_KEYS, (layers, embedding, output_and_loss, working_set)))
 
 
 def _layer_bytes(shape: _Shape, config: ActivationConfig, keep_scores: bool) -> Fraction:
@@ -228,6 +332,9 @@ class ActivationEstimate:
 
 def activation_memory(model: ModelSpec, config: ActivationConfig) -> ActivationEstimate:
     """Activation bytes per GPU on the most loaded stage, each entry rounded up to whole bytes."""
+    if applied_implementation(model, config)[0] == "transformers":
+        return ActivationEstimate(breakdown=_transformers_terms(_shape(model), config),
+                                  layer_micro_batches=Fraction(model.layers or 0), micro_batches_in_flight=Fraction(1))
     terms = activation_terms(model, config)
     in_flight = micro_batches_in_flight(config)
     return ActivationEstimate(
@@ -244,6 +351,10 @@ def largest_micro_batch_that_fits(budget_bytes: int, fixed_bytes: int, model: Mo
     rounding each entry up adds under one byte per entry, which only the last few candidates can feel.
     """
     room = budget_bytes - fixed_bytes
+    if applied_implementation(model, config)[0] == "transformers":
+        fits = [mb for mb in _candidates(room, model, config)
+                if activation_memory(model, replace(config, micro_batch=mb)).total <= room]
+        return max(fits, default=0)
     per_sample = sum(activation_terms(model, replace(config, micro_batch=1)).values())
     if room <= 0 or per_sample == 0:
         return 0
@@ -254,3 +365,20 @@ def largest_micro_batch_that_fits(budget_bytes: int, fixed_bytes: int, model: Mo
         if activation_memory(model, replace(config, micro_batch=micro_batch)).total <= room:
             return micro_batch
     return lower
+
+
+def _candidates(room: int, model: ModelSpec, config: ActivationConfig) -> range:
+    """Micro-batches to try for the transformers implementation: every term is linear in the micro-batch except
+    the full-recompute working set's max(), so bisection over a monotone total finds the largest that fits."""
+    if room <= 0:
+        return range(0)
+    low, high = 0, 1
+    while activation_memory(model, replace(config, micro_batch=high)).total <= room and high < 1 << 30:
+        low, high = high, high * 2
+    while high - low > 1:
+        middle = (low + high) // 2
+        if activation_memory(model, replace(config, micro_batch=middle)).total <= room:
+            low = middle
+        else:
+            high = middle
+    return range(low, low + 1) if low else range(0)

@@ -142,13 +142,16 @@ def _evaluate(request: EstimateRequest, option: Option, activations: dict[str, i
             breakdown = framework_model_states(option, request.parameters, parallel.dp, per_param, request.framework)
         else:
             breakdown = paper_model_states(option, shard, parallel.dp, per_param, gpus_in_node)
-        # torch's wrappers keep fp32 gradients: there is no fp32 copy to make for the optimizer step.
-        fp32_step_copy = per_param.precision == "mixed" and not (
-            request.convention == "framework" and request.framework == "torch")
-        gpu_buffers = gpu_buffer_bytes(option.stage, shard, parallel.dp, request.shard_largest_layer_params,
-                                       per_param.params, per_param.gradients, fp32_step_copy,
-                                       option.offload_optimizer == "none", request.buffers)
-        breakdown.update({f"gpu/buffers/{name}": size for name, size in gpu_buffers.items()})
+        if request.convention == "framework" and request.framework == "torch" and request.model.has_layout:
+            breakdown.update(_torch_buffers(request, option, breakdown, activations))
+        else:
+            # torch's wrappers keep fp32 gradients: there is no fp32 copy to make for the optimizer step.
+            fp32_step_copy = per_param.precision == "mixed" and not (
+                request.convention == "framework" and request.framework == "torch")
+            gpu_buffers = gpu_buffer_bytes(option.stage, shard, parallel.dp, request.shard_largest_layer_params,
+                                           per_param.params, per_param.gradients, fp32_step_copy,
+                                           option.offload_optimizer == "none", request.buffers)
+            breakdown.update({f"gpu/buffers/{name}": size for name, size in gpu_buffers.items()})
         host_buffers = host_buffer_bytes(option.offload_optimizer, option.offload_params, shard, parallel.dp,
                                          per_param.params, gpus_in_node, request.buffers)
         breakdown.update({f"cpu/buffers/{name}": size for name, size in host_buffers.items()})
@@ -176,6 +179,17 @@ def _evaluate(request: EstimateRequest, option: Option, activations: dict[str, i
     if request.max_micro_batch and request.activations is not None:
         estimate = with_max_micro_batch(request, estimate)
     return _with_fit(request, estimate)
+
+
+def _torch_buffers(request: EstimateRequest, option: Option, breakdown: dict[str, int],
+                   activations: dict[str, int]) -> dict[str, int]:
+    from zeroplan.core.torch_buffers import torch_gpu_buffers
+
+    model, mixed = request.model, request.per_param.precision == "mixed"
+    buffers = torch_gpu_buffers(option.stage, model.params, model.layer_params, model.input_params + model.output_params,
+                                2 if mixed else 4, breakdown["gpu/optimizer_states"],
+                                breakdown["gpu/gradients"], sum(activations.values()), request.per_param.optimizer)
+    return {f"gpu/buffers/{name}": size for name, size in buffers.items()}
 
 
 def collectives_for(request: EstimateRequest, option: Option) -> list[comm.Collective]:

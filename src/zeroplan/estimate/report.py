@@ -113,6 +113,12 @@ def _training_dict(request) -> dict[str, Any]:
     if activations is not None:
         block.update(seq_len=activations.seq_len, micro_batch=activations.micro_batch, recompute=activations.recompute,
                      flash_attention=activations.flash_attention, sequence_parallel=activations.sequence_parallel)
+        from zeroplan.core.activations import applied_implementation
+
+        implementation, why = applied_implementation(request.model, activations)
+        block.update(activation_implementation=implementation, activation_dtype_bytes=activations.dtype_bytes)
+        if why:
+            block["activation_implementation_note"] = why
     return block
 
 
@@ -129,7 +135,7 @@ CSV_FIELDS = (
     "offload_params", "gpu_bytes_params", "gpu_bytes_gradients", "gpu_bytes_optimizer_states",
     "gpu_bytes_activations", "gpu_bytes_buffers", "gpu_bytes_total", "usable_gpu_bytes", "cpu_bytes_per_node",
     "nvme_bytes_per_node", "comm_bytes_per_gpu_per_step", "comm_seconds_per_step", "offload_seconds_per_step",
-    "fits", "max_micro_batch", "grad_accum_steps", "recommended",
+    "fits", "max_micro_batch", "grad_accum_steps", "recommended", "activation_implementation",
 )
 
 
@@ -147,6 +153,7 @@ def csv_rows(plan: Plan) -> list[dict[str, Any]]:
         row.update({f"gpu_bytes_{k}": v for k, v in option["gpu_bytes"].items()})
         row["usable_gpu_bytes"] = data["cluster"]["usable_gpu_bytes"]
         row["recommended"] = option["key"] == chosen_key
+        row["activation_implementation"] = data["training"].get("activation_implementation", "")
         rows.append({k: spreadsheet_safe(row[k]) for k in CSV_FIELDS})
     return rows
 

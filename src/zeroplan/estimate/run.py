@@ -77,11 +77,21 @@ def _activation_notes(request: EstimateRequest, activations: ActivationConfig | 
         return [f"activations not counted (only a parameter count is known): a reserve of "
                 f"{float(budget.activation_reserve):.0%} of usable memory ({format_bytes(budget.activation_reserve_bytes, units)})"
                 " is kept for them (--activation-reserve; give --model for the real figure)"]
+    from zeroplan.core.activations import applied_implementation
+
+    implementation, why = applied_implementation(request.model, activations)
+    bits = f"{8 * activations.dtype_bytes}-bit"
+    step = (f"seq {activations.seq_len} × micro-batch {activations.micro_batch}, recompute {activations.recompute}"
+            f"{', sequence parallel' if activations.sequence_parallel else ''}, {bits}")
+    if implementation == "transformers":
+        attention = "sdpa attention" if activations.flash_attention else "eager attention (--no-flash-attention)"
+        return [f"activations: transformers implementation (--activations transformers) of {request.model.family}, "
+                f"{attention}, {step}; the peak moment at the start of backward: every layer's saved tensors, final "
+                "norm, fp32 log-softmax and the loss gradient's fp32 temporaries"]
     flash = "flash attention (no s×s scores stored)" if activations.flash_attention else "no flash attention"
-    return [f"activations: Korthikanti et al. 2022 per layer, seq {activations.seq_len} × micro-batch "
-            f"{activations.micro_batch}, recompute {activations.recompute}, {flash}"
-            f"{', sequence parallel' if activations.sequence_parallel else ''}, 16-bit; the first pipeline stage "
-            "holds pp micro-batches in flight (1F1B)"]
+    note = f"; {why}" if why else ""
+    return [f"activations: megatron implementation (Korthikanti et al. 2022 per layer), {step}, {flash}; the first "
+            f"pipeline stage holds pp micro-batches in flight (1F1B){note}"]
 
 
 def _buffer_notes(inputs: EstimateInputs) -> list[str]:

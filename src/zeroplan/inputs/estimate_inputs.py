@@ -45,6 +45,7 @@ class EstimateInputs:
     seq_len: int | None = None
     micro_batch: int | None = None
     recompute: str | None = None
+    activations: str | None = None  # transformers (the default) or megatron: whose code keeps the activations
     flash_attention: bool = True
     sequence_parallel: bool = False
     grad_accum: int | None = None

@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from zeroplan.inputs import presets
-from zeroplan.core.activations import RECOMPUTE_MODES, ActivationConfig, DEFAULT_SEQ_LEN_CAP, default_seq_len
+from zeroplan.core.activations import IMPLEMENTATIONS, RECOMPUTE_MODES, ActivationConfig, DEFAULT_SEQ_LEN_CAP, default_seq_len
 from zeroplan.core.buffers import BufferConfig
 from zeroplan.core.errors import InputError
 from zeroplan.core.model import ModelSpec
@@ -18,6 +18,7 @@ from zeroplan.core.units import parse_count
 if TYPE_CHECKING:
     from zeroplan.inputs.estimate_inputs import EstimateInputs
 
+DEFAULT_ACTIVATIONS = "transformers"  # what a user training with Hugging Face transformers runs
 
 
 def _looks_like_path(text: str) -> bool:
@@ -76,9 +77,19 @@ def resolve_activations(inputs: EstimateInputs, model: ModelSpec, parallel: Para
         raise InputError("--sequence-parallel", "sequence parallelism splits activations over tp, and tp is 1",
                          "add --tp 2 or more, or drop --sequence-parallel")
     accumulation = grad_accum_steps(inputs, parallel, micro_batch, assumptions)
+    implementation = (inputs.activations or DEFAULT_ACTIVATIONS).strip().lower()
+    if implementation not in IMPLEMENTATIONS:
+        raise InputError("--activations", f"unknown implementation '{inputs.activations}'",
+                         f"use {' or '.join(IMPLEMENTATIONS)}")
     return ActivationConfig(seq_len=seq_len, micro_batch=micro_batch, recompute=recompute,
                             flash_attention=inputs.flash_attention, sequence_parallel=inputs.sequence_parallel,
-                            tp=parallel.tp, pp=parallel.pp, num_micro_batches=accumulation)
+                            tp=parallel.tp, pp=parallel.pp, num_micro_batches=accumulation,
+                            dtype_bytes=activation_dtype_bytes(inputs.precision), implementation=implementation)
+
+
+def activation_dtype_bytes(precision: str) -> int:
+    """Activations are kept in the compute dtype: 4 bytes in fp32, 2 in mixed/bf16/fp16."""
+    return 4 if precision.strip().lower() == "fp32" else 2
 
 
 def grad_accum_steps(inputs: EstimateInputs, parallel: ParallelDims, micro_batch: int,

@@ -1,0 +1,87 @@
+"""Accuracy of `zeroplan estimate` against `zeroplan trace` (rerunnable; needs the `trace` extra).
+
+Samples families × precision × recompute × sequence × world × stage, traces each row (k = 3 layers
+extrapolated, exact), and prints a Markdown table for docs/accuracy.md with the number of rows and the worst
+|error|. The default sample runs in about 15 minutes on a 2-core machine; --quick runs a handful of rows.
+
+    PYTHONPATH=src python benchmarks/trace_accuracy.py [--quick] [--limit-seconds 900] [--out rows.json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import json
+import random
+import sys
+import time
+
+# Small members of each family (shapes as in tests/configs), so a row traces in seconds.
+FAMILIES = {
+    "llama": {"model_type": "llama", "hidden_size": 256, "intermediate_size": 688, "num_attention_heads": 8,
+              "num_key_value_heads": 2, "num_hidden_layers": 8, "vocab_size": 1000, "max_position_embeddings": 8192},
+    "mistral": {"model_type": "mistral", "hidden_size": 256, "intermediate_size": 704, "num_attention_heads": 8,
+                "num_key_value_heads": 4, "num_hidden_layers": 8, "vocab_size": 1000,
+                "max_position_embeddings": 8192},
+    "qwen2": {"model_type": "qwen2", "hidden_size": 256, "intermediate_size": 688, "num_attention_heads": 8,
+              "num_key_value_heads": 2, "num_hidden_layers": 8, "vocab_size": 1000, "max_position_embeddings": 8192},
+    "gpt2": {"model_type": "gpt2", "n_embd": 256, "n_head": 8, "n_layer": 8, "vocab_size": 1000, "n_positions": 8192,
+             "resid_pdrop": 0.0, "embd_pdrop": 0.0, "attn_pdrop": 0.0},
+}
+PRECISIONS = ("mixed", "fp32")
+RECOMPUTES = ("none", "selective", "full")
+SEQS = (512, 1024, 2048, 4096, 8192)
+WORLDS = (8, 64, 1024)
+STAGES = (0, 1, 2, 3)
+
+
+def rows(quick: bool, seed: int) -> list[tuple]:
+    grid = list(itertools.product(FAMILIES, PRECISIONS, RECOMPUTES, SEQS, WORLDS, STAGES))
+    random.Random(seed).shuffle(grid)
+    return grid[:6] if quick else grid
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true")
+    parser.add_argument("--seed", type=int, default=12)
+    parser.add_argument("--limit-seconds", type=float, default=900.0)
+    parser.add_argument("--out", default=None)
+    args = parser.parse_args(argv)
+
+    import tempfile
+    from pathlib import Path
+
+    from zeroplan.trace import compare
+
+    folder = Path(tempfile.mkdtemp(prefix="trace-accuracy-"))
+    paths = {}
+    for family, config in FAMILIES.items():
+        paths[family] = folder / f"{family}.json"
+        paths[family].write_text(json.dumps(config))
+    started, results = time.perf_counter(), []
+    print("| family | precision | recompute | seq | world | stage | trace | estimate | error | peak phase |")
+    print("|---|---|---|---:|---:|---:|---:|---:|---:|---|")
+    for family, precision, recompute, seq, world, stage in rows(args.quick, args.seed):
+        if time.perf_counter() - started > args.limit_seconds:
+            break
+        result = compare.run(compare.TraceRequest(model=str(paths[family]), gpus=world, stage=stage,
+                                                  precision=precision, recompute=recompute, seq_len=seq))
+        row = {"family": family, "precision": precision, "recompute": recompute, "seq": seq, "world": world,
+               "stage": stage, "trace": result.trace["peak_bytes"], "estimate": result.estimate["total"],
+               "error": result.error, "phase": result.trace["where"].get("phase"),
+               "activation_model": result.activation_model}
+        results.append(row)
+        print(f"| {family} | {precision} | {recompute} | {seq} | {world} | {stage} | {row['trace']:,} | "
+              f"{row['estimate']:,} | {row['error']:+.1%} | {row['phase']} |", flush=True)
+    worst = max(results, key=lambda r: abs(r["error"]))
+    print(f"\n{len(results)} rows; worst |error| {abs(worst['error']):.1%} ({worst['family']}, stage {worst['stage']}, "
+          f"{worst['precision']}, recompute {worst['recompute']}, seq {worst['seq']}); "
+          f"within 3%: {sum(abs(r['error']) <= 0.03 for r in results)} of {len(results)}")
+    if args.out:
+        Path(args.out).write_text(json.dumps(results, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

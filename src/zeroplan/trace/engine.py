@@ -1,0 +1,307 @@
+"""Trace training steps of the real model on a fake process group of the real world size (imports torch).
+
+The Hugging Face model code, torch's sharding wrappers and AdamW run in one CPU process that is rank 0 of
+a `world_size` world (torch's "fake" backend), under FakeTensorMode (no tensor data is ever allocated),
+while torch's FSDPMemTracker counts every storage by category. Bytes are exact storage sizes of rank 0.
+
+Sharding by ZeRO stage:
+  0  replicate() per decoder layer and on the root (torch's FSDP2-based DDP)
+  1  replicate() + AdamW over only the parameters the most loaded rank owns under
+     ZeroRedundancyOptimizer's partition (FSDP2 has no optimizer-only sharding)
+  2  fully_shard(reshard_after_forward=False) per decoder layer and on the root
+  3  fully_shard(reshard_after_forward=True) per decoder layer, the root without resharding (torchtitan)
+Precision "mixed": fp32 sharded parameters, MixedPrecisionPolicy(param_dtype=bf16, reduce_dtype=fp32);
+"fp32": everything fp32. AdamW(foreach=True), the CUDA default. The peak is taken over the last step.
+
+Large models: `layers_to_trace=k` traces k, k+1 and k+2 decoder layers and extrapolates each phase's
+peak and categories as a + b·L; the third point checks every value to the byte.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+import time
+import warnings
+from dataclasses import asdict, dataclass
+
+import torch
+import torch.distributed as dist
+
+from zeroplan.core.errors import InputError
+from zeroplan.trace.hf_model import build_model, decoder_layers, layer_count, real_masking
+from zeroplan.trace.tracker import CATEGORIES, snapshot_categories, tracker_class
+
+STAGES = (0, 1, 2, 3)
+PRECISIONS = ("mixed", "fp32")
+RECOMPUTES = ("none", "selective", "full")
+ATTENTION = ("sdpa", "eager")
+ADAM_STATE_BYTES_PER_ELEMENT = 8  # exp_avg + exp_avg_sq, fp32
+ADAM_STEP_BYTES = 4  # the per-tensor `step`
+
+
+class TraceFailed(RuntimeError):
+    """The model could not be traced (exit 1): never a number that might be wrong."""
+
+    exit_code = 1
+
+
+@dataclass(frozen=True)
+class TraceSettings:
+    world_size: int
+    stage: int
+    precision: str = "mixed"
+    recompute: str = "none"
+    seq_len: int = 4096
+    micro_batch: int = 1
+    attention: str = "sdpa"
+    steps: int = 2
+
+    def __post_init__(self) -> None:
+        for flag, value, allowed in (("--stage", self.stage, STAGES), ("--precision", self.precision, PRECISIONS),
+                                     ("--recompute", self.recompute, RECOMPUTES),
+                                     ("--attention", self.attention, ATTENTION)):
+            if value not in allowed:
+                raise InputError(flag, f"must be one of {', '.join(map(str, allowed))} for a trace, got {value!r}")
+        for flag, value, low in (("--gpus", self.world_size, 1), ("--seq-len", self.seq_len, 1),
+                                 ("--micro-batch", self.micro_batch, 1), ("--steps", self.steps, 2)):
+            if not isinstance(value, int) or value < low:
+                raise InputError(flag, f"must be a whole number of at least {low} for a trace, got {value!r}")
+
+
+@contextlib.contextmanager
+def fake_world(world_size: int):
+    """Rank 0 of a world_size world on torch's fake backend (collectives do nothing); torn down on exit."""
+    from torch.testing._internal.distributed.fake_pg import FakeStore
+
+    if dist.is_initialized():
+        dist.destroy_process_group()
+    dist.init_process_group("fake", store=FakeStore(), rank=0, world_size=world_size)
+    try:
+        yield
+    finally:
+        dist.destroy_process_group()
+
+
+def zero1_partition(sizes: list[int], world_size: int) -> list[list[int]]:
+    """ZeroRedundancyOptimizer._partition_parameters: largest first (stable), each to the least loaded rank."""
+    order = sorted(range(len(sizes)), key=lambda i: -sizes[i])
+    totals = [0] * world_size
+    parts: list[list[int]] = [[] for _ in range(world_size)]
+    for index in order:
+        rank = min(range(world_size), key=lambda r: (totals[r], r))
+        parts[rank].append(index)
+        totals[rank] += sizes[index]
+    return parts
+
+
+def _most_loaded_part(sizes: list[int], world_size: int) -> list[int]:
+    parts = zero1_partition(sizes, world_size)
+    loads = [sum(sizes[i] for i in part) for part in parts]
+    return sorted(parts[max(range(world_size), key=lambda r: (loads[r], -r))])
+
+
+def _shard(model: torch.nn.Module, settings: TraceSettings, device_type: str = "cpu") -> None:
+    from torch.distributed._composable.replicate_with_fsdp import replicate
+    from torch.distributed.device_mesh import init_device_mesh
+    from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
+
+    if settings.precision == "mixed":
+        policy = MixedPrecisionPolicy(param_dtype=torch.bfloat16, reduce_dtype=torch.float32)
+    else:
+        policy = MixedPrecisionPolicy()
+    layers = decoder_layers(model)
+    if settings.stage in (0, 1):
+        mesh = init_device_mesh(device_type, (settings.world_size,), mesh_dim_names=("replicate",))
+        for layer in layers:
+            replicate(layer, mesh=mesh, mp_policy=policy)
+        replicate(model, mesh=mesh, mp_policy=policy)
+    else:
+        mesh = init_device_mesh(device_type, (settings.world_size,))
+        for layer in layers:
+            fully_shard(layer, mesh=mesh, mp_policy=policy, reshard_after_forward=settings.stage == 3)
+        fully_shard(model, mesh=mesh, mp_policy=policy, reshard_after_forward=False)
+
+
+def _untraceable(exc: BaseException) -> bool:
+    from torch._subclasses import fake_tensor
+
+    kinds = tuple(getattr(fake_tensor, name) for name in
+                  ("DataDependentOutputException", "DynamicOutputShapeException", "UnsupportedOperatorException")
+                  if hasattr(fake_tensor, name))
+    return isinstance(exc, kinds) or "data-dependent" in str(exc).lower()
+
+
+def trace_once(config: dict, settings: TraceSettings, num_layers: int | None = None) -> dict:
+    """settings.steps training steps of the model with num_layers decoder layers (None: all of them)."""
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    started = time.perf_counter()
+    layers = layer_count(config) if num_layers is None else num_layers
+    owned = None
+    warnings.filterwarnings("ignore")
+    with fake_world(settings.world_size), real_masking():
+        model = build_model(config, layers, settings.attention, torch.float32, settings.recompute)
+        _shard(model, settings)
+        vocab = model.config.vocab_size
+        with FakeTensorMode(allow_non_fake_inputs=True):
+            model.to_empty(device="cpu")
+            params = [p for p in model.parameters() if p.requires_grad]
+            if settings.stage == 1:
+                sizes = [p.numel() for p in params]
+                mine = _most_loaded_part(sizes, settings.world_size)
+                owned = (sum(sizes[i] for i in mine), len(mine))
+                params = [params[i] for i in mine] or [torch.nn.Parameter(torch.empty(0))]
+            optimizer = torch.optim.AdamW(params, lr=1e-4, foreach=True)
+            ids = torch.randint(0, vocab, (settings.micro_batch, settings.seq_len))
+            labels = torch.randint(0, vocab, (settings.micro_batch, settings.seq_len))
+            tracker = tracker_class()(model, optimizer)
+            tracker.track_inputs((ids, labels))
+            after_forward: dict = {}
+            try:
+                with tracker:
+                    for step in range(settings.steps):
+                        tracker.step_index = step
+                        last = step == settings.steps - 1
+                        if last:  # steady state: optimizer states exist from the start of the step
+                            tracker._peak_mem, tracker._peak_mem_snap, tracker.peak_where = {}, {}, {}
+                            tracker.record_phases = True
+                        out = model(input_ids=ids, labels=labels)
+                        loss = out.loss
+                        if last:
+                            after_forward = copy.deepcopy(tracker.get_tracker_snapshot("current"))
+                        del out
+                        loss.backward()
+                        del loss
+                        optimizer.step()
+                        optimizer.zero_grad(set_to_none=True)
+                        model.zero_grad(set_to_none=True)  # stage 1: the gradients this rank's optimizer does not own
+                        if not last:
+                            tracker.reset_mod_stats()
+            except Exception as exc:
+                if _untraceable(exc):
+                    raise TraceFailed(f"the {config.get('model_type')} model cannot be traced: its code does "
+                                      f"data-dependent work under fake tensors ({type(exc).__name__}); "
+                                      "no number is reported") from None
+                raise
+            peak = tracker.get_tracker_snapshot("peak")
+            where = dict(tracker.peak_where)
+    categories, raw = snapshot_categories(peak)
+    forward_end, _ = snapshot_categories(after_forward)
+    phases = {}
+    for phase, (total, snapshot, phase_where) in tracker.phase_peaks.items():
+        phase_categories, _ = snapshot_categories(snapshot)
+        _split_optimizer_temporaries(phase_categories, forward_end)
+        phases[phase] = {"peak_bytes": total, "categories": phase_categories, "where": phase_where}
+    _split_optimizer_temporaries(categories, forward_end)
+    return {"peak_bytes": raw.get("Total", sum(categories[c] for c in CATEGORIES)), "categories": categories,
+            "where": where, "forward_end": forward_end, "phases": phases, "zero1_owned": owned,
+            "layers": layers, "layers_traced": [layers], "extrapolated": False, "linear_check": True,
+            "settings": asdict(settings), "wall_s": round(time.perf_counter() - started, 3)}
+
+
+def _split_optimizer_temporaries(categories: dict, forward_end: dict) -> None:
+    """The tracker labels everything made inside optimizer.step() as optimizer state: the states are what is
+    alive after the last forward, the rest are the step's temporaries (foreach: one fp32 tensor list)."""
+    extra = max(0, categories["optimizer_states"] - forward_end.get("optimizer_states", 0))
+    categories["optimizer_states"] -= extra
+    categories["temporaries"] += extra
+    categories["optimizer_step_temporaries"] = extra
+
+
+def _stage1_remove(points: dict[int, dict]) -> tuple[bool, float]:
+    """Stage 1: the most loaded rank's ZeRO-1 partition is not linear in the layer count. Take its bytes out
+    of each point (states: 8 B/element + 4 B/tensor, checked; foreach temporaries: a constant per element,
+    checked) so the rest can be extrapolated; they are added back for the real model's partition."""
+    ok, per_element = True, set()
+    for point in points.values():
+        elements, tensors = point["zero1_owned"]
+        if point["forward_end"]["optimizer_states"] != ADAM_STATE_BYTES_PER_ELEMENT * elements + ADAM_STEP_BYTES * tensors:
+            ok = False
+        for phase, peak in point["phases"].items():
+            c = peak["categories"]
+            if phase == "optimizer" and elements:
+                per_element.add(c["optimizer_step_temporaries"] / elements)
+            peak["peak_bytes"] -= c["optimizer_states"] + c["optimizer_step_temporaries"]
+            c["temporaries"] -= c["optimizer_step_temporaries"]
+            c["optimizer_states"] = c["optimizer_step_temporaries"] = 0
+        point["forward_end"]["optimizer_states"] = 0
+    return ok and len(per_element) <= 1, max(per_element, default=0.0)
+
+
+def _stage1_add(phases: dict, forward_end: dict, owned: tuple[int, int], per_element: float) -> None:
+    elements, tensors = owned
+    states = ADAM_STATE_BYTES_PER_ELEMENT * elements + ADAM_STEP_BYTES * tensors
+    step_temporaries = round(per_element * elements)
+    for phase, peak in phases.items():
+        c = peak["categories"]
+        added = step_temporaries if phase == "optimizer" else 0
+        c["optimizer_states"] += states
+        c["temporaries"] += added
+        c["optimizer_step_temporaries"] += added
+        peak["peak_bytes"] += states + added
+    forward_end["optimizer_states"] += states
+
+
+def _extrapolate(points: dict[int, dict], target: int) -> tuple[dict, dict, dict[str, bool]]:
+    """Each phase's peak and categories as a + b·L from the first two points, checked on the third."""
+    ks = sorted(points)
+    k1, k2 = ks[0], ks[1]
+
+    def line(v1: int, v2: int, k: int) -> int | None:
+        slope, rest = divmod(v2 - v1, k2 - k1)
+        return None if rest else v1 + slope * (k - k1)
+
+    phases, checks = {}, {}
+    for phase in points[k1]["phases"]:
+        if any(phase not in points[k]["phases"] for k in ks):
+            continue
+        peaks = [points[k]["phases"][phase] for k in ks]
+        keys = list(peaks[0]["categories"])
+        values = [[p["peak_bytes"]] + [p["categories"][c] for c in keys] for p in peaks]
+        checks[phase] = all(line(values[0][i], values[1][i], k) == values[j][i]
+                            for j, k in enumerate(ks) if j >= 2 for i in range(len(keys) + 1))
+        extrapolated = [line(values[0][i], values[1][i], target) for i in range(len(keys) + 1)]
+        if any(v is None for v in extrapolated):
+            checks[phase] = False
+            continue
+        phases[phase] = {"peak_bytes": extrapolated[0], "categories": dict(zip(keys, extrapolated[1:])),
+                         "where": {**peaks[-1]["where"], "traced_layers": ks[-1]}}
+    first, second = points[k1]["forward_end"], points[k2]["forward_end"]
+    forward_end = {c: line(first[c], second[c], target) for c in first}
+    return phases, forward_end, checks
+
+
+def trace_peak(config: dict, settings: TraceSettings, layers_to_trace: int | None = 3) -> dict:
+    """Per-GPU peak by category. layers_to_trace=k traces k, k+1, k+2 layers and extrapolates (exact when the
+    phase holding the peak passed the check on the third point); None, or a model of at most k+2 layers,
+    is traced whole."""
+    total = layer_count(config)
+    if layers_to_trace is None or layers_to_trace + 2 >= total:
+        return trace_once(config, settings)
+    started = time.perf_counter()
+    ks = [layers_to_trace, layers_to_trace + 1, layers_to_trace + 2]
+    points = {k: trace_once(config, settings, num_layers=k) for k in ks}
+    stage1_ok, per_element = (_stage1_remove(points) if settings.stage == 1 else (True, 0.0))
+    phases, forward_end, checks = _extrapolate(points, total)
+    if settings.stage == 1:
+        _stage1_add(phases, forward_end, _owned_by_most_loaded_rank(config, total, settings.world_size), per_element)
+    if not phases:
+        raise TraceFailed("the traced layer counts do not scale linearly; trace the whole model (--layers-to-trace 0)")
+    best = max(phases, key=lambda phase: phases[phase]["peak_bytes"])
+    if not (checks.get(best) and stage1_ok):
+        raise TraceFailed(f"the {best} peak did not scale linearly over {ks} layers; "
+                          "trace the whole model (--layers-to-trace 0) or more layers")
+    return {"peak_bytes": phases[best]["peak_bytes"], "categories": phases[best]["categories"],
+            "where": phases[best]["where"], "forward_end": forward_end, "phases": phases, "layers": total,
+            "layers_traced": ks, "extrapolated": True, "linear_check": checks,
+            "per_layer": {c: points[ks[1]]["categories"][c] - points[ks[0]]["categories"][c] for c in CATEGORIES},
+            "settings": asdict(settings), "wall_s": round(time.perf_counter() - started, 3)}
+
+
+def _owned_by_most_loaded_rank(config: dict, layers: int, world_size: int) -> tuple[int, int]:
+    """(elements, tensors) the most loaded rank owns under ZeroRedundancyOptimizer, from the meta model."""
+    model = build_model(config, layers, "sdpa", torch.float32, "none")
+    sizes = [p.numel() for p in model.parameters() if p.requires_grad]
+    mine = _most_loaded_part(sizes, world_size)
+    return sum(sizes[i] for i in mine), len(mine)

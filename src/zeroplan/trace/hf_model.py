@@ -1,0 +1,144 @@
+"""The Hugging Face model a trace runs: built on the meta device from the config.json dict, with the
+recompute mode applied and transformers' masking made to behave as it does for real tensors (imports torch).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import sys
+
+import torch
+
+from zeroplan.core.errors import InputError
+
+# Families whose transformers code runs under FakeTensorMode (traced and checked in tests/benchmarks).
+TRACEABLE_FAMILIES = ("llama", "mistral", "qwen2", "mixtral", "gemma", "phi3", "gpt2", "gpt_neox", "opt", "falcon")
+_DROPPED_KEYS = ("architectures", "transformers_version", "torch_dtype", "dtype", "quantization_config",
+                 "auto_map", "_name_or_path")
+
+
+def layer_count(config: dict) -> int:
+    for key in ("num_hidden_layers", "n_layer", "num_layers"):
+        if key in config:
+            return int(config[key])
+    raise InputError("--model", "the config has no layer count (num_hidden_layers / n_layer)",
+                     "give a complete config.json")
+
+
+def hf_config(config: dict, num_layers: int | None, attn_implementation: str):
+    fields = {k: v for k, v in config.items() if k not in _DROPPED_KEYS}
+    model_type = fields.pop("model_type", None)
+    if model_type not in TRACEABLE_FAMILIES:
+        raise InputError("--model", f"family '{model_type}' cannot be traced (traced families: "
+                         f"{', '.join(TRACEABLE_FAMILIES)})", "use zeroplan estimate for this model")
+    from transformers import AutoConfig
+
+    cfg = AutoConfig.for_model(model_type, **fields)
+    if num_layers is not None:
+        cfg.num_hidden_layers = num_layers  # attribute_map covers n_layer (GPT-2) and the like
+    cfg.use_cache = False
+    return cfg
+
+
+def decoder_layers(model: torch.nn.Module) -> torch.nn.ModuleList:
+    """The ModuleList of transformer blocks (model.model.layers, transformer.h, ...): the longest one."""
+    best = None
+    for _name, module in model.named_modules():
+        if isinstance(module, torch.nn.ModuleList) and len(module) > 0 and (best is None or len(module) > len(best)):
+            best = module
+    if best is None:
+        raise InputError("--model", "no decoder layer list found in the model", "use zeroplan estimate for this model")
+    return best
+
+
+_REGISTERED: set[str] = set()
+
+
+def _checkpointed_attention(base: str) -> str:
+    """Register '<base>_sac' with transformers' AttentionInterface: the core attention (QKᵀ, softmax, ·V or
+    the fused sdpa kernel) runs under torch's selective activation checkpointing with every op recomputed
+    (Megatron's selective recompute); projections, norms, rotary embedding and MLP keep their activations."""
+    from torch.utils.checkpoint import CheckpointPolicy, checkpoint, create_selective_checkpoint_contexts
+    from transformers import AttentionInterface
+    from transformers.integrations.sdpa_attention import sdpa_attention_forward
+    from transformers.models.llama.modeling_llama import eager_attention_forward as llama_eager
+
+    name = f"{base}_sac"
+    if name in _REGISTERED:
+        return name
+
+    def policy(ctx, op, *args, **kwargs):
+        return CheckpointPolicy.PREFER_RECOMPUTE
+
+    def core(module, query, key, value, attention_mask, **kwargs):
+        if base == "sdpa":
+            function = sdpa_attention_forward
+        else:  # the family's own eager function (same signature in every modeling file)
+            function = getattr(sys.modules[type(module).__module__], "eager_attention_forward", llama_eager)
+
+        def run(q, k, v, m):
+            return function(module, q, k, v, m, **kwargs)[0]
+
+        out = checkpoint(run, query, key, value, attention_mask, use_reentrant=False,
+                         context_fn=lambda: create_selective_checkpoint_contexts(policy))
+        return out, None
+
+    AttentionInterface.register(name, core)
+    _REGISTERED.add(name)
+    return name
+
+
+def build_model(config: dict, num_layers: int | None, attn_implementation: str, dtype: torch.dtype,
+                recompute: str) -> torch.nn.Module:
+    """The causal LM on the meta device with num_layers decoder layers (None: all), in train mode."""
+    from transformers import AutoModelForCausalLM
+
+    implementation = _checkpointed_attention(attn_implementation) if recompute == "selective" else attn_implementation
+    cfg = hf_config(config, num_layers, implementation)
+    with torch.device("meta"):
+        model = AutoModelForCausalLM.from_config(cfg, attn_implementation=implementation, dtype=dtype)
+    model.config.use_cache = False
+    model.train()
+    if recompute == "full":
+        from torch.distributed.algorithms._checkpoint.checkpoint_wrapper import CheckpointImpl, checkpoint_wrapper
+
+        layers = decoder_layers(model)
+        for index in range(len(layers)):
+            layers[index] = checkpoint_wrapper(layers[index], checkpoint_impl=CheckpointImpl.NO_REENTRANT)
+    return model
+
+
+@contextlib.contextmanager
+def real_masking():
+    """Make transformers build attention masks as it does for real tensors.
+
+    transformers.utils.is_tracing() counts any FakeTensor as tracing, so under FakeTensorMode
+    masking_utils refuses to skip the causal mask and assumes packed sequences: sdpa would get a
+    (b,1,s,s) mask, is_causal=False and, for GQA, repeat_kv'd K/V, none of which happens on a GPU
+    (+9.4% activations on Llama-2-70B). Training without a KV cache has offsets 0 and positions 0..s-1."""
+    from torch._subclasses.fake_tensor import FakeTensor
+    from transformers import masking_utils
+
+    original_ignore = masking_utils._ignore_causal_mask_sdpa
+    original_packed = masking_utils.find_packed_sequence_indices
+
+    @functools.wraps(original_ignore)
+    def ignore(padding_mask, q_length, kv_length, q_offset, kv_offset, *args, **kwargs):
+        q_offset = 0 if isinstance(q_offset, FakeTensor) else q_offset
+        kv_offset = 0 if isinstance(kv_offset, FakeTensor) else kv_offset
+        return original_ignore(padding_mask, q_length, kv_length, q_offset, kv_offset, *args, **kwargs)
+
+    @functools.wraps(original_packed)
+    def packed(position_ids, *args, **kwargs):
+        if isinstance(position_ids, FakeTensor):
+            return None
+        return original_packed(position_ids, *args, **kwargs)
+
+    masking_utils._ignore_causal_mask_sdpa = ignore
+    masking_utils.find_packed_sequence_indices = packed
+    try:
+        yield
+    finally:
+        masking_utils._ignore_causal_mask_sdpa = original_ignore
+        masking_utils.find_packed_sequence_indices = original_packed
