@@ -1,5 +1,6 @@
 """`zeroplan bench` input handling: every bad input is one line and exit 2, before any rank starts."""
 
+import re
 import subprocess
 import sys
 
@@ -16,6 +17,7 @@ SMALL = ["--min-bytes", "64KiB", "--max-bytes", "256KiB", "--iters", "2", "--war
 BAD_INPUTS = [
     (["--nproc", "1"], "--nproc"),
     (["--nproc", "0"], "--nproc"),
+    (["--nproc", "1025"], "--nproc"),
     (["--dtype", "int8"], "--dtype"),
     (["--min-bytes", "lots"], "--min-bytes"),
     (["--min-bytes", "1MiB", "--max-bytes", "64KiB"], "--max-bytes"),
@@ -71,11 +73,9 @@ def test_real_cli_exits_2_once_bench_is_registered(capsys):
 
 
 def test_nccl_without_cuda_is_exit_2(monkeypatch, capsys):
-    torch = pytest.importorskip("torch")
-    if torch.cuda.is_available():
-        pytest.skip("this machine has CUDA")
     for name in ("RANK", "WORLD_SIZE", "MASTER_ADDR", "SLURM_PROCID"):
         monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")  # no GPU, whatever the machine has
     monkeypatch.setattr(sys, "argv", ["bench", "--backend", "nccl", *SMALL])
     assert bench_main.main() == 2
     err = capsys.readouterr().err.strip().splitlines()
@@ -113,3 +113,86 @@ def test_importing_the_command_does_not_import_torch():
     code = ("import sys, zeroplan.cli.bench_cmd, zeroplan.inputs.calibration, zeroplan.distributed.launcher; "
             "assert 'torch' not in sys.modules, 'torch imported'")
     subprocess.run([sys.executable, "-c", code], check=True)
+
+
+def test_the_local_launch_decides_backend_and_ranks_without_torch():
+    """run_bench up to the launch: no torch in the launcher process (the ranks import it)."""
+    code = """
+import json, os, sys
+for name in ("RANK", "WORLD_SIZE", "MASTER_ADDR", "SLURM_PROCID"):
+    os.environ.pop(name, None)
+os.environ["CUDA_VISIBLE_DEVICES"] = ""
+from zeroplan.bench import runner
+from zeroplan.bench.config import build_config
+from zeroplan.distributed.launcher import LaunchOutcome
+seen = []
+def fake_launch(launch, read_results):
+    seen.append(launch)
+    return LaunchOutcome(exit_code=1, message="not run")
+runner.launch_local = fake_launch
+config = build_config(collectives="all_reduce", min_bytes="64KiB", max_bytes="256KiB", factor=4, dtype="float32",
+                      warmup=0, iters=1, backend="auto", nproc=None, timeout=30, output_format="json",
+                      save_calibration=None)
+try:
+    runner.run_bench(config)
+except runner.BenchFailed as exc:
+    assert str(exc) == "not run" and exc.exit_code == 1
+assert "torch" not in sys.modules, "torch imported"
+(launch,) = seen
+assert (launch.worker_module, launch.nproc, launch.progress_timeout_s) == ("zeroplan.bench.worker", 2, 30.0)
+assert json.loads(launch.config_json)["backend"] == "gloo"
+"""
+    subprocess.run([sys.executable, "-c", code], check=True)
+
+
+def test_gpus_are_counted_from_the_driver_and_cuda_visible_devices(tmp_path):
+    from zeroplan.distributed.devices import launcher_backend, local_world, visible_gpu_count
+
+    for index in range(4):
+        (tmp_path / f"0000:0{index}:00.0").mkdir()
+    assert visible_gpu_count({}, str(tmp_path)) == 4
+    assert visible_gpu_count({"CUDA_VISIBLE_DEVICES": "2,3"}, str(tmp_path)) == 2
+    assert visible_gpu_count({"CUDA_VISIBLE_DEVICES": "0,-1,2"}, str(tmp_path)) == 1  # CUDA stops at -1
+    assert visible_gpu_count({"CUDA_VISIBLE_DEVICES": ""}, str(tmp_path)) == 0
+    assert visible_gpu_count({"CUDA_VISIBLE_DEVICES": "0,1,2,3,4,5"}, str(tmp_path)) == 4
+    assert launcher_backend("auto", 0) == "gloo" and launcher_backend("auto", 4) == "auto"
+    assert launcher_backend("gloo", 4) == "gloo" and launcher_backend("nccl", 4) == "nccl"
+    with pytest.raises(InputError, match="--backend: nccl needs CUDA GPUs"):
+        launcher_backend("nccl", 0)
+    assert local_world(None, "auto", 4, "a collective") == 4  # one rank per GPU
+    assert local_world(None, "gloo", 4, "a collective") == 2
+    with pytest.raises(InputError, match="--nproc: 8 ranks but 4 GPU"):
+        local_world(8, "nccl", 4, "a collective")
+    with pytest.raises(InputError, match="--nproc: a collective needs at least 2 ranks, got 1"):
+        local_world(None, "auto", 1, "a collective")
+
+
+def test_the_table_says_microseconds_and_falls_back_to_ascii():
+    import io
+
+    from zeroplan.bench.report import emit, result_rows, screen_text
+    from zeroplan.bench.result import BenchRun, fits_on_mean
+    from zeroplan.inputs.calibration import Calibration, Measurement
+
+    measurements = [Measurement(collective="all_reduce", span="intra_node", ranks=2, size_bytes=size,
+                                time_s_median=t, time_s_min=t / 2, time_s_max=t * 3)
+                    for size, t in ((65536, 1e-4), (1048576, 1e-3))]
+    means = [2e-4, 1.5e-3]
+    run = BenchRun(Calibration(created="2025-01-01T00:00:00+00:00", backend="gloo", dtype="float32", world_size=2,
+                               nodes=1, gpus_per_node=2, hostnames=["h"], device="CPU", torch_version="2",
+                               fits=fits_on_mean(measurements, means, "gloo"), measurements=measurements), tuple(means))
+    utf8 = io.TextIOWrapper(io.BytesIO(), encoding="utf-8")
+    emit(run, "table", out=utf8)
+    utf8.seek(0)
+    text = utf8.read()
+    assert "µs" in text and not re.search(r"\bus\b", text) and "α" in text
+    ascii_out = io.TextIOWrapper(io.BytesIO(), encoding="ascii")
+    emit(run, "table", out=ascii_out)  # would raise UnicodeEncodeError if a µ, α or · got through
+    ascii_out.seek(0)
+    plain = ascii_out.read()
+    assert "us per ring step" in plain and "alpha" in plain and "R2" in plain
+    assert screen_text("1 µs · R²", "utf-8") == "1 µs · R²"
+    assert screen_text("1 µs · R²", "ascii") == "1 us - R2"
+    rows = {row["size_bytes"]: row for row in result_rows(run)}
+    assert rows[65536]["time_us_mean"] == pytest.approx(200.0) and rows[65536]["time_us_median"] == pytest.approx(100.0)
+    assert rows[65536]["algbw_gbps"] == pytest.approx(65536 / 2e-4 / 1e9)  # bandwidth on the mean

@@ -12,14 +12,16 @@ from pathlib import Path
 from zeroplan.core.collectives import parse_collectives, sweep_sizes
 from zeroplan.core.errors import InputError
 from zeroplan.core.units import parse_bytes
+from zeroplan.distributed.devices import BACKENDS, check_nproc
 
 DTYPE_BYTES = {"float32": 4, "bfloat16": 2, "float16": 2}
-BACKENDS = ("auto", "gloo", "nccl")
 FORMATS = ("table", "json", "csv")
 # Peak bytes a rank holds per S (gloo's ReduceScatter clones its S-byte input before the AllReduce;
 # its AllGather gathers into a temporary S-byte buffer), with headroom.
 BYTES_HELD_PER_SIZE = 3
 MEMORY_SHARE = 0.8  # of the free memory a sweep may plan to use
+DEBUG_ENV = "ZEROPLAN_BENCH_DEBUG"  # set to print full tracebacks from ranks
+FAULT_ENV = "ZEROPLAN_BENCH_FAULT"  # tests only: RANK:exit|hang:STEP (see zeroplan.distributed.child)
 
 
 @dataclass(frozen=True)
@@ -31,7 +33,7 @@ class BenchConfig:
     dtype: str
     warmup: int
     iters: int
-    backend: str  # "auto", "gloo" or "nccl" as asked; resolved once torch is imported
+    backend: str  # "auto", "gloo" or "nccl" as asked; "auto" is settled by the ranks (they import torch)
     nproc: int | None
     timeout_s: float
     output_format: str
@@ -95,8 +97,7 @@ def build_config(
         raise InputError("--iters", f"must be at least 1, got {iters}")
     if not (math.isfinite(timeout) and timeout > 0):
         raise InputError("--timeout", f"must be a positive number of seconds, got {timeout}")
-    if nproc is not None and nproc < 2:
-        raise InputError("--nproc", f"a collective needs at least 2 ranks, got {nproc}", "use --nproc 2 or more")
+    check_nproc(nproc, "a collective")
     config = BenchConfig(
         collectives=parse_collectives(collectives),
         min_bytes=parse_bytes(min_bytes, "--min-bytes"),
@@ -113,15 +114,6 @@ def build_config(
     )
     config.sizes(nproc or 2)  # min/max/factor checks now, with the world size known later
     return config
-
-
-def resolve_backend(requested: str, cuda_available: bool) -> str:
-    if requested == "nccl" and not cuda_available:
-        raise InputError("--backend", "nccl needs CUDA GPUs, and torch sees none",
-                         "use --backend gloo (CPU) or --backend auto")
-    if requested == "auto":
-        return "nccl" if cuda_available else "gloo"
-    return requested
 
 
 def memory_cap_bytes(free_bytes_per_rank: int) -> int:

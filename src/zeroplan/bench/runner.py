@@ -1,5 +1,6 @@
 """What `zeroplan bench` does once its options are valid: join a torchrun/SLURM job or spawn local
-ranks, then print the report and save the calibration profile. Imports torch (bench paths only)."""
+ranks, then print the report and save the calibration profile. The local path never imports torch
+here (only the ranks do); the torchrun path runs the rank in-process."""
 
 from __future__ import annotations
 
@@ -7,37 +8,25 @@ import os
 import sys
 from dataclasses import replace
 
-from zeroplan.bench import import_torch
-from zeroplan.distributed.child import FAULT_ENV, Heartbeat, parse_fault
-from zeroplan.bench.config import BenchConfig, available_host_memory, human_size, memory_cap_bytes, resolve_backend
-from zeroplan.distributed.launcher import launch_local
-from zeroplan.distributed.rendezvous import RankEnv, launcher_env
+from zeroplan.bench.config import (
+    DEBUG_ENV, FAULT_ENV, BenchConfig, available_host_memory, human_size, memory_cap_bytes,
+)
 from zeroplan.bench.report import emit
-from zeroplan.inputs.calibration import Calibration, save_calibration
+from zeroplan.bench.result import BenchRun
 from zeroplan.core.errors import InputError
+from zeroplan.distributed.child import parse_fault
+from zeroplan.distributed.devices import launcher_backend, local_world, visible_gpu_count
+from zeroplan.distributed.launcher import Launch, launch_local
+from zeroplan.distributed.rendezvous import RankEnv, RankFailed, launcher_env
+from zeroplan.inputs.calibration import save_calibration
 
-DEFAULT_CPU_RANKS = 2
+WORKER = "zeroplan.bench.worker"
+LABEL = "zeroplan bench"
 
 
-class BenchFailed(RuntimeError):
+class BenchFailed(RankFailed):
     """A rank died or hung, or the run was interrupted. The CLI prints the message and exits with
     exit_code (1, or 130 for an interrupt), as it does for any RuntimeError carrying one."""
-
-    def __init__(self, message: str, exit_code: int) -> None:
-        super().__init__(message)
-        self.exit_code = exit_code
-
-
-def _local_ranks(config: BenchConfig, torch) -> int:
-    gpus = torch.cuda.device_count() if config.backend == "nccl" else 0
-    nproc = config.nproc if config.nproc is not None else (gpus if config.backend == "nccl" else DEFAULT_CPU_RANKS)
-    if nproc < 2:
-        raise InputError("--nproc", f"a collective needs at least 2 ranks, got {nproc}",
-                         "use --nproc 2 or more (with --backend gloo on a single-GPU machine)")
-    if config.backend == "nccl" and nproc > gpus:
-        raise InputError("--nproc", f"{nproc} ranks but torch sees {gpus} GPU(s); nccl needs one GPU per rank",
-                         f"use --nproc {gpus} or fewer, or --backend gloo")
-    return nproc
 
 
 def _check_host_memory(config: BenchConfig, nproc: int) -> None:
@@ -52,23 +41,33 @@ def _check_host_memory(config: BenchConfig, nproc: int) -> None:
                          f"{human_size(available)} of free memory", f"use at most {human_size(cap)}")
 
 
-def _finish(run: Calibration, config: BenchConfig) -> None:
+def _finish(run: BenchRun, config: BenchConfig) -> None:
     emit(run, config.output_format)
     if config.save_calibration:
-        save_calibration(run, config.save_calibration)
+        save_calibration(run.calibration, config.save_calibration)
         sys.stderr.write(f"zeroplan bench: calibration saved to {config.save_calibration}\n")
 
 
 def _run_joined(config: BenchConfig, env: RankEnv) -> None:
-    """Inside torchrun/SLURM: this process is one rank; rank 0 reports."""
+    """Inside torchrun/SLURM: this process is one rank; rank 0 reports. Every failure is one line."""
     from zeroplan.bench import worker  # imports torch.distributed
+    from zeroplan.distributed.child import Heartbeat
 
     if config.nproc is not None and config.nproc != env.world_size:
         raise InputError("--nproc", f"is {config.nproc} but the launcher started {env.world_size} ranks",
                          "drop --nproc under torchrun/SLURM")
     config.sizes(env.world_size)
-    heartbeat = Heartbeat(None, env.rank, parse_fault(os.environ.get(FAULT_ENV)))
-    result = worker.run(config, env, heartbeat, pg_timeout_s=config.timeout_s)
+    heartbeat = Heartbeat(None, env.rank, parse_fault(os.environ.get(FAULT_ENV), FAULT_ENV))
+    try:
+        result = worker.run(config, env, heartbeat, pg_timeout_s=config.timeout_s)
+    except (InputError, RankFailed):
+        raise
+    except Exception as exc:  # a peer died, a collective timed out: one line, not a traceback
+        if os.environ.get(DEBUG_ENV):
+            raise
+        first_line = (str(exc).strip().splitlines() or [""])[0]
+        raise BenchFailed(f"rank {env.rank}: {type(exc).__name__}: {first_line} (set {DEBUG_ENV}=1 for the "
+                          "traceback)", 1) from None
     if result is not None:
         _finish(result, config)
 
@@ -76,16 +75,18 @@ def _run_joined(config: BenchConfig, env: RankEnv) -> None:
 def run_bench(config: BenchConfig) -> None:
     """Bad input raises InputError (exit 2); a failed, hung or interrupted run raises BenchFailed."""
     joined = launcher_env()
-    torch = import_torch()
-    config = replace(config, backend=resolve_backend(config.backend, torch.cuda.is_available()))
     if joined is not None:
         _run_joined(config, joined)
         return
-    nproc = _local_ranks(config, torch)
+    gpus = visible_gpu_count()
+    config = replace(config, backend=launcher_backend(config.backend, gpus))
+    nproc = local_world(config.nproc, config.backend, gpus, "a collective")
     config.sizes(nproc)
     if config.backend == "gloo":
         _check_host_memory(config, nproc)
-    outcome = launch_local(config, nproc)
+    launch = Launch(WORKER, config.to_json(), nproc, LABEL, progress_timeout_s=config.timeout_s,
+                    rank0_stderr_to_terminal=True)
+    outcome = launch_local(launch, lambda texts: BenchRun.from_json(texts[0]))
     if outcome.exit_code != 0:
         raise BenchFailed(outcome.message, outcome.exit_code)
     _finish(outcome.result, config)

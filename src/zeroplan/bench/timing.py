@@ -14,7 +14,7 @@ import time
 from dataclasses import dataclass
 from typing import Callable
 
-from zeroplan.bench import import_torch
+from zeroplan.distributed.torch_import import import_torch
 
 torch = import_torch()
 import torch.distributed as dist  # noqa: E402  (after the quiet import above)
@@ -91,10 +91,11 @@ def max_over_ranks(times: list[float], device: torch.device) -> list[float]:
 
 @dataclass(frozen=True)
 class TimingStats:
+    mean_s: float  # what a loop of these collectives takes per call: bandwidth and fits use it
     median_s: float
     min_s: float
     max_s: float
 
 
 def summarize(times: list[float]) -> TimingStats:
-    return TimingStats(statistics.median(times), min(times), max(times))
+    return TimingStats(statistics.fmean(times), statistics.median(times), min(times), max(times))

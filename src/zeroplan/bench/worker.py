@@ -1,31 +1,32 @@
 """One rank of a bench run: join the process group, learn the topology, sweep the sizes, and give
-rank 0 the results as a Calibration. `python -m zeroplan.bench.worker` is how the local launcher
-starts a rank; under torchrun the CLI calls run() in-process instead."""
+rank 0 the results as a BenchRun. `python -m zeroplan.bench.worker` is how the local launcher starts a
+rank; under torchrun the CLI calls run() in-process instead."""
 
 from __future__ import annotations
 
-import os
 import platform
 import socket
 import sys
-import traceback
-from datetime import datetime, timedelta, timezone
+from dataclasses import asdict, replace
+from datetime import datetime, timezone
 
-from zeroplan.distributed.child import (
-    CONFIG_ENV, FAULT_ENV, HEARTBEAT_ENV, PARENT_PID_ENV, RESULT_ENV, Heartbeat, parse_fault, watch_parent,
+from zeroplan.bench.config import (
+    DEBUG_ENV, FAULT_ENV, BenchConfig, available_host_memory, human_size, memory_cap_bytes,
 )
-from zeroplan.bench.config import BenchConfig, available_host_memory, human_size, memory_cap_bytes
-from zeroplan.distributed.rendezvous import EXIT_ADDRESS_IN_USE, RankEnv, export_for_env_init, is_address_in_use, launcher_env
+from zeroplan.bench.result import BenchRun, fits_on_mean
 from zeroplan.bench.timing import dist, make_op, max_over_ranks, summarize, time_cpu, time_cuda, torch
 from zeroplan.bench.topology import RankInfo, Topology, build_topology
-from zeroplan.inputs.calibration import INTRA_NODE, Calibration, Measurement, build_fits
 from zeroplan.core.collectives import TORCH_NAMES
 from zeroplan.core.errors import InputError
+from zeroplan.distributed.child import Heartbeat, rank_main
+from zeroplan.distributed.devices import resolve_backend
+from zeroplan.distributed.exchange import all_gather_json
+from zeroplan.distributed.rendezvous import RankEnv, join_group
+from zeroplan.inputs.calibration import INTRA_NODE, Calibration, Measurement
 
 # Ranks spawned by our launcher wait this much longer than --timeout inside torch, so the launcher's
 # watchdog (which can name the stuck rank) acts first.
 LAUNCHER_MARGIN_S = 30.0
-DEBUG_ENV = "ZEROPLAN_BENCH_DEBUG"  # set to print full tracebacks from ranks
 
 
 def _cpu_name() -> str:
@@ -85,12 +86,13 @@ def _progress(enabled: bool):
 
 
 def _sweep(config: BenchConfig, topology: Topology, sizes: list[int], device: torch.device,
-           heartbeat: Heartbeat, rank: int) -> list[Measurement]:
+           heartbeat: Heartbeat, rank: int) -> tuple[list[Measurement], list[float]]:
     groups: dict[str, dist.ProcessGroup | None] = {span: None for span in topology.spans()}
     if INTRA_NODE in groups and topology.nodes > 1:
         groups[INTRA_NODE], _ = dist.new_subgroups_by_enumeration([list(r) for r in topology.node_ranks])
     timer = time_cuda if device.type == "cuda" else time_cpu
     measurements: list[Measurement] = []
+    means: list[float] = []
     with _progress(rank == 0) as progress:
         task = progress.add_task("collectives", total=len(groups) * len(config.collectives) * len(sizes))
         for span, group in groups.items():
@@ -106,71 +108,49 @@ def _sweep(config: BenchConfig, topology: Topology, sizes: list[int], device: to
                     measurements.append(Measurement(
                         collective=collective, span=span, ranks=ranks, size_bytes=size,
                         time_s_median=stats.median_s, time_s_min=stats.min_s, time_s_max=stats.max_s))
+                    means.append(stats.mean_s)
                     progress.advance(task)
-    return measurements
+    return measurements, means
 
 
-def run(config: BenchConfig, env: RankEnv, heartbeat: Heartbeat, pg_timeout_s: float) -> Calibration | None:
-    """Measure on this rank; rank 0 returns the run's Calibration, the others None.
-    config.backend must already be resolved to gloo or nccl."""
+def run(config: BenchConfig, env: RankEnv, heartbeat: Heartbeat, pg_timeout_s: float) -> BenchRun | None:
+    """Measure on this rank; rank 0 returns the run, the others None. config.backend may still be
+    "auto": every rank settles it the same way, with torch's view of CUDA."""
+    config = replace(config, backend=resolve_backend(config.backend, torch.cuda.is_available()))
     if config.backend == "nccl":
         device = torch.device("cuda", env.local_rank)
         torch.cuda.set_device(device)
     else:
         device = torch.device("cpu")
-    export_for_env_init(env)
-    dist.init_process_group(config.backend, init_method="env://", rank=env.rank, world_size=env.world_size,
-                            timeout=timedelta(seconds=pg_timeout_s),
-                            device_id=device if device.type == "cuda" else None)
+    join_group(config.backend, env, pg_timeout_s, device, "zeroplan bench")
     heartbeat.tick()  # joined the group
-    infos: list[RankInfo | None] = [None] * env.world_size
-    dist.all_gather_object(infos, _my_info(env, device))
+    infos = [RankInfo(**info) for info in all_gather_json(asdict(_my_info(env, device)), device)]
     topology = build_topology(infos)
     sizes, notes = _plan_sizes(config, topology, _size_cap(infos, topology, device))
-    measurements = _sweep(config, topology, sizes, device, heartbeat, env.rank)
+    measurements, means = _sweep(config, topology, sizes, device, heartbeat, env.rank)
     dist.barrier()
     dist.destroy_process_group()
     if env.rank != 0:
         return None
-    return Calibration(
+    calibration = Calibration(
         created=datetime.now(timezone.utc).isoformat(timespec="seconds"),
         backend=config.backend, dtype=config.dtype, world_size=topology.world_size, nodes=topology.nodes,
         gpus_per_node=topology.ranks_per_node, hostnames=list(topology.hostnames), device=topology.device_name,
-        torch_version=torch.__version__, fits=build_fits(measurements, config.backend),
+        torch_version=torch.__version__, fits=fits_on_mean(measurements, means, config.backend),
         measurements=measurements, notes=notes,
     )
+    return BenchRun(calibration, tuple(means))
+
+
+def _rank(env: RankEnv, heartbeat: Heartbeat, config_json: str) -> str | None:
+    config = BenchConfig.from_json(config_json)
+    result = run(config, env, heartbeat, config.timeout_s + LAUNCHER_MARGIN_S)
+    return None if result is None else result.to_json()
 
 
 def main() -> int:
     """Entry point of a rank spawned by zeroplan.distributed.launcher (all inputs come in the environment)."""
-    config = BenchConfig.from_json(os.environ[CONFIG_ENV])
-    env = launcher_env()
-    if env is None:
-        sys.stderr.write("zeroplan bench worker: start it through `zeroplan bench`, not by hand\n")
-        return 2
-    heartbeat = Heartbeat(os.environ.get(HEARTBEAT_ENV), env.rank, parse_fault(os.environ.get(FAULT_ENV)))
-    heartbeat.tick()  # started: torch imported
-    if PARENT_PID_ENV in os.environ:
-        watch_parent(int(os.environ[PARENT_PID_ENV]))
-    try:
-        result = run(config, env, heartbeat, config.timeout_s + LAUNCHER_MARGIN_S)
-    except InputError as exc:
-        sys.stderr.write(f"zeroplan bench: rank {env.rank}: {exc}\n")
-        return 2
-    except Exception as exc:
-        if is_address_in_use(exc):
-            sys.stderr.write(f"zeroplan bench: rank {env.rank}: port {env.master_port} is taken\n")
-            return EXIT_ADDRESS_IN_USE
-        # One line by default: when a peer dies, every other rank fails with a long, useless traceback.
-        if os.environ.get(DEBUG_ENV):
-            traceback.print_exc()
-        first_line = (str(exc).strip().splitlines() or [""])[0]
-        sys.stderr.write(f"zeroplan bench: rank {env.rank}: {type(exc).__name__}: {first_line}\n")
-        return 1
-    if result is not None:
-        with open(os.environ[RESULT_ENV], "w", encoding="utf-8") as out:
-            out.write(result.model_dump_json())
-    return 0
+    return rank_main("zeroplan bench", _rank, fault_env=FAULT_ENV, debug_env=DEBUG_ENV)
 
 
 if __name__ == "__main__":

@@ -6,6 +6,7 @@ from __future__ import annotations
 import errno
 import os
 import socket
+import sys
 from dataclasses import dataclass
 from typing import Mapping
 
@@ -79,3 +80,52 @@ def is_address_in_use(exc: BaseException) -> bool:
         return True
     text = str(exc).lower()
     return "eaddrinuse" in text or "address already in use" in text
+
+
+class RankFailed(RuntimeError):
+    """A rank could not run (port taken, no rendezvous in time). The CLI prints the message as one line
+    and exits with exit_code, as for any RuntimeError carrying one."""
+
+    def __init__(self, message: str, exit_code: int = 1) -> None:
+        super().__init__(message)
+        self.exit_code = exit_code
+
+
+class PortTaken(RankFailed):
+    pass
+
+
+def join_group(backend: str, env: RankEnv, timeout_s: float, device=None, label: str = "zeroplan") -> None:
+    """init_process_group (env://) within timeout_s on every rank.
+
+    torch passes the timeout to its TCP store, yet a rank whose MASTER_PORT is held by something other
+    than rank 0's store (rank 0 failed to listen: EADDRINUSE) waits on it far longer; a watchdog ends
+    such a rank with one line. A port taken on this rank raises PortTaken."""
+    import threading
+    from datetime import timedelta
+
+    import torch.distributed as dist
+
+    export_for_env_init(env)
+    joined = threading.Event()
+
+    def watchdog() -> None:
+        if not joined.wait(timeout_s):
+            sys.stderr.write(f"{label}: error: rank {env.rank}: no rendezvous with {env.master_addr}:"
+                             f"{env.master_port} within {timeout_s:g} s (--timeout); check that rank 0 "
+                             "started and that MASTER_PORT is free\n")
+            sys.stderr.flush()
+            os._exit(1)
+
+    threading.Thread(target=watchdog, name="zeroplan-rendezvous-watchdog", daemon=True).start()
+    try:
+        dist.init_process_group(backend, init_method="env://", rank=env.rank, world_size=env.world_size,
+                                timeout=timedelta(seconds=timeout_s),
+                                device_id=device if device is not None and device.type == "cuda" else None)
+    except Exception as exc:
+        if is_address_in_use(exc):
+            raise PortTaken(f"rank {env.rank}: cannot listen on {env.master_addr}:{env.master_port}: the port is "
+                            "taken (errno 98, EADDRINUSE); set MASTER_PORT to a free port") from None
+        raise
+    finally:
+        joined.set()

@@ -10,10 +10,10 @@ from dataclasses import asdict, dataclass
 from zeroplan.core.errors import InputError
 from zeroplan.core.framework_partition import FRAMEWORKS, unshardable_ranks
 from zeroplan.core.precision import normalize_precision
+from zeroplan.distributed.devices import BACKENDS, check_nproc
 from zeroplan.validate import STAGE_FRAMEWORKS
 from zeroplan.validate.shape import TinyShape
 
-BACKENDS = ("auto", "gloo", "nccl")
 FORMATS = ("table", "json")
 OPTIMIZERS = ("adam", "adamw", "sgd-momentum", "sgd")
 
@@ -95,12 +95,7 @@ def build_config(*, stage: str, shape: TinyShape, precision: str, optimizer: str
         raise InputError("--steps", f"must be at least 1, got {steps}", "states are measured after the last step")
     if not (math.isfinite(timeout) and timeout > 0):
         raise InputError("--timeout", f"must be a positive number of seconds, got {timeout}")
-    if nproc is not None and nproc > 1024:
-        raise InputError("--nproc", f"{nproc} local ranks is more than this command starts (at most 1024)",
-                         "use torchrun across nodes for larger runs")
-    if nproc is not None and nproc < 2:
-        raise InputError("--nproc", f"sharding needs at least 2 ranks, got {nproc}",
-                         "use --nproc 2 or more, or start validate under torchrun")
+    check_nproc(nproc, "sharding")
     stages = parse_stages(stage)
     if cpu_offload and any(s < 2 for s in stages):
         raise InputError("--cpu-offload", "FSDP2's CPU offload policy applies to stages 2 and 3 only",

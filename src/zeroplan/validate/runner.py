@@ -4,29 +4,38 @@ Imports torch (validate paths only)."""
 
 from __future__ import annotations
 
+import json
 import sys
+from dataclasses import replace
 
-from zeroplan.bench import import_torch
-from zeroplan.bench.config import resolve_backend
-from zeroplan.distributed.rendezvous import launcher_env
 from zeroplan.core.errors import InputError
+from zeroplan.distributed.devices import local_world, resolve_backend
+from zeroplan.distributed.launcher import Launch, launch_local
+from zeroplan.distributed.rendezvous import launcher_env
+from zeroplan.distributed.torch_import import import_torch
 from zeroplan.validate import ValidateFailed
 from zeroplan.validate.config import ValidateConfig, check_world
 from zeroplan.validate.report import build_reports, render, to_json
 
-DEFAULT_CPU_RANKS = 2
+WORKER = "zeroplan.validate.worker"
+LABEL = "zeroplan validate"
 
 
-def _local_world(config: ValidateConfig, backend: str, torch) -> int:
-    gpus = torch.cuda.device_count() if backend == "nccl" else 0
-    world = config.nproc if config.nproc is not None else (gpus if backend == "nccl" else DEFAULT_CPU_RANKS)
-    if world < 2:
-        raise InputError("--nproc", f"sharding needs at least 2 ranks, got {world}",
-                         "use --nproc 2 or more (with --backend gloo on a single-GPU machine), or torchrun")
-    if backend == "nccl" and world > gpus:
-        raise InputError("--nproc", f"{world} ranks but torch sees {gpus} GPU(s); nccl needs one GPU per rank",
-                         f"use --nproc {gpus} or fewer, or --backend gloo")
-    return world
+def _every_rank(texts: list[str | None]) -> list[dict]:
+    """Each rank's stage results (a JSON list per rank), rank by rank."""
+    return [item for text in texts for item in json.loads(text or "[]")]
+
+
+def _launch(config: ValidateConfig, world: int, pids: list[int] | None) -> list[dict]:
+    """Every rank's results; a failed, hung or interrupted run raises ValidateFailed. pids, when given,
+    collects every rank process started (tests check none is left)."""
+    launch = Launch(WORKER, config.to_json(), world, LABEL, progress_timeout_s=None, deadline_s=config.timeout_s)
+    outcome = launch_local(launch, _every_rank)
+    if pids is not None:
+        pids.extend(outcome.pids)
+    if outcome.exit_code != 0:
+        raise ValidateFailed(outcome.message, outcome.exit_code)
+    return outcome.result
 
 
 def _meta(config: ValidateConfig, world: int, backend: str, torch) -> dict:
@@ -63,7 +72,7 @@ def run_validate(config: ValidateConfig, *, pids: list[int] | None = None) -> No
                              "drop --nproc under torchrun/SLURM")
         world = joined.world_size
     else:
-        world = _local_world(config, backend, torch)
+        world = local_world(config.nproc, backend, torch.cuda.device_count() if backend == "nccl" else 0, "sharding")
     check_world(config, world, backend)
     if joined is not None:
         from zeroplan.validate.worker import run_rank
@@ -72,9 +81,7 @@ def run_validate(config: ValidateConfig, *, pids: list[int] | None = None) -> No
         if joined.rank != 0:
             return
     else:
-        from zeroplan.distributed.validate_launcher import launch_local
-
-        results = launch_local(config, backend, world, pids=pids)
+        results = _launch(replace(config, backend=backend), world, pids)
     meta = _meta(config, world, backend, torch)
     reports = build_reports(config, world, results)
     _emit(reports, config, meta)
