@@ -165,6 +165,25 @@ def test_ctrl_c_leaves_no_process_behind(token):
     assert _processes_with(token) == []
 
 
+def test_a_ctrl_c_while_a_rank_is_being_spawned_leaves_none_behind(token, monkeypatch):
+    """The interrupt lands inside Popen, after rank 0's process exists but before Popen returns it:
+    the launcher must still know that rank, kill it and report the run as interrupted."""
+    real_popen, sent = subprocess.Popen, []
+
+    def popen_then_interrupt(*args, **kwargs):
+        proc = real_popen(*args, **kwargs)
+        if not sent:
+            sent.append(proc.pid)
+            os.kill(os.getpid(), signal.SIGINT)  # the handler runs before this call returns
+        return proc
+
+    monkeypatch.setattr(subprocess, "Popen", popen_then_interrupt)
+    outcome = launch_local(_fake(steps=1000, step_s=0.01), _parsed)
+    assert outcome.exit_code == 130 and outcome.message == "interrupted; stopped every rank"
+    assert sent and sent[0] in outcome.pids and all(_gone(pid) for pid in outcome.pids)
+    assert _processes_with(token) == []
+
+
 class _FakeProc:
     def poll(self):
         return None

@@ -15,6 +15,7 @@ fresh port.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import signal
@@ -113,11 +114,30 @@ def _tail(path: Path) -> str:
     return "\n".join("    " + line for line in lines[-STDERR_TAIL_LINES:])
 
 
+@contextlib.contextmanager
+def _interrupts_deferred():
+    """While ranks are being spawned, a Ctrl-C or SIGTERM is noted, not raised: raised inside Popen, it
+    would leave a started rank that is in no list, so nobody would kill it. Yields a list that is
+    non-empty once a signal came."""
+    if not _main_thread():
+        yield []
+        return
+    noted: list[int] = []
+    previous = {sig: signal.signal(sig, lambda signum, frame: noted.append(signum))
+                for sig in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield noted
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+
+
 class _RankSet:
     """One try: the processes of ranks 0..n-1 on one port, with their counters and stderr files."""
 
-    def __init__(self, launch: Launch, port: int, workdir: Path) -> None:
+    def __init__(self, launch: Launch, port: int, workdir: Path, pids: list[int]) -> None:
         self.workdir = workdir
+        self.pids = pids  # every rank started, reported even when the spawn loop is interrupted
         self.procs: list[subprocess.Popen] = []
         self.counters = [workdir / f"rank{rank}.progress" for rank in range(launch.nproc)]
         self.stderr_paths = [workdir / f"rank{rank}.stderr" for rank in range(launch.nproc)]
@@ -127,8 +147,13 @@ class _RankSet:
         for rank in range(launch.nproc):  # a result file from an earlier try must not count
             Path(result_path(str(workdir), rank)).unlink(missing_ok=True)
         try:
-            for rank in range(launch.nproc):
-                self._spawn(launch, port, rank)
+            with _interrupts_deferred() as interrupted:
+                for rank in range(launch.nproc):
+                    self._spawn(launch, port, rank)
+                    if interrupted:
+                        break
+            if interrupted:
+                raise Interrupted()
         except BaseException:  # a Ctrl-C or a failed spawn halfway: take back the ranks already started
             self.kill()
             raise
@@ -151,6 +176,7 @@ class _RankSet:
             self.procs.append(subprocess.Popen(
                 [sys.executable, "-m", launch.worker_module], env=env, stdin=subprocess.DEVNULL,
                 stdout=subprocess.DEVNULL, stderr=stderr, start_new_session=True))
+            self.pids.append(self.procs[-1].pid)
         finally:
             if stderr is not None:
                 stderr.close()
@@ -251,8 +277,7 @@ def launch_local(launch: Launch, read_results: Callable[[list[str | None]], T], 
     try:
         for attempt in range(1, port_tries + 1):
             port = port_picker()
-            ranks = _RankSet(launch, port, workdir)
-            outcome.pids.extend(proc.pid for proc in ranks.procs)
+            ranks = _RankSet(launch, port, workdir, outcome.pids)
             state, rank, message = _watch(ranks, launch.progress_timeout_s, startup, launch.deadline_s)
             ranks.kill()
             if state == "port" and attempt < port_tries:
