@@ -187,9 +187,9 @@ def test_the_table_says_microseconds_and_falls_back_to_ascii():
     emit(run, "table", out=ascii_out)  # would raise UnicodeEncodeError if a µ, α or · got through
     ascii_out.seek(0)
     plain = ascii_out.read()
-    assert "us per ring step" in plain and "alpha" in plain and "R2" in plain
+    assert "us per ring step" in plain and "alpha" in plain and "R^2" in plain
     assert screen_text("1 µs · R²", "utf-8") == "1 µs · R²"
-    assert screen_text("1 µs · R²", "ascii") == "1 us - R2"
+    assert screen_text("1 µs · R²", "ascii") == "1 us * R^2"
     rows = {row["size_bytes"]: row for row in result_rows(run)}
     assert rows[65536]["time_us_mean"] == pytest.approx(200.0) and rows[65536]["time_us_median"] == pytest.approx(100.0)
     assert rows[65536]["algbw_gbps"] == pytest.approx(65536 / 2e-4 / 1e9)  # bandwidth on the mean

@@ -14,6 +14,7 @@ from zeroplan.core.collectives import (
     ALLREDUCE_THEN_CHUNK, REDUCE_SCATTER, RING, TORCH_NAMES, algbw, busbw, wire_bytes_per_rank,
 )
 from zeroplan.core.units import GB
+from zeroplan.render.encoding import ERRORS as ASCII_ERRORS
 
 RESULT_FIELDS = ("collective", "span", "ranks", "size_bytes", "count", "dtype", "time_us_mean", "time_us_median",
                  "time_us_min", "time_us_max", "algbw_gbps", "busbw_gbps", "wire_bytes_per_rank",
@@ -28,8 +29,6 @@ COLUMNS_CAPTION = ("size, wire: bytes (wire = sent per rank); mean, median, min,
 TIMING_NOTE = ("time: per iteration the slowest rank's time (max over ranks), then mean, median, min and max over "
                "iterations. algbw = S/mean (what a loop of these calls sees, as nccl-tests reports); busbw = "
                "algbw*factor (all_reduce 2(n-1)/n, others (n-1)/n); GB/s = 1e9 B/s. The α-β fit uses the mean.")
-# Where the terminal cannot encode them (an ASCII locale), these are written in plain ASCII.
-ASCII_FALLBACK = {"µs": "us", "α": "alpha", "β": "beta", "²": "2", "·": "-"}
 
 
 def implementation(backend: str, collective: str) -> str:
@@ -88,14 +87,13 @@ def meta(bench_run: BenchRun) -> dict[str, Any]:
 
 
 def screen_text(text: str, encoding: str | None) -> str:
-    """text as the output can show it: µs, α, β, R² and · in plain ASCII where its encoding lacks them."""
+    """text as an output in this encoding can show it: µs, α, β, R², · as zeroplan's ASCII stand-ins
+    (zeroplan.render.encoding) where the encoding lacks them."""
+    codec = encoding or "ascii"
     try:
-        text.encode(encoding or "ascii")
-        return text
-    except (UnicodeEncodeError, LookupError):
-        for symbol, plain in ASCII_FALLBACK.items():
-            text = text.replace(symbol, plain)
-        return text
+        return text.encode(codec, errors=ASCII_ERRORS).decode(codec)
+    except LookupError:  # an encoding Python does not know: plain ASCII is safe
+        return text.encode("ascii", errors=ASCII_ERRORS).decode("ascii")
 
 
 def _print_table(bench_run: BenchRun, out: TextIO) -> None:
