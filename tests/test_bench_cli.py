@@ -190,6 +190,12 @@ def test_the_table_says_microseconds_and_falls_back_to_ascii():
     assert "us per ring step" in plain and "alpha" in plain and "R^2" in plain
     assert screen_text("1 µs · R²", "utf-8") == "1 µs · R²"
     assert screen_text("1 µs · R²", "ascii") == "1 us * R^2"
+    csv_out, csv_err = io.StringIO(), io.StringIO()
+    emit(run, "csv", out=csv_out, err=csv_err)
+    lines = csv_out.getvalue().splitlines()
+    assert lines[0].startswith("collective,span,ranks,size_bytes,count,dtype,time_us_mean,time_us_median,")
+    assert len(lines) == 3 and lines[1].startswith("all_reduce,intra_node,2,65536,16384,float32,200.0")
+    assert csv_err.getvalue().startswith("note: time:")  # notes on stderr: stdout stays one clean table
     rows = {row["size_bytes"]: row for row in result_rows(run)}
     assert rows[65536]["time_us_mean"] == pytest.approx(200.0) and rows[65536]["time_us_median"] == pytest.approx(100.0)
     assert rows[65536]["algbw_gbps"] == pytest.approx(65536 / 2e-4 / 1e9)  # bandwidth on the mean
