@@ -3,7 +3,7 @@ syntax error.
 
 A DeepSpeed config (.json, or any non-YAML file that starts with "{") is read as DeepSpeed 0.19.8 reads it:
 with hjson (comments, trailing commas, unquoted keys and quoteless values are valid), through
-zeroplan.deepspeed.hjson_reader. Accelerate configs and plan files stay YAML.
+zeroplan.inputs.hjson. Accelerate configs and plan files stay YAML.
 
 Also answers "on which line is this key?", for annotations, from each parser's own marks.
 """
@@ -49,7 +49,7 @@ def read_text(path: Path, what: str = "config") -> str:
 
 def parse_json(path: Path, text: str) -> Source:
     """A DeepSpeed config, parsed as DeepSpeed parses it (hjson); duplicate keys are kept for ZP017."""
-    from zeroplan.deepspeed.hjson_reader import ConfigParseError, read_with_marks
+    from zeroplan.inputs.hjson import ConfigParseError, read_with_marks
 
     try:
         parsed = read_with_marks(text)
