@@ -18,8 +18,20 @@ from zeroplan.core.activations import ActivationConfig
 from zeroplan.core.estimate import EstimateRequest, evaluate_options
 from zeroplan.core.layout_search import PlanRecord, rank, search
 from zeroplan.core.parallel import ParallelDims
-from zeroplan.core.step_time import FlopModel, Layout, StepTime, compose, microbatch_seconds, pp_intra_node
-from zeroplan.core.traffic import gpu_optimizer_seconds, offload_seconds, offload_traffic, zero_dp_seconds
+from zeroplan.core.step_time import (
+    FlopModel,
+    Layout,
+    StepTime,
+    compose,
+    microbatch_seconds,
+    pp_intra_node,
+)
+from zeroplan.core.traffic import (
+    gpu_optimizer_seconds,
+    offload_seconds,
+    offload_traffic,
+    zero_dp_seconds,
+)
 from zeroplan.core.units import ceil_div
 from zeroplan.search.inputs import PlanInputs, resolve
 
