@@ -30,7 +30,7 @@ from zeroplan.core.step_time import (FlopModel, Layout, Machine, StepTime, expos
                                     pass_times, pp_intra_node, step_time)
 from zeroplan.core.units import ceil_div
 
-RECOMPUTE_ORDER = {"none": 0, "selective": 1, "full": 2}
+RECOMPUTE_ORDER = {"none": 0, "selective": 1, "selective-op": 2, "full": 3}
 # Step times closer than this (relative to the fastest) are within the model's resolution: it ignores
 # kernel-shape effects, launch overheads and imperfect overlap. Such ties go to the simpler plan.
 DEFAULT_TIE_TOLERANCE = 0.02

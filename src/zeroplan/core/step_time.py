@@ -13,7 +13,8 @@ that backward); with flash attention as one fused kernel at FLASH_ATTENTION_EFFI
 masked half of a causal sequence. Element-wise work (norms, activations, dropout, residuals) is memory
 bound: ELEMENTWISE_BYTES_PER_TOKEN_HIDDEN · T · h bytes forward (split over tp as Korthikanti's activation
 terms are: 10 + 24/t without, 34/t with sequence parallelism), twice that backward, at HBM bandwidth.
-Recompute: full re-runs each layer's forward, selective the attention core. The constants were fitted on the
+Recompute: full re-runs each layer's forward, selective the attention core, selective-op (torch's op-level
+selective checkpointing) the element-wise ops only, at HBM bandwidth (matmul outputs are kept). The constants were fitted on the
 calibration set only (benchmarks/fit_step_time.py; see the constants below for the fit and its sources).
 
 Communication as NCCL behaves (§4): every collective is a ring over its group, priced on the slowest span it
@@ -162,7 +163,7 @@ class FlopModel:
             total += 2 * self.layer_params * self.layers + attention
         elif recompute == "selective":
             total += attention
-        return total
+        return total  # selective-op recomputes element-wise ops only: no FLOPs counted here
 
 
 @dataclass(frozen=True)
@@ -313,9 +314,16 @@ def layer_seconds(layout: Layout, flops: FlopModel, machine: Machine) -> tuple[f
         memory = elements * machine.attention_score_bytes / machine.hbm_bytes_per_s
         attention = 2 * gemm_seconds(core / 2, machine) + memory
         attention_backward = 2 * attention
-    split = 34 / tp if layout.sequence_parallel else 10 + 24 / tp
-    elementwise = ELEMENTWISE_BYTES_PER_TOKEN_HIDDEN / 34 * split * tokens * h / machine.hbm_bytes_per_s
+    elementwise = elementwise_seconds(layout, flops, machine)
     return (forward + attention + elementwise, backward + attention_backward + 2 * elementwise, attention)
+
+
+def elementwise_seconds(layout: Layout, flops: FlopModel, machine: Machine) -> float:
+    """One layer's element-wise forward work (norms, activations, dropout, residuals) for one micro-batch, at HBM
+    bandwidth: what op-level selective checkpointing ("selective-op") recomputes in backward."""
+    tokens = layout.micro_batch * layout.seq_len / layout.cp
+    split = 34 / layout.tp if layout.sequence_parallel else 10 + 24 / layout.tp
+    return ELEMENTWISE_BYTES_PER_TOKEN_HIDDEN / 34 * split * tokens * flops.hidden / machine.hbm_bytes_per_s
 
 
 def head_seconds(layout: Layout, flops: FlopModel, machine: Machine) -> tuple[float, float]:
@@ -352,6 +360,8 @@ def _stage_seconds(layout: Layout, flops: FlopModel, hidden: int,
     """microbatch_seconds without the interleaving degree: the last entry is one pipeline transfer."""
     forward_layer, backward_layer, core = layer_seconds(layout, flops, machine)
     recompute = {"full": forward_layer, "selective": core}.get(layout.recompute, 0.0)
+    if layout.recompute == "selective-op":  # pointwise ops only, memory bound; no GEMM, no TP collective again
+        recompute = elementwise_seconds(layout, flops, machine)
     head_forward, head_backward = head_seconds(layout, flops, machine)
     counts = layers_per_stage(flops.layers, layout.pp)
     candidates = [(counts[0], 0.0, 0.0) if layout.pp > 1 else (counts[0], head_forward, head_backward),
