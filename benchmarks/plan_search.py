@@ -5,20 +5,37 @@ from cold caches) and plans evaluated per second. The target is the 1024-GPU sea
 core; the script reports it and asserts nothing.
 Then llama-3.1-405b on 16,384 H100s (dgx-h100), seq 8192, global batch 2048, with context parallelism
 (--cp 1,2,4,8,16), interleaving (--virtual-stages 1,2,4) and ZeRO-2/3 with the pipeline (--fsdp-with-pp):
-target ≤ 1 s on one core; reported, not asserted.
-Usage: python benchmarks/plan_search.py [--runs 3] [--global-batch 1536] [--scale-batch]
+target ≤ 1 s on one core; reported, not asserted. The equivalent command is printed with it.
+Usage: python benchmarks/plan_search.py [--runs 3] [--global-batch 1536] [--scale-batch] [--llama-only]
+       [--profile] [--before REV]
 --scale-batch grows the global batch with the GPUs (max(1536, 2 × GPUs)) so every count keeps data parallelism.
+--profile prints cProfile's top functions of one Llama 3 405B search.
+--before REV times the Llama 3 405B search of git revision REV (its src/ extracted with `git archive`) and of this
+checkout in one run, alternating them, on the same core: the ratio, the load average, and whether both return the
+same plans (a digest of every plan's fields, floats bit for bit, in evaluation order).
 """
 
 from __future__ import annotations
 
 import argparse
+import cProfile
+import hashlib
+import json
 import os
+import pstats
+import subprocess
+import sys
+import tempfile
 import time
+from pathlib import Path
 
 from zeroplan.search.inputs import PlanInputs, resolve
 from zeroplan.core.layout_search import search
 
+LLAMA_405B = dict(gpus=16384, global_batch=2048, seq_len=8192, model="llama-3.1-405b", cluster="dgx-h100",
+                  cp="1,2,4,8,16", virtual_stages="1,2,4", fsdp_pipeline=True)
+LLAMA_405B_COMMAND = ("zeroplan plan --model llama-3.1-405b --cluster dgx-h100 --gpus 16384 --global-batch 2048 "
+                      "--seq-len 8192 --cp 1,2,4,8,16 --virtual-stages 1,2,4 --fsdp-with-pp")
 GPU_COUNTS = (64, 128, 256, 512, 1024, 2048, 4096, 8192, 16384)
 TARGET_GPUS, TARGET_SECONDS = 1024, 2.0
 
@@ -43,9 +60,20 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--global-batch", type=int, default=1536)
     parser.add_argument("--scale-batch", action="store_true")
+    parser.add_argument("--llama-only", action="store_true", help="only the Llama 3 405B search")
+    parser.add_argument("--profile", action="store_true", help="cProfile one Llama 3 405B search")
+    parser.add_argument("--before", metavar="REV", help="time git revision REV's search against this checkout's")
+    parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
-    if hasattr(os, "sched_setaffinity"):
-        os.sched_setaffinity(0, {min(os.sched_getaffinity(0))})  # one core, as the target says
+    pin_one_core()
+    if args.worker:
+        return worker()
+    if args.profile:
+        return profile()
+    if args.before:
+        return before_after(args.before, args.runs)
+    if args.llama_only:
+        return llama(args.runs)
     print(f"gpt3-175b on dgx-a100 (a100-80g), seq 2048, best of {args.runs} cold runs, one core")
     print(f"{'GPUs':>6} {'batch':>6} {'layouts':>8} {'plans':>7} {'fit':>6} {'search s':>9} {'+resolve s':>10} "
           f"{'plans/s':>9}")
@@ -57,18 +85,93 @@ def main() -> None:
         if gpus == TARGET_GPUS:
             verdict = "meets" if total <= TARGET_SECONDS else "MISSES"
             print(f"{'':>6} target: {TARGET_GPUS} GPUs in ≤ {TARGET_SECONDS:g} s: {verdict} ({total:.3f} s)")
+    llama(args.runs)
+
+
+def llama_request():
+    return resolve(PlanInputs(**LLAMA_405B)).request
+
+
+def llama(runs: int) -> None:
     best = float("inf")
-    for _ in range(args.runs):
-        resolved = resolve(PlanInputs(gpus=16384, global_batch=2048, seq_len=8192, model="llama-3.1-405b",
-                                      cluster="dgx-h100", cp="1,2,4,8,16", virtual_stages="1,2,4",
-                                      fsdp_pipeline=True))
+    request = llama_request()
+    for _ in range(runs):
         start = time.perf_counter()
-        result = search(resolved.request)
+        result = search(request)
         best = min(best, time.perf_counter() - start)
     verdict = "meets" if best <= 1.0 else "MISSES"
     print(f"llama-3.1-405b, 16384 H100, cp 1-16, v 1,2,4, FSDP with pp: {result.layouts_total} layouts, "
           f"{len(result.plans)} plans, {len(result.feasible)} fit, {best:.3f} s ({len(result.plans) / best:,.0f} "
-          f"plans/s); target ≤ 1 s: {verdict}")
+          f"plans/s, load average {os.getloadavg()[0]:.1f}); target ≤ 1 s: {verdict}")
+    print(f"  command: {LLAMA_405B_COMMAND}")
+
+
+def profile() -> None:
+    request = llama_request()
+    print(f"cProfile of one search: {LLAMA_405B_COMMAND}")
+    profiler = cProfile.Profile()
+    profiler.runcall(search, request)
+    pstats.Stats(profiler, stream=sys.stdout).sort_stats("tottime").print_stats(20)
+
+
+def digest(result) -> str:
+    """Every plan's fields, step-time parts as exact float hex, in evaluation order; then the ranking."""
+    text = hashlib.sha256()
+    for plans in (result.plans, result.feasible):
+        for p in plans:
+            times = [p.time.compute, p.time.tp_comm, p.time.pp_comm, p.time.bubble, p.time.dp_comm,
+                     p.time.dp_exposed, p.time.offload, p.time.optimizer, p.time.total]
+            text.update(repr((p.dp, p.tp, p.pp, p.cp, p.virtual_stages, p.option.label, p.micro_batch, p.grad_accum,
+                              p.recompute, p.sequence_parallel, tuple(p.gpu), p.cpu_bytes_per_node,
+                              p.nvme_bytes_per_node, tuple(p.limits), p.host_checked,
+                              [float(t).hex() for t in times])).encode())
+    return text.hexdigest()
+
+
+def worker() -> None:
+    """One timed Llama 3 405B search with whatever zeroplan PYTHONPATH selects: JSON on stdout."""
+    request = llama_request()
+    start, cpu = time.perf_counter(), time.process_time()
+    result = search(request)
+    wall, cpu = time.perf_counter() - start, time.process_time() - cpu
+    print(json.dumps({"wall": wall, "cpu": cpu, "plans": len(result.plans), "fit": len(result.feasible),
+                      "digest": digest(result)}))
+
+
+def before_after(revision: str, runs: int) -> None:
+    root = Path(__file__).resolve().parent.parent
+    with tempfile.TemporaryDirectory() as folder:
+        archive = subprocess.run(["git", "-C", str(root), "archive", revision, "src"], check=True,
+                                 capture_output=True).stdout
+        subprocess.run(["tar", "-x", "-C", folder], input=archive, check=True)
+        trees = {"before": Path(folder) / "src", "after": root / "src"}
+        found: dict[str, list[dict]] = {"before": [], "after": []}
+        loads = []
+        for _ in range(runs):  # alternate, so both see the same load
+            for name, src in trees.items():
+                environment = dict(os.environ, PYTHONPATH=str(src))
+                loads.append(os.getloadavg()[0])
+                out = subprocess.run([sys.executable, __file__, "--worker"], env=environment, check=True,
+                                     capture_output=True, text=True).stdout
+                found[name].append(json.loads(out.splitlines()[-1]))
+    print(f"llama-3.1-405b search, {revision} (before) against this checkout (after), {runs} alternating runs each "
+          f"on one core, load average {min(loads):.1f}-{max(loads):.1f}")
+    print(f"  command: {LLAMA_405B_COMMAND}")
+    best = {}
+    for name, rows in found.items():
+        walls = ", ".join(f"{r['wall']:.2f}" for r in rows)
+        best[name] = min(r["wall"] for r in rows), min(r["cpu"] for r in rows)
+        print(f"  {name:>6}: best wall {best[name][0]:.3f} s, best CPU {best[name][1]:.3f} s, {rows[0]['plans']:,} "
+              f"plans, {rows[0]['fit']:,} fit (walls: {walls})")
+    print(f"  speed-up: {best['before'][0] / best['after'][0]:.1f}× wall, {best['before'][1] / best['after'][1]:.1f}× "
+          "CPU")
+    same = len({r["digest"] for rows in found.values() for r in rows}) == 1
+    print(f"  same plans, bit for bit and in the same order: {'yes' if same else 'NO'}")
+
+
+def pin_one_core() -> None:
+    if hasattr(os, "sched_setaffinity"):
+        os.sched_setaffinity(0, {min(os.sched_getaffinity(0))})  # one core, as the target says
 
 
 if __name__ == "__main__":

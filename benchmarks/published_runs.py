@@ -16,7 +16,15 @@ The published metric becomes seconds per optimizer step exactly as the source co
 Score: |ln(predicted / published)|: mean and worst, per set; for the calibration set also leave-one-out
 cross-validated when the fit script is importable (each run predicted with constants fitted on the others).
 
-Usage: python benchmarks/published_runs.py [--set calibration|heldout|all] [--runs] [--json OUT] [--no-cv]
+--free: for each calibration run, the free search (`zeroplan plan` over every layout of the run's GPUs, batch,
+sequence and cluster: tp, pp, virtual stages 1/2/4, ZeRO 0-3 with FSDP under the pipeline, offload tiers,
+micro-batch, recompute, sequence parallelism; flash attention as the run had it, a software choice of its era,
+not a layout) against the published layout pinned. Its top plan must be within 10% of the published layout's
+predicted time, or faster with its reasons saying why (search/reasons.py savings: every part of the saving
+that covers 90% of it names its cause in the layout); a top plan that breaks a layout rule
+(core/layout_rules.py) is an error.
+
+Usage: python benchmarks/published_runs.py [--set calibration|heldout|all] [--runs] [--json OUT] [--no-cv] [--free]
 """
 
 from __future__ import annotations
@@ -31,9 +39,12 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from zeroplan.core.errors import InputError
+from zeroplan.core.layout_rules import TP_CROSSES_NODES, context_parallel_problem, model_layout_problem
 from zeroplan.core.layout_search import search
+from zeroplan.core.parallel import ParallelDims
 from zeroplan.core.step_time import narayanan_flops_per_iteration
 from zeroplan.search.inputs import PlanInputs, resolve
+from zeroplan.search.reasons import faster_because, savings
 
 DATA = Path(__file__).resolve().parent / "data"
 _CONFIG_DIR = Path(tempfile.mkdtemp(prefix="zeroplan-runs-"))
@@ -176,6 +187,94 @@ def predict(run: dict, request=None, layout=None) -> Outcome:
     return Outcome(run, published, plan.time.total, plan.fits, None, layout["notes"], plan)
 
 
+def free_inputs(run: dict, layout: dict) -> PlanInputs:
+    """The run's model, GPUs, batch, sequence and hardware with every layout choice left to the search."""
+    pinned = plan_inputs(run, layout)
+    virtual = sorted({1, 2, 4, layout["v"]})
+    cp = sorted({1, layout["cp"]})
+    return PlanInputs(gpus=pinned.gpus, global_batch=pinned.global_batch, seq_len=pinned.seq_len, model=pinned.model,
+                      cluster=pinned.cluster, flash_attention=layout["flash"], fsdp_pipeline=True,
+                      virtual_stages=",".join(map(str, virtual)), cp=",".join(map(str, cp)),
+                      **{k: getattr(pinned, k) for k in ("inter_node_bandwidth", "intra_node_bandwidth", "gpu",
+                                                          "gpus_per_node", "gpu_memory") if getattr(pinned, k)})
+
+
+def rule_broken(plan, request) -> str | None:
+    """The first core/layout_rules.py rule the plan breaks, or None."""
+    space = request.space
+    parallel = ParallelDims(plan.world, plan.tp, plan.pp, request.cluster.gpus_per_node)
+    problem = model_layout_problem(request.model, parallel, seq_len=space.seq_len,
+                                   sequence_parallel=plan.sequence_parallel)
+    problem = problem or context_parallel_problem(space.seq_len, plan.cp)
+    if not space.allow_cross_node_tp and not parallel.tp_intra_node:
+        problem = problem or TP_CROSSES_NODES
+    return problem
+
+
+def free_search(run: dict) -> dict:
+    """The free search's top plan against the published layout pinned (see --free in the module note)."""
+    pinned = predict(run)
+    row = {"id": run["id"], "published_s": pinned.published, "pinned_s": pinned.predicted}
+    if pinned.plan is None:
+        return {**row, "verdict": f"published layout not scored ({pinned.refused})"}
+    layout = layout_of(run)
+    request = resolve(free_inputs(run, layout)).request
+    result = search(request)
+    if not result.feasible:
+        return {**row, "verdict": "the free search finds nothing that fits"}
+    top, reference = result.feasible[0], pinned.plan
+    ratio = top.time.total / reference.time.total
+    broken = [rule_broken(p, request) for p in result.best_per_layout()[:5]]
+    row.update(free_s=top.time.total, ratio=ratio, top=_describe(top), published=_describe(reference),
+               published_fits=reference.fits, broken=[b for b in broken if b])
+    if row["broken"]:
+        row["verdict"] = "ERROR: breaks " + "; ".join(row["broken"])
+    elif ratio >= 0.9:
+        row["verdict"] = "within 10%" if ratio <= 1.1 else (
+            "slower: the published layout does not fit in zeroplan's memory model" if not reference.fits
+            else f"slower by {ratio - 1:.0%}")
+    else:
+        parts = savings(top, reference)
+        saving = reference.time.total - top.time.total
+        named = sum(delta for _, delta, cause in parts if cause)
+        row["reasons"] = faster_because(top, reference)
+        row["explained"] = named / saving
+        row["verdict"] = f"{1 - ratio:.0%} faster, " + ("explained" if named >= 0.9 * saving else
+                                                          f"only {named / saving:.0%} of the saving explained")
+    return row
+
+
+def _describe(plan) -> str:
+    text = f"dp{plan.dp} tp{plan.tp} pp{plan.pp}"
+    if plan.virtual_stages > 1:
+        text += f" v{plan.virtual_stages}"
+    if plan.cp > 1:
+        text += f" cp{plan.cp}"
+    return (text + f" {plan.option.label} mb{plan.micro_batch} {plan.recompute}" +
+            (" sp" if plan.sequence_parallel else ""))
+
+
+def print_free(rows: list[dict]) -> None:
+    print("\nFREE SEARCH against the published layout (calibration set): top plan / pinned published layout")
+    print(f"{'run':<28} {'pinned s':>9} {'free s':>8} {'ratio':>6}  published layout -> free top plan: verdict")
+    for row in rows:
+        if "ratio" not in row:
+            print(f"{row['id'][:28]:<28} {'-':>9} {'-':>8} {'-':>6}  {row['verdict']}")
+            continue
+        print(f"{row['id'][:28]:<28} {row['pinned_s']:9.2f} {row['free_s']:8.2f} {row['ratio']:6.2f}  "
+              f"{row['published']}{'' if row['published_fits'] else ' (no fit)'} -> {row['top']}: {row['verdict']}")
+        if "reasons" in row:
+            print(f"{'':<28} {'':>26}  why: {row['reasons']}")
+    faster = [r for r in rows if r.get("ratio", 1) < 0.9]
+    unexplained = [r for r in faster if r["explained"] < 0.9]
+    errors = [r for r in rows if r.get("broken")]
+    within = [r for r in rows if "ratio" in r and 0.9 <= r["ratio"] <= 1.1]
+    slower = [r for r in rows if r.get("ratio", 0) > 1.1]
+    print(f"free search: {len(rows)} runs; {len(within)} within 10% of the published layout, {len(faster)} more than "
+          f"10% faster ({len(faster) - len(unexplained)} explained by their reasons), {len(slower)} more than 10% "
+          f"slower, {len(errors)} breaking a layout rule")
+
+
 def summary(outcomes: list[Outcome]) -> dict:
     errors = [abs(o.error) for o in outcomes if o.error is not None]
     refused = [o for o in outcomes if o.refused]
@@ -229,8 +328,16 @@ def main() -> None:
     parser.add_argument("--runs", action="store_true", help="print every run, not only the summary")
     parser.add_argument("--no-cv", action="store_true", help="skip the leave-one-out cross-validation")
     parser.add_argument("--json", help="write every outcome and summary here")
+    parser.add_argument("--free", action="store_true",
+                        help="only the free search against each calibration run's published layout")
     args = parser.parse_args()
     report: dict = {}
+    if args.free:
+        rows = [free_search(run) for run in load("calibration")]
+        print_free(rows)
+        if args.json:
+            Path(args.json).write_text(json.dumps({"free": rows}, indent=1))
+        return
     if args.set in ("calibration", "all"):
         runs = load("calibration")
         outcomes = [predict(run) for run in runs]

@@ -19,7 +19,9 @@ from hypothesis import strategies as st
 from conftest import make_cluster
 from zeroplan.core.architecture import model_spec_from_hf_config
 from zeroplan.core.fit import MemoryBudget
+from zeroplan.core.layout_rules import context_parallel_problem, model_layout_problem
 from zeroplan.core.layout_space import SearchSpace
+from zeroplan.core.parallel import ParallelDims
 from zeroplan.core.precision import bytes_per_param
 from zeroplan.core.layout_search import SearchRequest, search
 from zeroplan.core.step_time import LinkTable, Machine
@@ -90,3 +92,54 @@ def test_fastest_plan_memory_is_not_monotone():
         return search(resolved.request).feasible[0]
 
     assert fastest(16).gpu_total > fastest(8).gpu_total
+
+
+@st.composite
+def free_searches(draw):
+    """A llama-like model whose heads, key/value heads and layers make some layouts break the rules, a sequence
+    that some tp and 2·cp do not divide, and a free search over tp, pp, cp, interleaving and FSDP with pp."""
+    kv_heads = draw(st.sampled_from([1, 2, 3, 4, 4, 6, 8]))
+    heads = kv_heads * draw(st.sampled_from([1, 2, 3, 4]))
+    hidden = heads * 32
+    model = model_spec_from_hf_config({
+        "model_type": "llama", "hidden_size": hidden, "intermediate_size": 3 * hidden,
+        "num_hidden_layers": draw(st.integers(1, 10)), "num_attention_heads": heads,
+        "num_key_value_heads": kv_heads, "vocab_size": draw(st.integers(500, 5000)),
+        "max_position_embeddings": 4096}, "tiny-llama")
+    gpus = draw(st.sampled_from([2, 4, 6, 8, 12, 16, 24, 32]))
+    seq_len = draw(st.sampled_from([90, 96, 250, 258, 384, 1000, 1022, 1024]))  # some not divisible by 4 or 6
+    per_node = draw(st.sampled_from([4, 8]))
+    gpus = gpus if gpus <= per_node else gpus // per_node * per_node or per_node
+    return (model, gpus, per_node, gpus * draw(st.integers(1, 4)), seq_len, draw(st.booleans()),
+            draw(st.sampled_from([(1,), (1, 2), (1, 2, 4), (1, 3), (2, 3)])))
+
+
+@settings(max_examples=60, deadline=None)
+@given(free_searches())
+def test_the_free_search_never_returns_a_plan_that_breaks_a_layout_rule(setup):
+    """core/layout_rules.py's rules hold for every plan the free search evaluates, so for every plan it returns:
+    tp divides the attention and key/value heads, pp is at most the layers, sequence parallelism only with the
+    sequence divisible by tp, context parallelism only with the sequence divisible by 2·cp, tp inside a node
+    unless asked, and the plan fills exactly the GPUs asked for."""
+    model, gpus, per_node, batch, seq_len, cross_node, cp = setup
+    cluster = make_cluster(memory=80 * GIB, gpus_per_node=per_node)
+    machine = Machine(cluster.gpu.bf16_flops, cluster.gpu.hbm_bandwidth_bytes_per_s,
+                      cluster.pcie_bandwidth_bytes_per_s, cluster.nvme_bandwidth_bytes_per_s,
+                      LinkTable(cluster.gpu.intra_node_link, cluster.inter_node_link))
+    space = SearchSpace(gpus, batch, seq_len, virtual_stages=(1, 2), cp=cp, fsdp_pipeline=True,
+                        allow_cross_node_tp=cross_node)
+    request = SearchRequest(model, cluster, bytes_per_param(), MemoryBudget(80 * GIB, runtime_reserve=GIB),
+                            space, machine, model.largest_layer_params)
+    result = search(request)
+    for plan in result.plans:
+        parallel = ParallelDims(gpus, plan.tp, plan.pp, per_node)
+        assert plan.world == gpus and parallel.dp == plan.dp * plan.cp
+        assert model_layout_problem(model, parallel, seq_len=seq_len,
+                                    sequence_parallel=plan.sequence_parallel) is None, plan
+        assert context_parallel_problem(seq_len, plan.cp) is None, plan
+        assert cross_node or parallel.tp_intra_node, plan
+        assert plan.virtual_stages == 1 or (plan.pp > 1 and plan.grad_accum % plan.pp == 0
+                                            and model.layers >= plan.pp * plan.virtual_stages), plan
+    # the rules do bite in this space: whatever was left out was counted under its reason
+    if not result.plans:
+        assert result.rejected_layouts or result.skipped

@@ -189,3 +189,23 @@ def test_fsdp_with_pipeline_only_when_asked():
     with_fsdp = search(request_for(fsdp_pipeline=True, **base))
     assert plan_space.PIPELINE_STAGE not in with_fsdp.skipped
     assert {p.option.stage for p in with_fsdp.plans} == {0, 1, 2, 3}
+
+
+def test_faster_because_names_what_the_layout_saves():
+    """search/reasons.savings and faster_because: a plan against the same layout with full recompute saves
+    compute (and bubble) because it needs no recompute; the named parts cover the saving."""
+    from zeroplan.search.reasons import faster_because, savings
+
+    result = search(request_for(model="llama-2-7b", gpus=16, global_batch=64, seq_len=2048, cluster="dgx-a100",
+                                tp="2", pp="2", stages="1", offload=False, micro_batches="1",
+                                sequence_parallel="off"))
+    by_recompute = {p.recompute: p for p in result.plans}
+    fast, slow = by_recompute["none"], by_recompute["full"]
+    saving = slow.time.total - fast.time.total
+    assert saving > 0
+    found = savings(fast, slow)
+    assert found[0][0] == "compute" and "no recompute needed instead of full" in found[0][2]
+    assert sum(delta for _, delta, cause in found if cause) >= 0.9 * saving
+    text = faster_because(fast, slow)
+    assert text.startswith(f"{saving / slow.time.total:.0%} faster: -") and "compute (no recompute needed" in text
+    assert faster_because(slow, fast).endswith("slower")

@@ -224,3 +224,25 @@ def test_compute_follows_gemm_shapes_and_attention_kernel():
 def test_gemm_efficiency_per_gpu_from_measured_maxima():
     assert gemm_efficiency("a100-80g") > gemm_efficiency("h100-80g") > 0.5
     assert gemm_efficiency("a100-40g") == gemm_efficiency("a100-80g")
+
+
+def test_op_level_selective_checkpointing_recomputes_only_elementwise_work():
+    """selective-op (torch's op-level selective activation checkpointing): backward re-runs each layer's
+    element-wise forward at HBM bandwidth and no GEMM, so no extra TP collective; it keeps less than no recompute
+    (norm/activation outputs and dropout masks go) and more than full recompute (matmul outputs stay)."""
+    from zeroplan.core.activations import ActivationConfig, activation_memory
+    from zeroplan.core.step_time import elementwise_seconds
+
+    flops = FlopModel.from_model(gpt())
+    none = microbatch_seconds(layout(tp=8), flops, 12288, MACHINE)
+    op = microbatch_seconds(layout(tp=8, recompute="selective-op"), flops, 12288, MACHINE)
+    full = microbatch_seconds(layout(tp=8, recompute="full"), flops, 12288, MACHINE)
+    extra = flops.layers * elementwise_seconds(layout(tp=8), flops, MACHINE)
+    assert extra > 0
+    assert op[0] == none[0] and op[1] == pytest.approx(none[1] + extra) and op[2] == none[2]
+    assert op[1] < full[1] and op[2] < full[2]
+    assert flops.hardware_flops_per_token(2048, "selective-op") == flops.hardware_flops_per_token(2048, "none")
+    memory = {mode: activation_memory(gpt(), ActivationConfig(seq_len=2048, micro_batch=1, recompute=mode, tp=8,
+                                                              flash_attention=True, sequence_parallel=True)).total
+              for mode in ("none", "selective", "full", "selective-op")}
+    assert memory["full"] < memory["selective-op"] < memory["selective"] <= memory["none"]

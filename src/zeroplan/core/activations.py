@@ -39,7 +39,10 @@ from zeroplan.core.layout_rules import MAX_SEQ_LEN
 from zeroplan.core.model import ModelSpec
 from zeroplan.core.units import ceil_div
 
-RECOMPUTE_MODES = ("none", "selective", "full")
+# "selective-op": torch's op-level selective activation checkpointing (torch.utils.checkpoint with a policy, as
+# torchtitan's selective_ac_option="op"): matmul and attention-kernel outputs are saved, pointwise ops (norms,
+# activation functions, dropout, residual adds) are recomputed in backward from the layer input (_op_saved_bytes).
+RECOMPUTE_MODES = ("none", "selective", "full", "selective-op")
 IMPLEMENTATIONS = ("transformers", "megatron")
 # Families whose transformers decoder layer is derived to the byte (RMSNorm + rotary + SwiGLU; GPT-2's block).
 LLAMA_STYLE_FAMILIES = ("llama", "mistral", "qwen2")
@@ -266,6 +269,25 @@ def _checkpoint_bytes(shape: _Shape, config: ActivationConfig) -> Fraction:
     return Fraction(stored, config.tp) if config.sequence_parallel else Fraction(stored)
 
 
+def _op_saved_bytes(shape: _Shape, config: ActivationConfig) -> Fraction:
+    """Op-level selective checkpointing keeps, per layer: the layer input (the checkpoint pointwise ops are
+    recomputed from), the outputs of the column-parallel matmuls and the attention kernel (Q, K, V, attention
+    output; the MLP's first matmul outputs: gate and up, or fc1), split by t, and the two row-parallel matmul
+    outputs (attention projection, fc2) as full s·b·h tensors (split by t only under sequence parallelism).
+    Norm outputs, activation-function outputs, dropout masks and scores are recomputed, not kept."""
+    tokens = config.seq_len * config.micro_batch
+    element, t, k = config.dtype_bytes, config.tp, shape.experts_per_token
+    unsplit = tokens * element * 3 * shape.hidden  # layer input, attention projection output, fc2 output
+    if shape.experts:
+        unsplit += tokens * shape.experts * _FP32_BYTES  # router probabilities
+    query, key_value = shape.heads * shape.head_dim, shape.kv_heads * shape.head_dim
+    mlp_matmul = (2 if shape.gated_mlp else 1) * shape.ffn * k
+    split = tokens * element * (2 * query + 2 * key_value + mlp_matmul)
+    if config.sequence_parallel:
+        return Fraction(unsplit + split, t)
+    return unsplit + Fraction(split, t)
+
+
 def _interleave_penalty(config: ActivationConfig) -> Fraction:
     """Megatron's interleaved-schedule factor 1 + (p-1)/(p·v); 1 without interleaving."""
     if config.virtual_stages == 1:
@@ -292,6 +314,8 @@ def layer_bytes(model: ModelSpec, config: ActivationConfig) -> Fraction:
     shape = _shape(model)
     if config.recompute == "full":
         return _checkpoint_bytes(shape, config)
+    if config.recompute == "selective-op":
+        return _op_saved_bytes(shape, config)
     return _layer_bytes(shape, config, keep_scores=config.recompute == "none")
 
 
@@ -315,6 +339,8 @@ def activation_terms(model: ModelSpec, config: ActivationConfig) -> dict[str, Fr
     working_set = Fraction(0)
     if config.recompute == "full":
         working_set = _layer_bytes(shape, config, keep_scores=True)
+    elif config.recompute == "selective-op":  # one layer's recomputed pointwise outputs, live in its backward
+        working_set = max(Fraction(0), _layer_bytes(shape, config, keep_scores=False) - _op_saved_bytes(shape, config))
     return dict(zip(BREAKDOWN_KEYS, (layer_bytes(model, config) * layer_micro_batches, embedding,
                                      output_and_loss, working_set)))
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 import time
 from collections import Counter
 from dataclasses import dataclass, field
-from typing import Callable
+from typing import Callable, NamedTuple
 
 from zeroplan.core.buffers import BufferConfig
 from zeroplan.core.estimate import EstimateRequest
@@ -26,10 +26,11 @@ from zeroplan.core.layout_space import (PIPELINE_STAGE, PIPELINE_STAGES, SearchS
                                       layouts, micro_batch_choices)
 from zeroplan.core.precision import BytesPerParam
 from zeroplan.core.traffic import gpu_optimizer_seconds, offload_seconds, zero_dp_seconds, offload_traffic
-from zeroplan.core.step_time import FlopModel, Layout, Machine, StepTime, compose, microbatch_seconds, pp_intra_node
+from zeroplan.core.step_time import (FlopModel, Layout, Machine, StepTime, exposed_seconds, microbatch_seconds,
+                                    pass_times, pp_intra_node, step_time)
 from zeroplan.core.units import ceil_div
 
-RECOMPUTE_ORDER = {"none": 0, "selective": 1, "full": 2}
+RECOMPUTE_ORDER = {"none": 0, "selective": 1, "selective-op": 2, "full": 3}
 # Step times closer than this (relative to the fastest) are within the model's resolution: it ignores
 # kernel-shape effects, launch overheads and imperfect overlap. Such ties go to the simpler plan.
 DEFAULT_TIE_TOLERANCE = 0.02
@@ -48,9 +49,8 @@ class SearchRequest:
     tie_tolerance: float = DEFAULT_TIE_TOLERANCE
 
 
-@dataclass(frozen=True)
-class PlanRecord:
-    """One evaluated plan."""
+class PlanRecord(NamedTuple):
+    """One evaluated plan (a named tuple: a search builds tens of thousands; compare plans by their fields)."""
 
     dp: int
     tp: int
@@ -149,15 +149,20 @@ def search(request: SearchRequest, progress: Callable[[int, int], None] | None =
     skipped: Counter = Counter()
     candidates = [(tp, pp, cp) for tp, pp in layouts(space) for cp in space.cp if (space.gpus // (tp * pp)) % cp == 0]
     tables: dict[int, ActivationTable] = {}
+    grids: dict[tuple[int, int], _Grid] = {}  # what every cp of one tp × pp shares
+    micro_cache: dict = {}  # microbatch_seconds' per-shape pieces, for every layout
     for index, (tp, pp, cp) in enumerate(candidates):
-        parallel = ParallelDims(space.gpus, tp, pp, request.cluster.gpus_per_node)  # its dp: the dp·cp ZeRO group
-        problem = layout_problem(model, parallel, space, cp)
+        grid = grids.get((tp, pp))
+        if grid is None:
+            grid = grids[(tp, pp)] = _Grid(request, ParallelDims(space.gpus, tp, pp, request.cluster.gpus_per_node),
+                                           options)
+        problem = layout_problem(model, grid.parallel, space, cp)  # its dp: the dp·cp ZeRO group
         if problem:
             rejected[problem] += 1
         else:
             if cp not in tables:  # each rank holds s/cp tokens of every sequence
                 tables[cp] = ActivationTable(model, space.seq_len // cp, space.flash_attention)
-            _search_layout(request, parallel, flops, tables[cp], options, plans, skipped, cp)
+            _search_layout(request, grid, flops, tables[cp], micro_cache, plans, skipped, cp)
         if progress is not None:
             progress(index + 1, len(candidates))
     return SearchResult(request, plans, dict(rejected), dict(skipped), len(candidates), time.perf_counter() - start)
@@ -171,31 +176,73 @@ def _step_shapes(space: SearchSpace, tp: int, dp: int) -> list[tuple[int, bool, 
             for recompute in space.recompute for b in micro_batch_choices(space, dp)]
 
 
-def _search_layout(request: SearchRequest, parallel: ParallelDims, flops: FlopModel, activations: ActivationTable,
-                   options: tuple[Option, ...], plans: list[PlanRecord], skipped: Counter, cp: int = 1) -> None:
-    space, machine, per_param = request.space, request.machine, request.per_param
+class _Grid:
+    """What the layouts of one tp × pp share whatever their cp: the ZeRO group (dp·cp = GPUs / (tp·pp) ranks), so
+    the options' fixed memory, the optimizer step and the DP/offload time of each (option, accumulation). Built
+    lazily: a grid whose every cp is ruled out costs nothing."""
+
+    def __init__(self, request: SearchRequest, parallel: ParallelDims, options: tuple[Option, ...]) -> None:
+        self.request, self.parallel, self.pp = request, parallel, parallel.pp
+        space = request.space
+        self.options = tuple(o for o in options if parallel.pp == 1 or o.stage in PIPELINE_STAGES
+                             or space.fsdp_pipeline)
+        self.left_out = len(options) - len(self.options)
+        self._fixed: list[FixedMemory] | None = None
+        self.per_step: dict[int, list[tuple]] = {}
+
+    def fixed(self) -> list[FixedMemory]:
+        """Per usable option: its fixed memory, the optimizer step's seconds (see _search_layout)."""
+        if self._fixed is None:
+            request, parallel = self.request, self.parallel
+            estimate_request = EstimateRequest(
+                model=request.model, cluster=request.cluster, parallel=parallel, per_param=request.per_param,
+                budget=request.budget, options=self.options, largest_layer_params=request.largest_layer_params,
+                activation_bytes=0, buffers=request.buffers)
+            self._fixed = fixed_memory(estimate_request)
+            self.shard = estimate_request.shard_params
+            self.partition = ceil_div(self.shard, parallel.dp)
+            self.optimizer = {f.option: gpu_optimizer_seconds(f.option, self.shard if f.option.stage == 0
+                                                              else self.partition, request.per_param, request.machine)
+                              for f in self._fixed}
+        return self._fixed
+
+    def dp_and_offload(self, micro_batches: int) -> list[tuple]:
+        """Per usable option (fixed()'s order): (DpSeconds, OffloadSeconds, DP total) at this accumulation,
+        computed once."""
+        found = self.per_step.get(micro_batches)
+        if found is None:
+            parallel, found = self.parallel, []
+            for fixed in self.fixed():
+                dp_time, offload = _per_step(self.request, fixed, self.shard, self.partition, parallel.dp,
+                                             parallel.gpus_in_busiest_node, parallel.dp_intra_node, micro_batches,
+                                             parallel.tp)
+                found.append((dp_time, offload, dp_time.total))
+            self.per_step[micro_batches] = found
+        return found
+
+
+def _search_layout(request: SearchRequest, grid: _Grid, flops: FlopModel, activations: ActivationTable,
+                   micro_cache: dict, plans: list[PlanRecord], skipped: Counter, cp: int = 1) -> None:
+    space, machine, parallel = request.space, request.machine, grid.parallel
     zero_ranks, tp, pp = parallel.dp, parallel.tp, parallel.pp  # ZeRO partitions over dp·cp ranks
     dp = zero_ranks // cp
     shapes = _step_shapes(space, tp, dp)
-    usable = tuple(o for o in options if pp == 1 or o.stage in PIPELINE_STAGES or space.fsdp_pipeline)
-    if len(usable) < len(options):
-        skipped[PIPELINE_STAGE] += (len(options) - len(usable)) * len(shapes)
-    if not usable or not shapes:
+    if grid.left_out:
+        skipped[PIPELINE_STAGE] += grid.left_out * len(shapes)
+    if not grid.options or not shapes:
         return
-    estimate_request = EstimateRequest(
-        model=request.model, cluster=request.cluster, parallel=parallel, per_param=per_param, budget=request.budget,
-        options=usable, largest_layer_params=request.largest_layer_params, activation_bytes=0,
-        buffers=request.buffers)
-    fixed = fixed_memory(estimate_request)
-    shard = estimate_request.shard_params
-    partition = ceil_div(shard, zero_ranks)
-    gpus_in_node = parallel.gpus_in_busiest_node
+    fixed = grid.fixed()
     usable_gpu = request.budget.usable_gpu_bytes
     placement = (parallel.tp_intra_node, parallel.dp_intra_node, pp_intra_node(parallel.world, parallel.gpus_per_node))
-    optimizer = {f.option: gpu_optimizer_seconds(f.option, shard if f.option.stage == 0 else partition, per_param,
-                                                 machine) for f in fixed}
-    per_step: dict[tuple[Option, int], tuple] = {}
+    # Per option, in evaluate_options' order: its memory record, what never changes in its GPU bytes, its host
+    # limits and its optimizer step
+    per_option = [(f, f.params + f.gradients + f.optimizer_states + f.buffers, f.host_limits, grid.optimizer[f.option])
+                  for f in fixed]
+    # Interleaving changes neither the accumulation nor the compute DP traffic hides behind: the exposed DP and
+    # offload seconds of each option are computed once per (sequence parallelism, recompute, micro-batch).
+    exposed_by_shape: dict[tuple[bool, str, int], list[tuple[float, float]]] = {}
     per_rank = space.global_batch // dp
+    hidden, overlap, append = request.model.hidden, machine.dp_overlap, plans.append
     for v, sp, recompute, b in shapes:
         m = per_rank // b
         issue = interleave_problem(flops.layers, pp, v, m)
@@ -205,19 +252,21 @@ def _search_layout(request: SearchRequest, parallel: ParallelDims, flops: FlopMo
         act = activations.bytes(tp, pp, v, sp, recompute, m, b)
         layout = Layout(dp, tp, pp, v, space.seq_len, b, m, recompute, sp, *placement, cp=cp,
                         flash_attention=space.flash_attention)
-        micro = microbatch_seconds(layout, flops, request.model.hidden, machine)
-        for f in fixed:
-            gpu = f.gpu_parts(act)
-            limits = (("gpu",) if sum(gpu) > usable_gpu else ()) + f.host_limits
-            key = (f.option, m)
-            if key not in per_step:
-                per_step[key] = _per_step(request, f, shard, partition, zero_ranks, gpus_in_node,
-                                          parallel.dp_intra_node, m, tp)
-            dp_time, offload = per_step[key]
-            step = compose(layout, micro, dp_time, offload, optimizer[f.option], f.option.stage,
-                           machine.dp_overlap)
-            plans.append(PlanRecord(dp, tp, pp, v, f.option, b, m, recompute, sp, gpu, f.cpu_bytes_per_node,
-                                    f.nvme_bytes_per_node, limits, f.host_checked, step, cp))
+        passes = pass_times(layout, microbatch_seconds(layout, flops, hidden, machine, micro_cache), overlap)
+        steps = grid.dp_and_offload(m)
+        exposed = exposed_by_shape.get((sp, recompute, b))
+        if exposed is None:
+            exposed = exposed_by_shape[(sp, recompute, b)] = [
+                exposed_seconds(passes, dp_time, offload, f.option.stage)
+                for f, (dp_time, offload, _) in zip(fixed, steps)]
+        for (f, states, host_limits, optimizer), (_, _, dp_total), hidden_not in zip(per_option, steps, exposed):
+            # FixedMemory.gpu_parts, inlined: the optimizer step's temporary beyond the activations
+            beyond = f.temporary - act if f.temporary > act else 0
+            limits = ("gpu",) + host_limits if states + act + beyond > usable_gpu else host_limits
+            append(PlanRecord(dp, tp, pp, v, f.option, b, m, recompute, sp,
+                              (f.params, f.gradients, f.optimizer_states, act, f.buffers + beyond),
+                              f.cpu_bytes_per_node, f.nvme_bytes_per_node, limits, f.host_checked,
+                              step_time(passes, dp_total, hidden_not, optimizer), cp))
 
 
 def _per_step(request: SearchRequest, fixed: FixedMemory, shard: int, partition: int, dp: int, gpus_in_node: int,

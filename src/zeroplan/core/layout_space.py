@@ -69,7 +69,7 @@ class SearchSpace:
             if value > limit:
                 raise InputError(name, f"{value} is beyond any real run (more than {limit})")
         lists = (("--stages", self.stages, lambda s: s in (0, 1, 2, 3), "0, 1, 2 or 3"),
-                 ("--recompute", self.recompute, lambda r: r in RECOMPUTE_MODES, "none, selective or full"),
+                 ("--recompute", self.recompute, lambda r: r in RECOMPUTE_MODES, "none, selective, full or selective-op"),
                  ("--virtual-stages", self.virtual_stages, _positive, "positive whole numbers"),
                  ("--micro-batches", self.micro_batches or (1,), _positive, "positive whole numbers"),
                  ("--tp", self.tp or (1,), _positive, "positive whole numbers"),

@@ -13,7 +13,8 @@ that backward); with flash attention as one fused kernel at FLASH_ATTENTION_EFFI
 masked half of a causal sequence. Element-wise work (norms, activations, dropout, residuals) is memory
 bound: ELEMENTWISE_BYTES_PER_TOKEN_HIDDEN · T · h bytes forward (split over tp as Korthikanti's activation
 terms are: 10 + 24/t without, 34/t with sequence parallelism), twice that backward, at HBM bandwidth.
-Recompute: full re-runs each layer's forward, selective the attention core. The constants were fitted on the
+Recompute: full re-runs each layer's forward, selective the attention core, selective-op (torch's op-level
+selective checkpointing) the element-wise ops only, at HBM bandwidth (matmul outputs are kept). The constants were fitted on the
 calibration set only (benchmarks/fit_step_time.py; see the constants below for the fit and its sources).
 
 Communication as NCCL behaves (§4): every collective is a ring over its group, priced on the slowest span it
@@ -51,7 +52,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from math import ceil
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
 from zeroplan.core.errors import InputError
 from zeroplan.core.hardware import Link
@@ -162,7 +163,7 @@ class FlopModel:
             total += 2 * self.layer_params * self.layers + attention
         elif recompute == "selective":
             total += attention
-        return total
+        return total  # selective-op recomputes element-wise ops only: no FLOPs counted here
 
 
 @dataclass(frozen=True)
@@ -313,9 +314,16 @@ def layer_seconds(layout: Layout, flops: FlopModel, machine: Machine) -> tuple[f
         memory = elements * machine.attention_score_bytes / machine.hbm_bytes_per_s
         attention = 2 * gemm_seconds(core / 2, machine) + memory
         attention_backward = 2 * attention
-    split = 34 / tp if layout.sequence_parallel else 10 + 24 / tp
-    elementwise = ELEMENTWISE_BYTES_PER_TOKEN_HIDDEN / 34 * split * tokens * h / machine.hbm_bytes_per_s
+    elementwise = elementwise_seconds(layout, flops, machine)
     return (forward + attention + elementwise, backward + attention_backward + 2 * elementwise, attention)
+
+
+def elementwise_seconds(layout: Layout, flops: FlopModel, machine: Machine) -> float:
+    """One layer's element-wise forward work (norms, activations, dropout, residuals) for one micro-batch, at HBM
+    bandwidth: what op-level selective checkpointing ("selective-op") recomputes in backward."""
+    tokens = layout.micro_batch * layout.seq_len / layout.cp
+    split = 34 / layout.tp if layout.sequence_parallel else 10 + 24 / layout.tp
+    return ELEMENTWISE_BYTES_PER_TOKEN_HIDDEN / 34 * split * tokens * flops.hidden / machine.hbm_bytes_per_s
 
 
 def head_seconds(layout: Layout, flops: FlopModel, machine: Machine) -> tuple[float, float]:
@@ -328,11 +336,32 @@ def head_seconds(layout: Layout, flops: FlopModel, machine: Machine) -> tuple[fl
     return gemm + loss / 2, 2 * gemm + loss / 2
 
 
-def microbatch_seconds(layout: Layout, flops: FlopModel, hidden: int,
-                       machine: Machine) -> tuple[float, float, float, float]:
-    """(forward, backward, TP+CP comm, PP comm) seconds of one micro-batch on the busiest stage."""
+def microbatch_seconds(layout: Layout, flops: FlopModel, hidden: int, machine: Machine,
+                       cache: dict | None = None) -> tuple[float, float, float, float]:
+    """(forward, backward, TP+CP comm, PP comm) seconds of one micro-batch on the busiest stage.
+
+    cache: a dict the caller keeps for one model and machine (the plan search): everything but the pipeline
+    transfers' count is the same for every interleaving degree, so it is computed once per shape."""
+    if cache is None:
+        forward, backward, comm, per_transfer = _stage_seconds(layout, flops, hidden, machine)
+    else:
+        key = (layout.tp, layout.cp, layout.pp, layout.micro_batch, layout.seq_len, layout.recompute,
+               layout.sequence_parallel, layout.tp_intra_node, layout.pp_intra_node, layout.flash_attention)
+        found = cache.get(key)
+        if found is None:
+            found = cache[key] = _stage_seconds(layout, flops, hidden, machine)
+        forward, backward, comm, per_transfer = found
+    pp_seconds = 2 * layout.virtual_stages * per_transfer if layout.pp > 1 else 0.0
+    return forward, backward, comm, pp_seconds
+
+
+def _stage_seconds(layout: Layout, flops: FlopModel, hidden: int,
+                   machine: Machine) -> tuple[float, float, float, float]:
+    """microbatch_seconds without the interleaving degree: the last entry is one pipeline transfer."""
     forward_layer, backward_layer, core = layer_seconds(layout, flops, machine)
     recompute = {"full": forward_layer, "selective": core}.get(layout.recompute, 0.0)
+    if layout.recompute == "selective-op":  # pointwise ops only, memory bound; no GEMM, no TP collective again
+        recompute = elementwise_seconds(layout, flops, machine)
     head_forward, head_backward = head_seconds(layout, flops, machine)
     counts = layers_per_stage(flops.layers, layout.pp)
     candidates = [(counts[0], 0.0, 0.0) if layout.pp > 1 else (counts[0], head_forward, head_backward),
@@ -357,17 +386,19 @@ def microbatch_seconds(layout: Layout, flops: FlopModel, hidden: int,
         exposed_forward = max(0.0, gather - core)
         exposed_backward = max(0.0, gather - 2 * core)  # ReduceScatter of the key/value gradients
         comm += layers * (passes * exposed_forward + exposed_backward)
-    pp_seconds = 0.0
+    per_transfer = 0.0
     if layout.pp > 1:
         link = machine.links.link("p2p", layout.pp_intra_node)
         bandwidth = link_bandwidth(link, layout.pp_intra_node)
         per_transfer = link.latency_s + message / layout.tp / bandwidth
-        pp_seconds = 2 * layout.virtual_stages * per_transfer
-    return forward, backward, comm, pp_seconds
+    return forward, backward, comm, per_transfer
 
 
-@dataclass(frozen=True)
-class StepTime:
+
+
+class StepTime(NamedTuple):
+    """One step's time and its parts (a named tuple: the plan search builds one per plan)."""
+
     compute: float  # forward + backward (+ recompute) of every micro-batch, busiest stage
     tp_comm: float
     pp_comm: float
@@ -383,20 +414,40 @@ class StepTime:
                 "dp_exposed": self.dp_exposed, "offload": self.offload, "optimizer": self.optimizer}
 
 
-def compose(layout: Layout, micro: tuple[float, float, float, float], dp: DpSeconds, offload: OffloadSeconds,
-            optimizer_seconds: float, stage: int, overlap: float = DP_OVERLAP) -> StepTime:
-    """One step from its per-micro-batch pieces and its per-step DP/offload pieces, with the overlap rule of the
-    module docstring (the same for every ZeRO stage)."""
+class PassTimes(NamedTuple):
+    """The part of a step that does not depend on the ZeRO option: the passes of every micro-batch on the busiest
+    stage, the bubble, and what DP traffic can hide behind (compose's first half)."""
+
+    grad_accum: int
+    pipelined: bool  # pp > 1
+    compute: float  # m × (forward + backward)
+    tp_comm: float  # m × TP/CP communication
+    pp_comm: float  # m × pipeline transfers
+    bubble: float
+    passes: float  # m × stage time + bubble
+    forward: float  # overlap × one micro-batch's forward compute
+    backward: float  # overlap × one micro-batch's backward compute
+
+
+def pass_times(layout: Layout, micro: tuple[float, float, float, float], overlap: float = DP_OVERLAP) -> PassTimes:
     forward_compute, backward_compute, tp_comm, pp_comm = micro
     m = layout.grad_accum
     stage_time = forward_compute + backward_compute + tp_comm + pp_comm
     bubble = (layout.pp - 1) / layout.virtual_stages * stage_time
-    forward, backward = overlap * forward_compute, overlap * backward_compute  # what communication can hide behind
+    return PassTimes(m, layout.pp > 1, m * (forward_compute + backward_compute), m * tp_comm, m * pp_comm, bubble,
+                     m * stage_time + bubble, overlap * forward_compute, overlap * backward_compute)
+
+
+def exposed_seconds(passes: PassTimes, dp: DpSeconds, offload: OffloadSeconds, stage: int) -> tuple[float, float]:
+    """(exposed DP, exposed offload) seconds of a step: the overlap rule of the module docstring, the same for
+    every ZeRO stage."""
+    m, pipelined = passes.grad_accum, passes.pipelined
+    forward, backward = passes.forward, passes.backward  # what communication can hide behind
     reduce_repeats = m if stage >= 2 else 1
     gather_repeats = m if stage == 3 else 1
     fetch = offload.param_fetch
     gradients_down = offload.gradient_repeats * offload.gradients_down
-    if layout.pp > 1:  # reductions (and the host copy of gradients) after the flush
+    if pipelined:  # reductions (and the host copy of gradients) after the flush
         reduce_exposed = dp.reduce
         down_exposed = gradients_down
     else:
@@ -404,27 +455,38 @@ def compose(layout: Layout, micro: tuple[float, float, float, float], dp: DpSeco
         down_exposed = offload.gradient_repeats * max(0.0, offload.gradients_down - backward)
     if stage == 3:  # per micro-batch: gathers behind forward; the backward gather and the reduction behind backward
         gather_forward = dp.gather_forward / gather_repeats
-        behind_backward = dp.gather_backward / gather_repeats + (0.0 if layout.pp > 1 else dp.reduce / m)
+        behind_backward = dp.gather_backward / gather_repeats + (0.0 if pipelined else dp.reduce / m)
         gathers = gather_repeats * (max(0.0, gather_forward - forward) + max(0.0, behind_backward - backward))
         with_fetch = gather_repeats * (max(0.0, gather_forward + fetch - forward)
                                        + max(0.0, behind_backward + fetch - backward))
         fetch_exposed = with_fetch - gathers
-        if layout.pp == 1:
+        if not pipelined:
             reduce_exposed = 0.0  # counted with the backward gather
     else:
         after = dp.gather_after_step  # stage 0: the AllReduce's second half, with the reduction
         if stage == 0:
-            gathers = after if layout.pp > 1 else max(0.0, (dp.reduce + after) - backward) - reduce_exposed
+            gathers = after if pipelined else max(0.0, (dp.reduce + after) - backward) - reduce_exposed
             gathers = max(0.0, gathers)
         else:
-            gathers = after if layout.pp > 1 else max(0.0, after - forward)
+            gathers = after if pipelined else max(0.0, after - forward)
         fetch_exposed = 0.0
-    dp_exposed = reduce_exposed + gathers
-    offload_exposed = down_exposed + fetch_exposed + offload.exposed
-    total = m * stage_time + bubble + dp_exposed + offload_exposed + optimizer_seconds
-    return StepTime(compute=m * (forward_compute + backward_compute), tp_comm=m * tp_comm, pp_comm=m * pp_comm, bubble=bubble,
-                    dp_comm=dp.total, dp_exposed=dp_exposed, offload=offload_exposed, optimizer=optimizer_seconds,
-                    total=total)
+    return reduce_exposed + gathers, down_exposed + fetch_exposed + offload.exposed
+
+
+def step_time(passes: PassTimes, dp_total: float, exposed: tuple[float, float], optimizer_seconds: float) -> StepTime:
+    """compose's second half: the passes, the exposed DP and offload time (exposed_seconds) and the optimizer."""
+    dp_exposed, offload_exposed = exposed
+    return StepTime(passes.compute, passes.tp_comm, passes.pp_comm, passes.bubble, dp_total, dp_exposed,
+                    offload_exposed, optimizer_seconds, passes.passes + dp_exposed + offload_exposed + optimizer_seconds)
+
+
+def compose(layout: Layout, micro: tuple[float, float, float, float], dp: DpSeconds, offload: OffloadSeconds,
+            optimizer_seconds: float, stage: int, overlap: float = DP_OVERLAP) -> StepTime:
+    """One step from its per-micro-batch pieces and its per-step DP/offload pieces, with the overlap rule of the
+    module docstring (the same for every ZeRO stage). The plan search calls the halves (pass_times once per step
+    shape, exposed_seconds once per option and shape) and step_time per plan."""
+    passes = pass_times(layout, micro, overlap)
+    return step_time(passes, dp.total, exposed_seconds(passes, dp, offload, stage), optimizer_seconds)
 
 
 def pp_intra_node(world: int, gpus_per_node: int) -> bool:

@@ -77,6 +77,75 @@ def rank_reason(plan: PlanRecord, best: PlanRecord, fastest: PlanRecord, toleran
     return f"{text}; {_memory(plan, usable, units)}"
 
 
+def _cause(part: str, plan: PlanRecord, other: PlanRecord) -> str:
+    """What in the layout makes this part of plan's step differ from other's, in words ('' when nothing names it)."""
+    def changed(name: str, mine: object, theirs: object) -> str | None:
+        return f"{name} {mine} instead of {theirs}" if mine != theirs else None
+
+    stage = changed("ZeRO", plan.option.stage, other.option.stage)
+    if stage:
+        stage = f"ZeRO-{plan.option.stage} instead of ZeRO-{other.option.stage}"
+    recompute = None
+    if plan.recompute != other.recompute:
+        recompute = ("no recompute needed" if plan.recompute == "none" else f"{plan.recompute} recompute") + \
+            f" instead of {other.recompute}"
+    accumulation = changed("micro-batch", plan.micro_batch, other.micro_batch)
+    if part == "compute":
+        found = [recompute, changed("tp", plan.tp, other.tp), changed("cp", plan.cp, other.cp),
+                 changed("pp", plan.pp, other.pp), accumulation]
+    elif part == "bubble":
+        found = [changed("pp", plan.pp, other.pp), changed("virtual stages", plan.virtual_stages,
+                                                           other.virtual_stages),
+                 changed("micro-batches per step", plan.grad_accum, other.grad_accum),
+                 recompute and f"a shorter stage: {recompute}"]  # the bubble is (p-1)/v stage times
+    elif part == "tp_comm":
+        found = [changed("tp", plan.tp, other.tp), changed("cp", plan.cp, other.cp), recompute,
+                 changed("pp", plan.pp, other.pp)]
+    elif part == "pp_comm":
+        found = [changed("pp", plan.pp, other.pp), changed("virtual stages", plan.virtual_stages,
+                                                           other.virtual_stages)]
+    elif part == "dp_exposed":
+        found = [stage, changed("dp", plan.dp, other.dp), changed("pp", plan.pp, other.pp), accumulation]
+        if plan.option.stage == 3 and plan.time.dp_exposed < other.time.dp_exposed:
+            found.insert(0, "ZeRO-3 hides its gathers behind each micro-batch's passes")
+    elif part == "optimizer":
+        found = [stage, changed("dp × cp ranks sharing the optimizer states", plan.dp * plan.cp,
+                                other.dp * other.cp)]
+    else:  # offload
+        found = [None if plan.option.label == other.option.label else
+                 f"{plan.option.label} instead of {other.option.label}"]
+    return "; ".join(dict.fromkeys(c for c in found if c))  # in order, once each
+
+
+def savings(plan: PlanRecord, other: PlanRecord, share: float = 0.9) -> list[tuple[str, float, str]]:
+    """The parts of the step `plan` saves against `other` (e.g. a pinned published layout), largest first, until
+    they cover `share` of the difference: (part, seconds saved, what in the layout causes it or '')."""
+    saving = other.time.total - plan.time.total
+    mine, theirs = plan.time.parts(), other.time.parts()
+    found, covered = [], 0.0
+    for delta, part in sorted(((theirs[k] - mine[k], k) for k in mine), reverse=True):
+        if delta <= 0 or covered >= share * saving:
+            break
+        found.append((part, delta, _cause(part, plan, other)))
+        covered += delta
+    return found
+
+
+def faster_because(plan: PlanRecord, other: PlanRecord) -> str:
+    """Why `plan` is faster than `other`, in words with numbers: '23% faster: -1.2 s pipeline bubble (pp 1
+    instead of 8), ... (at the cost of +0.3 s exposed data-parallel communication)'."""
+    saving = other.time.total - plan.time.total
+    if saving <= 0:
+        return f"{-saving / other.time.total:.0%} slower" if saving < 0 else "as fast"
+    lines = [f"-{_seconds(delta)} {PART_NAMES[part]}" + (f" ({cause})" if cause else "")
+             for part, delta, cause in savings(plan, other)]
+    mine, theirs = plan.time.parts(), other.time.parts()
+    costs = [f"+{_seconds(mine[k] - theirs[k])} {PART_NAMES[k]}" for k in mine
+             if mine[k] - theirs[k] > 0.01 * other.time.total][:2]
+    text = f"{saving / other.time.total:.0%} faster: " + ", ".join(lines)
+    return text + (" (at the cost of " + ", ".join(costs) + ")" if costs else "")
+
+
 def infeasible_summary(result: SearchResult) -> list[str]:
     """'2,630 plans: GPU memory', '15 layouts: tp does not divide the attention heads', ..."""
     def most_first(counts: dict[str, int]) -> list[tuple[str, int]]:

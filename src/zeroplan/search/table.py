@@ -35,7 +35,7 @@ def zero_label(option) -> str:
     return text + (f"/{option.offload_params}" if option.offload_params != "none" else "")
 
 
-RECOMPUTE_SHORT = {"none": "-", "selective": "sel", "full": "full"}
+RECOMPUTE_SHORT = {"none": "-", "selective": "sel", "full": "full", "selective-op": "op"}
 
 
 def render(outcome: PlanOutcome, console: Console) -> None:
