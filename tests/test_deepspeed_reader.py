@@ -14,7 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from zeroplan.inputs import hjson as hjson_reader, startup_model
+from zeroplan.deepspeed import startup_model
+from zeroplan.inputs import hjson as hjson_reader
 
 DATA = json.loads((Path(__file__).parent / "data" / "deepspeed_cases.json").read_text(encoding="utf-8"))
 CASES = DATA["cases"]
