@@ -80,3 +80,21 @@ def test_core_is_pure_standard_library():
                 elif top not in stdlib and top != "__future__":
                     offenders.append(f"{path.name}: {name}")
     assert offenders == []
+
+
+def test_one_error_hierarchy():
+    """Errors the CLI reports derive from core.errors.ZeroplanError (InputError: 2, RunFailed: 1), so the
+    entry point's one table maps them: no other class of ours subclasses RuntimeError or carries an exit_code
+    (parsers' internal ValueErrors, caught where they are raised, are not reported errors)."""
+    offenders = []
+    for path, parts, tree in _modules():
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ClassDef):
+                bases = {base.id for base in node.bases if isinstance(base, ast.Name)}
+                carries_status = any(isinstance(item, (ast.Assign, ast.AnnAssign)) and "exit_code" in ast.dump(item)
+                                     for item in node.body)
+                is_ours = bases & {"ZeroplanError", "InputError", "RunFailed"} or parts[1:] == ("core", "errors")
+                is_exception = any(base.endswith(("Error", "Exception", "Failed")) for base in bases)
+                if is_exception and ("RuntimeError" in bases or carries_status) and not is_ours:
+                    offenders.append(f"{'/'.join(parts)}: {node.name}")
+    assert offenders == []

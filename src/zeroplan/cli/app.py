@@ -15,7 +15,7 @@ import typer
 
 from zeroplan import __version__
 from zeroplan.cli.help_layout import keep_option_names_whole
-from zeroplan.core.errors import InputError
+from zeroplan.core.errors import ZeroplanError
 from zeroplan.render.encoding import make_streams_safe
 
 HELP = "Plan DeepSpeed ZeRO and 3D-parallel training: memory per GPU, traffic, fit, and what to use."
@@ -96,16 +96,15 @@ def _is_click_error(exc: BaseException) -> bool:
 
 
 def _error_line(exc: BaseException) -> tuple[str, int]:
-    """One table from exception type to (message, exit status)."""
-    if isinstance(exc, InputError):
-        return str(exc), 2
+    """The one table from an exception to (message, exit status): zeroplan's own errors carry their
+    status (InputError 2, RunFailed 1 or its own), click's usage errors are input errors (2), an
+    interrupt is 130, anything else is a bug (1, with how to report it)."""
+    if isinstance(exc, ZeroplanError):
+        return str(exc), exc.exit_code
     if _is_click_error(exc):  # usage errors: unknown option, a value of the wrong type, ...
         return " ".join(exc.format_message().split()) + " (see --help)", 2 if exc.exit_code == 2 else exc.exit_code
     if isinstance(exc, KeyboardInterrupt) or type(exc).__name__ == "Abort":
         return "interrupted", 130
-    exit_code = getattr(exc, "exit_code", None)
-    if isinstance(exit_code, int) and isinstance(exc, RuntimeError):
-        return str(exc), exit_code
     return f"internal error: {type(exc).__name__}: {exc} (rerun with --debug and report it)", 1
 
 

@@ -9,6 +9,7 @@ from typing import Annotated, Optional
 import typer
 
 from zeroplan.cli import options as opt
+from zeroplan.core.errors import RunFailed
 from zeroplan.render.sink import check_format, console_for, write_text
 
 CHECK_FORMATS = ("table", "json", "github")
@@ -39,10 +40,8 @@ ShowAssumptions = Annotated[bool, typer.Option(
     "--assumptions", help="List what the memory rules assumed.", rich_help_panel=opt.OUTPUT)]
 
 
-class CheckFailed(RuntimeError):
+class CheckFailed(RunFailed):
     """Findings at a failing level: the CLI prints this line on stderr and exits 1."""
-
-    exit_code = 1
 
 
 def check(

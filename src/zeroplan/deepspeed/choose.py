@@ -12,17 +12,15 @@ from zeroplan.deepspeed.buckets import BUDGET_SHARE, Buckets, largest_bucket_wit
 from zeroplan.deepspeed.context import CheckContext
 from zeroplan.deepspeed.keys import DEEPSPEED_DEFAULTS
 from zeroplan.core.estimate import OptionEstimate, evaluate_options
-from zeroplan.core.errors import InputError
+from zeroplan.core.errors import InputError, RunFailed
 from zeroplan.core.parallel import ParallelDims
 from zeroplan.core.precision import check_precision_on_gpu
 
 PRECISIONS = ("bf16", "fp16", "fp32")
 
 
-class ExportError(RuntimeError):
+class ExportError(RunFailed):
     """Nothing to export: no option fits (exit status 1, like a failed check)."""
-
-    exit_code = 1
 
 
 @dataclass(frozen=True)

@@ -10,7 +10,7 @@ import sys
 from dataclasses import dataclass
 from typing import Mapping
 
-from zeroplan.core.errors import InputError
+from zeroplan.core.errors import InputError, RunFailed
 
 LOCAL_HOST = "127.0.0.1"
 DEFAULT_MASTER_PORT = "29500"  # torchrun's default, for SLURM scripts that export only MASTER_ADDR
@@ -82,13 +82,8 @@ def is_address_in_use(exc: BaseException) -> bool:
     return "eaddrinuse" in text or "address already in use" in text
 
 
-class RankFailed(RuntimeError):
-    """A rank could not run (port taken, no rendezvous in time). The CLI prints the message as one line
-    and exits with exit_code, as for any RuntimeError carrying one."""
-
-    def __init__(self, message: str, exit_code: int = 1) -> None:
-        super().__init__(message)
-        self.exit_code = exit_code
+class RankFailed(RunFailed):
+    """A rank could not run (port taken, no rendezvous in time): one line, exit_code (1 by default)."""
 
 
 class PortTaken(RankFailed):

@@ -28,7 +28,7 @@ from dataclasses import asdict, dataclass
 import torch
 import torch.distributed as dist
 
-from zeroplan.core.errors import InputError
+from zeroplan.core.errors import InputError, RunFailed
 from zeroplan.trace.hf_model import build_model, decoder_layers, layer_count, real_masking
 from zeroplan.trace.tracker import CATEGORIES, snapshot_categories, tracker_class
 
@@ -40,10 +40,8 @@ ADAM_STATE_BYTES_PER_ELEMENT = 8  # exp_avg + exp_avg_sq, fp32
 ADAM_STEP_BYTES = 4  # the per-tensor `step`
 
 
-class TraceFailed(RuntimeError):
+class TraceFailed(RunFailed):
     """The model could not be traced (exit 1): never a number that might be wrong."""
-
-    exit_code = 1
 
 
 @dataclass(frozen=True)

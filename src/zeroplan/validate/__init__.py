@@ -11,6 +11,8 @@ paths do.
 
 from __future__ import annotations
 
+from zeroplan.core.errors import RunFailed
+
 # Each stage runs as the torch framework that behaves like it (see docs/accuracy.md).
 STAGE_FRAMEWORKS = {0: "ddp", 1: "torch-zero1", 2: "fsdp2-zero2", 3: "fsdp2-zero3"}
 FRAMEWORK_LABELS = {
@@ -21,10 +23,5 @@ FRAMEWORK_LABELS = {
 }
 
 
-class ValidateFailed(RuntimeError):
-    """A rank failed or hung, or a prediction missed. The CLI prints the message as one line and exits
-    with exit_code (1; 130 for an interrupt), as it does for any RuntimeError carrying one."""
-
-    def __init__(self, message: str, exit_code: int = 1) -> None:
-        super().__init__(message)
-        self.exit_code = exit_code
+class ValidateFailed(RunFailed):
+    """A rank failed or hung, or a prediction missed: one line, exit_code (1; 130 for an interrupt)."""
