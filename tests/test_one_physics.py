@@ -37,7 +37,7 @@ COMM_BUFFERS = ("reduce_bucket", "allgather_bucket", "gathered_parameters", "gat
 
 def _estimate(option: Option, **flags):
     flags.setdefault("stage", option.stage)
-    plan = build_plan(EstimateInputs(offload_optimizer=option.offload_optimizer,
+    plan = build_plan(EstimateInputs.of(offload_optimizer=option.offload_optimizer,
                                      offload_params=option.offload_params, **flags))
     [estimate] = [e for e in plan.estimates if e.option == option]
     return plan, estimate
@@ -96,7 +96,7 @@ def test_plan_search_prices_offload_through_the_one_record(monkeypatch):
         return seen[-1]
 
     monkeypatch.setattr(layout_search, "offload_traffic", spy)
-    resolved = resolve(PlanInputs(gpus=8, model="llama-2-7b", global_batch=32, gpu="a100-80g", stages="3",
+    resolved = resolve(PlanInputs.of(gpus=8, model="llama-2-7b", global_batch=32, gpu="a100-80g", stages="3",
                                   tp="1", pp="1", recompute="full", sequence_parallel="off"))
     layout_search.search(resolved.request)
     offloading = [t for t in seen if t.pcie_bytes_per_gpu]
@@ -138,7 +138,7 @@ def test_export_bucket_choice_is_what_the_estimate_counts(stage):
                             reduce_bucket_size=str(buckets.reduce), allgather_bucket_size=str(buckets.allgather),
                             prefetch_bucket_size=str(buckets.prefetch), max_live_parameters=str(buckets.max_live),
                             overlap_comm=buckets.overlap_comm)
-    request = build_plan(EstimateInputs(gpus=8, model="llama-2-7b", gpu="a100-80g")).request
+    request = build_plan(EstimateInputs.of(gpus=8, model="llama-2-7b", gpu="a100-80g")).request
     assert buckets.footprint(choice.element_bytes, request.shard_params,
                              request.shard_largest_layer_params) == _bucket_bytes(estimate)
 
@@ -197,8 +197,8 @@ def test_estimate_and_plan_read_one_link_table_from_a_calibration(tmp_path):
     save_calibration(Calibration(created="2025-01-01T00:00:00+00:00", backend="nccl", dtype="bfloat16",
                                  world_size=16, nodes=2, gpus_per_node=8, hostnames=["a", "b"], device="H200",
                                  torch_version="2.13.0", fits=build_fits(rows, "nccl"), measurements=rows), path)
-    plan = build_plan(EstimateInputs(gpus=16, model="llama-2-7b", cluster="dgx-h100", calibration=str(path)))
-    searched = resolve(PlanInputs(gpus=16, model="llama-2-7b", cluster="dgx-h100", global_batch=64,
+    plan = build_plan(EstimateInputs.of(gpus=16, model="llama-2-7b", cluster="dgx-h100", calibration=str(path)))
+    searched = resolve(PlanInputs.of(gpus=16, model="llama-2-7b", cluster="dgx-h100", global_batch=64,
                                   calibration=str(path)))
     estimate_table, plan_table = plan.request.link_table, searched.request.machine.links
     for kind in ("all_gather", "reduce_scatter"):
@@ -210,8 +210,8 @@ def test_estimate_and_plan_read_one_link_table_from_a_calibration(tmp_path):
 @pytest.mark.parametrize("flags", [dict(model="llama-2-7b"), dict(model="llama-3.1-405b"),
                                    dict(model="gpt3-175b")])
 def test_estimate_plan_and_check_take_the_same_defaults(flags):
-    plan = build_plan(EstimateInputs(gpus=8, **flags))
-    searched = resolve(PlanInputs(gpus=8, global_batch=8, **flags))
+    plan = build_plan(EstimateInputs.of(gpus=8, **flags))
+    searched = resolve(PlanInputs.of(gpus=8, global_batch=8, **flags))
     assert plan.request.largest_layer_params == searched.request.largest_layer_params
     assert plan.request.activations.seq_len == searched.request.space.seq_len
     _, layer = _bucket_shard(from_flags(gpus=8, **flags), 1, 1)
@@ -220,6 +220,6 @@ def test_estimate_plan_and_check_take_the_same_defaults(flags):
 
 def test_a_shape_without_a_largest_layer_uses_the_embedding_or_mlp_everywhere():
     flags = dict(params="7e9", layers=32, hidden=4096, heads=32, vocab=32000)
-    searched = resolve(PlanInputs(gpus=8, global_batch=8, **flags))
+    searched = resolve(PlanInputs.of(gpus=8, global_batch=8, **flags))
     assert searched.request.largest_layer_params == 32000 * 4096  # the embedding beats the 4096 × 16384 MLP
     assert any("largest layer" in note for note in searched.assumptions)

@@ -117,7 +117,7 @@ def test_unrestricted_search_at_1536_gpus_picks_model_parallelism():
 
 @pytest.mark.parametrize("model", ["llama-2-7b", "gpt2-xl"])
 def test_small_model_on_one_node_gets_plain_data_parallelism(model):
-    resolved = resolve(PlanInputs(gpus=8, global_batch=64, model=model, cluster="dgx-a100"))
+    resolved = resolve(PlanInputs.of(gpus=8, global_batch=64, model=model, cluster="dgx-a100"))
     best = search(resolved.request).feasible[0]
     assert (best.tp, best.pp, best.dp) == (1, 1, 8)
     assert best.option.stage in (1, 2) and not best.option.offloads

@@ -87,7 +87,7 @@ def test_every_reported_plan_is_a_layout_of_the_gpus_that_fits(setup):
 def test_fastest_plan_memory_is_not_monotone():
     """The documented counter-example: more GPUs can make the fastest plan use more memory."""
     def fastest(gpus):
-        resolved = resolve(PlanInputs(gpus=gpus, global_batch=64, seq_len=2048, model="llama-2-7b",
+        resolved = resolve(PlanInputs.of(gpus=gpus, global_batch=64, seq_len=2048, model="llama-2-7b",
                                       cluster="dgx-a100"))
         return search(resolved.request).feasible[0]
 

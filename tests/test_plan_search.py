@@ -17,7 +17,7 @@ from zeroplan.search.inputs import PlanInputs, resolve
 
 
 def request_for(**values):
-    return resolve(PlanInputs(**values)).request
+    return resolve(PlanInputs.of(**values)).request
 
 
 def reference(request, plan):

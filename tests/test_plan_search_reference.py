@@ -131,7 +131,7 @@ CASES = {
 
 @pytest.mark.parametrize("name", CASES)
 def test_optimised_search_is_the_straightforward_evaluation(name):
-    request = resolve(PlanInputs(**CASES[name])).request
+    request = resolve(PlanInputs.of(**CASES[name])).request
     result = search(request)
     expected, rejected, skipped = straightforward(request)
     assert expected  # a case that evaluates nothing would prove nothing

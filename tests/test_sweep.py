@@ -36,16 +36,16 @@ def test_csv_has_one_row_per_combination_with_exact_bytes(cli):
 def test_rows_agree_with_estimate():
     from zeroplan.estimate.sweep import SweepInputs, sweep_rows
 
-    rows, _ = sweep_rows(SweepInputs(models="llama-2-13b", gpus="4,16", stages="1,3"))
+    rows, _ = sweep_rows(SweepInputs.of(models="llama-2-13b", gpus="4,16", stages="1,3"))
     for row in rows:
-        plan = build_plan(EstimateInputs(gpus=row["gpus"], model="llama-2-13b"))
+        plan = build_plan(EstimateInputs.of(gpus=row["gpus"], model="llama-2-13b"))
         by_stage = {e.option.key: e for e in plan.estimates}
         estimate = by_stage[f"zero{row['stage']}/opt_none/params_none"]
         assert row["gpu_bytes_total"] == estimate.gpu_bytes["total"]
         assert row["recommended"] == plan.recommendation.option.option.key
 
         def fits(gpus: int) -> bool:
-            only = EstimateInputs(gpus=gpus, model="llama-2-13b", stage=row["stage"], offload_optimizer="none",
+            only = EstimateInputs.of(gpus=gpus, model="llama-2-13b", stage=row["stage"], offload_optimizer="none",
                                   offload_params="none")
             return any(e.fits for e in build_plan(only).estimates)
 

@@ -7,7 +7,7 @@ import pytest
 from zeroplan.core.activations import ActivationConfig, activation_memory, applied_implementation, layer_bytes
 from zeroplan.core.errors import InputError
 from zeroplan.inputs import presets
-from zeroplan.inputs.estimate_inputs import EstimateInputs
+from zeroplan.inputs.sections import StepInputs
 from zeroplan.inputs.training import resolve_activations
 from zeroplan.core.parallel import ParallelDims
 
@@ -49,7 +49,7 @@ def test_underived_cases_fall_back_to_megatron_and_say_so(name):
 def test_precision_sets_the_activation_dtype_and_the_implementation_is_checked():
     model = presets.model("llama-2-7b")
     parallel = ParallelDims(world=8, tp=1, pp=1, gpus_per_node=8)
-    config = resolve_activations(EstimateInputs(model="llama-2-7b", precision="fp32"), model, parallel, [])
+    config = resolve_activations(StepInputs(precision="fp32"), model, parallel, [])
     assert (config.dtype_bytes, config.implementation) == (4, "transformers")
     with pytest.raises(InputError, match="--activations"):
-        resolve_activations(EstimateInputs(model="llama-2-7b", activations="deepspeed"), model, parallel, [])
+        resolve_activations(StepInputs(activations="deepspeed"), model, parallel, [])

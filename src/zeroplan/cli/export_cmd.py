@@ -4,53 +4,40 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Optional
 
 import typer
 
+from zeroplan.cli.check_cmd import CONTEXT_HARDWARE, CONTEXT_MODEL, CONTEXT_STEP
+from zeroplan.cli.options import command, uses
 from zeroplan.core.errors import InputError
-
-from zeroplan.cli import options as opt
-from zeroplan.cli.check_cmd import Hidden, MaybeFlash, MaybePp, MaybeTp, PlanOption
+from zeroplan.inputs.sections import HardwareInputs, ModelInputs, OutputInputs, ParallelInputs, StepInputs
 from zeroplan.render.sink import write_text
 
 export_app = typer.Typer(help="Write a DeepSpeed config or a zeroplan plan file for the option to use.",
                          no_args_is_help=True, add_completion=False, pretty_exceptions_enable=False)
 
-ExportGpus = Annotated[Optional[int], typer.Option(
-    "--gpus", help="Total GPUs (the world size, default 1).", rich_help_panel=opt.HARDWARE)]
-ExportPrecision = Annotated[Optional[str], typer.Option(
-    "--precision", help="bf16 (default; fp16 on GPUs without bf16), fp16 or fp32.", rich_help_panel=opt.TRAINING)]
-ExportOptimizer = Annotated[Optional[str], typer.Option(
-    "--optimizer", help="adam (default), adamw, sgd-momentum, sgd, adam-8bit.", rich_help_panel=opt.TRAINING)]
-NvmePath = Annotated[Optional[str], typer.Option(
-    "--nvme-path", help="nvme_path for NVMe offload blocks (default the placeholder /local_nvme).",
-    rich_help_panel=opt.PARALLEL)]
-Force = Annotated[bool, typer.Option(
-    "--force", help="When nothing fits, write the closest option anyway (the least GPU memory).", rich_help_panel=opt.OUTPUT)]
+# Everything but --plan, in both commands.
+EXPORT_INPUTS = (CONTEXT_MODEL, CONTEXT_HARDWARE,
+                 uses(ParallelInputs, "tp", "pp", "stage", "offload_optimizer", "offload_params", "nvme_path",
+                      unset=True),
+                 uses(StepInputs, "precision", "optimizer", *CONTEXT_STEP, unset=True),
+                 uses(OutputInputs, "force", "output", "units"))
 
 
-def _choice(plan, params, model, hidden, largest_layer_params, gpus, gpus_per_node, gpu, cluster, cpu_memory, nvme,
-            gpu_memory, tp, pp, stage, offload_optimizer, offload_params, precision, optimizer, micro_batch,
-            grad_accum, global_batch, seq_len, recompute, flash_attention, nvme_path, force, units):
-    from zeroplan.deepspeed.context import from_flags
+def _choice(output: OutputInputs, model: ModelInputs, hardware: HardwareInputs, parallel: ParallelInputs,
+            step: StepInputs):
+    from zeroplan.deepspeed.context import from_sections
     from zeroplan.deepspeed.choose import choose
     from zeroplan.export import choose_for_plan
 
-    flags = from_flags(
-        model=model, params=params, hidden=hidden, largest_layer_params=largest_layer_params, gpus=gpus, gpu=gpu,
-        cluster=cluster, gpus_per_node=gpus_per_node, cpu_memory=cpu_memory, nvme=nvme, gpu_memory=gpu_memory,
-        tp=tp, pp=pp, micro_batch=micro_batch, grad_accum=grad_accum, global_batch=global_batch,
-        precision=precision.strip().lower() if precision else None,
-        optimizer=optimizer.strip().lower() if optimizer else None, seq_len=seq_len,
-        recompute=recompute.strip().lower() if recompute else None, flash_attention=flash_attention,
-        units=units.strip().lower())
-    tiers = [t.strip().lower() if t else None for t in (offload_optimizer, offload_params)]
-    if plan is not None:
-        picked = choose_for_plan(plan, flags, stage, tiers[0], tiers[1], nvme_path)
+    flags = from_sections(model, hardware, parallel, step, units=output.units)
+    stage, tiers, nvme_path = parallel.stage, [parallel.offload_optimizer, parallel.offload_params], parallel.nvme_path
+    if output.plan is not None:
+        picked = choose_for_plan(output.plan, flags, stage, tiers[0], tiers[1], nvme_path)
         flags, stage, tiers, nvme_path = picked.context, picked.stage, [picked.offload_optimizer,
                                                                        picked.offload_params], picked.nvme_path
-    return choose(flags, stage=stage, offload_optimizer=tiers[0], offload_params=tiers[1], force=force), nvme_path
+    return (choose(flags, stage=stage, offload_optimizer=tiers[0], offload_params=tiers[1], force=output.force),
+            nvme_path)
 
 
 def _confirm(output: str | None, what: str, choice) -> None:
@@ -72,83 +59,24 @@ def _confirm(output: str | None, what: str, choice) -> None:
 
 
 @export_app.command("deepspeed")
-def deepspeed(
-    plan: PlanOption = None,
-    params: opt.Params = None,
-    model: opt.ModelOrConfig = None,
-    hidden: Hidden = None,
-    largest_layer_params: opt.LargestLayer = None,
-    gpus: ExportGpus = None,
-    gpus_per_node: opt.GpusPerNode = None,
-    gpu: opt.Gpu = None,
-    cluster: opt.Cluster = None,
-    presets_file: opt.PresetsFile = None,
-    cpu_memory: opt.CpuMemory = None,
-    nvme: opt.Nvme = None,
-    gpu_memory: opt.GpuMemory = None,
-    tp: MaybeTp = None,
-    pp: MaybePp = None,
-    stage: opt.Stage = None,
-    offload_optimizer: opt.OffloadOptimizer = None,
-    offload_params: opt.OffloadParams = None,
-    nvme_path: NvmePath = None,
-    precision: ExportPrecision = None,
-    optimizer: ExportOptimizer = None,
-    micro_batch: opt.MicroBatch = None,
-    grad_accum: opt.GradAccum = None,
-    global_batch: opt.GlobalBatch = None,
-    seq_len: opt.SeqLen = None,
-    recompute: opt.Recompute = None,
-    flash_attention: MaybeFlash = None,
-    force: Force = False,
-    output: opt.Output = None,
-    units: opt.Units = "iec",
-) -> None:
+@command(uses(OutputInputs, "plan"), *EXPORT_INPUTS)
+def deepspeed(**sections) -> None:
     """A ready ds_config.json: stage, offload blocks, bucket sizes scaled to the model, precision, batch sizes."""
     from zeroplan.deepspeed import config_writer as deepspeed_config
 
+    nvme_path = sections["parallel"].nvme_path
     if nvme_path is not None and not nvme_path.strip():
         raise InputError("--nvme-path", "is empty", "give the NVMe mount point, e.g. /local_nvme")
-    choice, path = _choice(plan, params, model, hidden, largest_layer_params, gpus, gpus_per_node, gpu, cluster,
-                           cpu_memory, nvme, gpu_memory, tp, pp, stage, offload_optimizer, offload_params, precision,
-                           optimizer, micro_batch, grad_accum, global_batch, seq_len, recompute, flash_attention,
-                           nvme_path, force, units)
-    write_text(deepspeed_config.render(deepspeed_config.build(choice, path)), output, (plan, model))
+    choice, path = _choice(**sections)
+    output = sections["output"].output
+    read = (sections["output"].plan, sections["model"].model)  # -o never replaces an input
+    write_text(deepspeed_config.render(deepspeed_config.build(choice, path)), output, read)
     _confirm(output, "DeepSpeed config", choice)
 
 
 @export_app.command("plan")
-def plan_file(
-    params: opt.Params = None,
-    model: opt.ModelOrConfig = None,
-    hidden: Hidden = None,
-    largest_layer_params: opt.LargestLayer = None,
-    gpus: ExportGpus = None,
-    gpus_per_node: opt.GpusPerNode = None,
-    gpu: opt.Gpu = None,
-    cluster: opt.Cluster = None,
-    presets_file: opt.PresetsFile = None,
-    cpu_memory: opt.CpuMemory = None,
-    nvme: opt.Nvme = None,
-    gpu_memory: opt.GpuMemory = None,
-    tp: MaybeTp = None,
-    pp: MaybePp = None,
-    stage: opt.Stage = None,
-    offload_optimizer: opt.OffloadOptimizer = None,
-    offload_params: opt.OffloadParams = None,
-    nvme_path: NvmePath = None,
-    precision: ExportPrecision = None,
-    optimizer: ExportOptimizer = None,
-    micro_batch: opt.MicroBatch = None,
-    grad_accum: opt.GradAccum = None,
-    global_batch: opt.GlobalBatch = None,
-    seq_len: opt.SeqLen = None,
-    recompute: opt.Recompute = None,
-    flash_attention: MaybeFlash = None,
-    force: Force = False,
-    output: opt.Output = None,
-    units: opt.Units = "iec",
-) -> None:
+@command(*EXPORT_INPUTS)
+def plan_file(**sections) -> None:
     """A zeroplan plan file (YAML): model, cluster, parallel sizes, training settings and the ZeRO choice.
 
     Schema: zeroplan_plan (1), model {preset | config | params, hidden, largest_layer_params},
@@ -158,10 +86,8 @@ def plan_file(
     """
     from zeroplan.deepspeed import plan_yaml
 
-    choice, path = _choice(None, params, model, hidden, largest_layer_params, gpus, gpus_per_node, gpu, cluster,
-                           cpu_memory, nvme, gpu_memory, tp, pp, stage, offload_optimizer, offload_params, precision,
-                           optimizer, micro_batch, grad_accum, global_batch, seq_len, recompute, flash_attention,
-                           nvme_path, force, units)
+    choice, path = _choice(**sections)
+    output = sections["output"].output
     name = Path(output).name if output else "plan.yaml"
-    write_text(plan_yaml.render(plan_yaml.document(choice, path), name), output, (model,))
+    write_text(plan_yaml.render(plan_yaml.document(choice, path), name), output, (sections["model"].model,))
     _confirm(output, "plan", choice)

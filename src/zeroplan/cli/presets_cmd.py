@@ -2,24 +2,31 @@
 
 from __future__ import annotations
 
+import inspect
 from typing import Annotated
 
 import typer
 
-from zeroplan.cli import options as opt
+from zeroplan.cli.options import command, uses
+from zeroplan.inputs.sections import HardwareInputs, OutputInputs
 from zeroplan.render.sink import check_format, write_text
 
 presets_app = typer.Typer(help="Built-in and user GPU, cluster and model presets.", no_args_is_help=True)
 
 
+FORMAT = uses(OutputInputs, "output_format")
+PRESETS_FILE = uses(HardwareInputs, "presets_file")
+
+
 @presets_app.command("list")
-def list_presets(output_format: opt.FormatTableJson = "table", presets_file: opt.PresetsFile = None) -> None:
+@command(FORMAT, PRESETS_FILE, formats=("table", "json"))
+def list_presets(output: OutputInputs, hardware: HardwareInputs) -> None:
     """Every preset name, by category (built-in, then the user's presets files)."""
     import json
 
     from zeroplan.inputs import presets
 
-    output_format = check_format(output_format, ("table", "json"))
+    output_format = check_format(output.output_format, ("table", "json"))
     listing = {category: {name: presets.entry(category, name).description for name in presets.names(category)}
                for category in presets.CATEGORIES}
     if output_format == "json":
@@ -34,8 +41,10 @@ def list_presets(output_format: opt.FormatTableJson = "table", presets_file: opt
 
 
 @presets_app.command("show")
-def show_preset(name: Annotated[str, typer.Argument(help="A preset name.")],
-                output_format: opt.FormatTableJson = "table", presets_file: opt.PresetsFile = None) -> None:
+@command(FORMAT, PRESETS_FILE, formats=("table", "json"), extra=(inspect.Parameter(
+    "name", inspect.Parameter.POSITIONAL_OR_KEYWORD,
+    annotation=Annotated[str, typer.Argument(help="A preset name.")]),))
+def show_preset(name: str, output: OutputInputs, hardware: HardwareInputs) -> None:
     """One preset's fields and sources."""
     import json
 
@@ -43,7 +52,7 @@ def show_preset(name: Annotated[str, typer.Argument(help="A preset name.")],
 
     from zeroplan.inputs import presets
 
-    output_format = check_format(output_format, ("table", "json"))
+    output_format = check_format(output.output_format, ("table", "json"))
     category = presets.category_of(name)
     fields = presets.show(category, name)
     if output_format == "json":

@@ -15,9 +15,9 @@ from zeroplan.core.errors import InputError
 @dataclass
 class CheckContext:
     model: str | None = None
-    params: str | None = None
+    params: str | int | None = None  # as given: text (13e9) from a flag, a number from a plan file
     hidden: int | None = None
-    largest_layer_params: str | None = None
+    largest_layer_params: str | int | None = None
     gpus: int | None = None
     gpu: str | None = None
     cluster: str | None = None
@@ -53,9 +53,9 @@ class CheckContext:
         if self.recompute is not None and self.recompute not in ("none", "selective", "full"):
             raise InputError("--recompute", f"unknown mode '{self.recompute}'", "use none, selective or full")
         if self.params is not None:
-            from zeroplan.core.units import parse_count
+            from zeroplan.inputs.sections import as_count
 
-            parse_count(self.params, "--params")
+            as_count(self.params, "--params")
         for flag, value in (("--cpu-memory", self.cpu_memory), ("--nvme", self.nvme), ("--gpu-memory", self.gpu_memory)):
             if value is not None:
                 from zeroplan.core.units import parse_bytes
@@ -96,6 +96,13 @@ _GROUPS = (
 )
 
 
+def from_sections(*sections, **values) -> CheckContext:
+    """The context from the command's input sections (the fields given, that the checker uses), then values."""
+    names = {item.name for item in dataclasses.fields(CheckContext)} - {"units", "origin"}
+    given = {name: value for section in sections for name, value in section.given().items() if name in names}
+    return from_flags(**{**given, **values})
+
+
 def from_flags(**values) -> CheckContext:
     context = CheckContext(**values)
     context.origin = {k: "flag" for k, v in values.items() if v is not None and k != "units"}
@@ -105,8 +112,8 @@ def from_flags(**values) -> CheckContext:
 def from_plan(plan: PlanFile) -> CheckContext:
     model, cluster, training = plan.model, plan.cluster, plan.training
     context = CheckContext(
-        model=model.preset or model.config, params=None if model.params is None else str(model.params), hidden=model.hidden,
-        largest_layer_params=None if model.largest_layer_params is None else str(model.largest_layer_params),
+        model=model.preset or model.config, params=model.params, hidden=model.hidden,
+        largest_layer_params=model.largest_layer_params,
         gpus=cluster.gpus, gpu=cluster.gpu, cluster=cluster.preset, gpus_per_node=cluster.gpus_per_node,
         cpu_memory=cluster.cpu_memory, nvme=cluster.nvme, gpu_memory=cluster.gpu_memory,
         tp=plan.parallel.tp, pp=plan.parallel.pp, micro_batch=training.micro_batch,

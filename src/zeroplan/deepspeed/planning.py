@@ -3,8 +3,6 @@ EstimateInputs for it (only the fields this version of the planner has)."""
 
 from __future__ import annotations
 
-import dataclasses
-
 from zeroplan.inputs import presets
 from zeroplan.deepspeed.config_view import Environment, _as_count
 from zeroplan.deepspeed.context import CheckContext
@@ -34,10 +32,10 @@ def gpus_per_node(context: CheckContext) -> int | None:
 
 def model_spec(context: CheckContext):
     """The ModelSpec the planner would use (a preset, a config.json path, or a bare count)."""
-    from zeroplan.inputs.estimate_inputs import EstimateInputs
+    from zeroplan.inputs.sections import ModelInputs
     from zeroplan.inputs.training import resolve_model
 
-    return resolve_model(EstimateInputs(params=context.params, model=context.model))
+    return resolve_model(ModelInputs(params=context.params, model=context.model))
 
 
 def hidden_size(context: CheckContext) -> int | None:
@@ -98,24 +96,23 @@ def estimate_inputs(context: CheckContext, *, world: int, tp: int, pp: int, prec
                   gpus_per_node=context.gpus_per_node, tp=tp, pp=pp, precision=precision, optimizer=optimizer,
                   stage=stage, offload_optimizer=offload_optimizer, offload_params=offload_params,
                   largest_layer_params=context.largest_layer_params, cpu_memory=context.cpu_memory,
-                  nvme=context.nvme, gpu_memory=context.gpu_memory, units=context.units)
+                  nvme=context.nvme, gpu_memory=context.gpu_memory)
     extra: dict = {"grad_accum": grad_accum, **(buffers or {})}
     if context.model is not None:
         extra.update(seq_len=context.seq_len, micro_batch=micro_batch, recompute=context.recompute,
                      flash_attention=context.flash_attention)
-    available = {f.name for f in dataclasses.fields(EstimateInputs)}
-    values.update({k: v for k, v in extra.items() if k in available and v is not None})
-    return EstimateInputs(**values)
+    values.update({k: v for k, v in extra.items() if v is not None})
+    return EstimateInputs.of(units=context.units, **values)
 
 
 def planner_buffers(reduce: int, allgather: int, prefetch: int, max_live: int, overlap_comm: bool | None,
                     sub_group_size: int | None = None) -> dict:
-    """Bucket settings as the planner's inputs (counts as text, at least 1: DeepSpeed allows 0, the planner not)."""
-    values = {"reduce_bucket_size": str(max(1, reduce)), "allgather_bucket_size": str(max(1, allgather)),
-              "prefetch_bucket_size": str(max(1, prefetch)), "max_live_parameters": str(max(1, max_live)),
+    """Bucket settings as the planner's inputs (element counts, at least 1: DeepSpeed allows 0, the planner not)."""
+    values = {"reduce_bucket_size": max(1, reduce), "allgather_bucket_size": max(1, allgather),
+              "prefetch_bucket_size": max(1, prefetch), "max_live_parameters": max(1, max_live),
               "overlap_comm": overlap_comm}
     if sub_group_size is not None:
-        values["sub_group_size"] = str(max(1, sub_group_size))
+        values["sub_group_size"] = max(1, sub_group_size)
     return values
 
 

@@ -59,7 +59,7 @@ def plan_dict(plan: Plan) -> dict[str, Any]:
     return {
         "zeroplan_version": __version__,
         "schema_version": SCHEMA_VERSION,
-        "inputs": {k: v for k, v in vars(plan.inputs).items()},
+        "inputs": plan.inputs.echo(),
         "model": {
             "name": model.name, "family": model.family, "params": model.params,
             "largest_layer_params": request.largest_layer_params, "shard_params": request.shard_params,

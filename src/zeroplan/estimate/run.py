@@ -19,7 +19,7 @@ from zeroplan.core.layout_rules import check_model_layout, check_whole_nodes, cr
 from zeroplan.core.parallel import ParallelDims
 from zeroplan.core.precision import bytes_per_param, check_precision_on_gpu
 from zeroplan.core.recommend import Recommendation, recommend
-from zeroplan.core.units import format_bytes, parse_count
+from zeroplan.core.units import format_bytes
 from zeroplan.inputs.estimate_inputs import EstimateInputs
 from zeroplan.inputs.hardware import budget_assumptions, resolve_budget, resolve_cluster
 from zeroplan.inputs.training import grad_accum_steps, resolve_activations, resolve_buffers, resolve_model
@@ -35,8 +35,8 @@ class Plan:
 
 
 def _largest_layer(inputs: EstimateInputs, model, assumptions: list[str]) -> int:
-    if inputs.largest_layer_params is not None:
-        largest = parse_count(inputs.largest_layer_params, "--largest-layer-params")
+    if inputs.model.largest_layer_params is not None:
+        largest = inputs.model.parsed("largest_layer_params")
         if largest > model.params:
             raise InputError("--largest-layer-params", f"{largest} is more than the model's {model.params} parameters",
                              "give the parameters of the single largest module")
@@ -48,26 +48,29 @@ def _largest_layer(inputs: EstimateInputs, model, assumptions: list[str]) -> int
 
 
 def _check_combinations(inputs: EstimateInputs, parallel: ParallelDims, zeropp: frozenset[str]) -> None:
-    validate_zeropp(zeropp, inputs.stage)
-    if zeropp and inputs.convention == "deepspeed":
+    validate_zeropp(zeropp, inputs.parallel.stage)
+    if zeropp and inputs.convention.convention == "deepspeed":
         raise InputError("--zeropp", "DeepSpeed's estimators do not model ZeRO++", "use --convention paper")
     if inputs.units not in ("iec", "si"):
         raise InputError("--units", f"unknown units '{inputs.units}'", "use iec (GiB) or si (GB)")
-    if parallel.pp > 1 and inputs.stage is not None and inputs.stage >= 2:
-        raise InputError("--stage", f"DeepSpeed's pipeline engine supports ZeRO stages 0-1 only, asked {inputs.stage} "
+    if parallel.pp > 1 and inputs.parallel.stage is not None and inputs.parallel.stage >= 2:
+        raise InputError("--stage", f"DeepSpeed's pipeline engine supports ZeRO stages 0-1 only, "
+                         f"asked {inputs.parallel.stage} "
                          f"with pp({parallel.pp})", "use --stage 1, or --pp 1")
     if zeropp and parallel.pp > 1:
         raise InputError("--zeropp", f"ZeRO++ is a stage-3 feature and pp({parallel.pp}) allows stages 0-1 only",
                          "drop --zeropp or --pp")
-    if inputs.framework is not None and inputs.convention != "framework":
-        raise InputError("--framework", f"applies to --convention framework, not {inputs.convention}",
+    if inputs.convention.framework is not None and inputs.convention.convention != "framework":
+        raise InputError("--framework", f"applies to --convention framework, not {inputs.convention.convention}",
                          "add --convention framework, or drop --framework")
-    if inputs.convention == "deepspeed" and (inputs.precision not in ("mixed", "bf16", "fp16")
-                                             or inputs.optimizer not in ("adam", "adamw")):
+    if inputs.convention.convention == "deepspeed" and (inputs.step.precision not in ("mixed", "bf16", "fp16")
+                                             or inputs.step.optimizer not in ("adam", "adamw")):
         raise InputError("--convention", "DeepSpeed's estimators assume mixed precision with Adam, asked "
-                         f"{inputs.precision} + {inputs.optimizer}", "use --convention paper for other setups")
-    if not math.isfinite(inputs.buffer_factor) or inputs.buffer_factor <= 0 or inputs.buffer_factor > 1e3:
-        raise InputError("--buffer-factor", f"must be a finite positive factor, got {inputs.buffer_factor}",
+                         f"{inputs.step.precision} + {inputs.step.optimizer}",
+                         "use --convention paper for other setups")
+    factor = inputs.convention.buffer_factor
+    if not math.isfinite(factor) or factor <= 0 or factor > 1e3:
+        raise InputError("--buffer-factor", f"must be a finite positive factor, got {inputs.convention.buffer_factor}",
                          "DeepSpeed's default is 1.5")
 
 
@@ -95,15 +98,16 @@ def _activation_notes(request: EstimateRequest, activations: ActivationConfig | 
 
 
 def _buffer_notes(inputs: EstimateInputs) -> list[str]:
-    if inputs.convention == "framework":
-        framework = inputs.framework or "deepspeed"
+    if inputs.convention.convention == "framework":
+        framework = inputs.convention.framework or "deepspeed"
         return [f"framework convention ({framework}): model states of the most loaded rank as "
                 f"{'DeepSpeed' if framework == 'deepspeed' else 'DDP, ZeroRedundancyOptimizer and FSDP2'} "
                 "partition the model's real tensors (checked against real runs by zeroplan validate); "
                 "buffers as in the paper convention; the fewest-GPUs search uses the paper convention"]
-    if inputs.convention == "deepspeed":
-        return [f"deepspeed convention: DeepSpeed's estimator formulas (buffer factor {inputs.buffer_factor:g}, "
-                f"zero_init={int(inputs.zero_init)}); they count model states and the largest layer only"]
+    if inputs.convention.convention == "deepspeed":
+        return [f"deepspeed convention: DeepSpeed's estimator formulas "
+                f"(buffer factor {inputs.convention.buffer_factor:g}, "
+                f"zero_init={int(inputs.convention.zero_init)}); they count model states and the largest layer only"]
     return ["buffers: DeepSpeed's reduce/allgather buckets (5e8 elements by default, 4.5× with overlap_comm at "
             "stages 1-2), stage 3's largest layer gathered whole (parameters and gradients) with prefetch (5e7) "
             "up to max_live_parameters (1e9), the fp32 "
@@ -113,12 +117,13 @@ def _buffer_notes(inputs: EstimateInputs) -> list[str]:
 
 def build_request(inputs: EstimateInputs, assumptions: list[str]) -> tuple[EstimateRequest, ActivationConfig | None]:
     """Everything resolved and validated, ready for the core."""
-    model = resolve_model(inputs)
-    cluster = resolve_cluster(inputs, assumptions)
-    parallel = ParallelDims(world=inputs.gpus, tp=inputs.tp, pp=inputs.pp, gpus_per_node=cluster.gpus_per_node)
-    zeropp = frozenset(f.strip().lower() for f in (inputs.zeropp or "").split(",") if f.strip())
+    model = resolve_model(inputs.model)
+    cluster = resolve_cluster(inputs.hardware, assumptions, inputs.units)
+    given = inputs.parallel
+    parallel = ParallelDims(world=inputs.hardware.gpus, tp=given.tp, pp=given.pp, gpus_per_node=cluster.gpus_per_node)
+    zeropp = frozenset(f.strip().lower() for f in (inputs.parallel.zeropp or "").split(",") if f.strip())
     _check_combinations(inputs, parallel, zeropp)
-    options = options_for(inputs.convention, inputs.stage, inputs.offload_optimizer, inputs.offload_params)
+    options = options_for(inputs.convention.convention, given.stage, given.offload_optimizer, given.offload_params)
     if parallel.pp > 1:
         options = tuple(option for option in options if option.stage <= 1)
         if not options:
@@ -127,9 +132,9 @@ def build_request(inputs: EstimateInputs, assumptions: list[str]) -> tuple[Estim
         assumptions.append(f"pipeline pp({parallel.pp}): only ZeRO stages 0-1 (DeepSpeed's pipeline engine "
                            "supports no higher stage)")
     check_whole_nodes(parallel)
-    check_precision_on_gpu(inputs.precision, cluster.gpu.name, cluster.gpu.supports_bf16)
+    check_precision_on_gpu(inputs.step.precision, cluster.gpu.name, cluster.gpu.supports_bf16)
     largest = _largest_layer(inputs, model, assumptions)
-    activations = resolve_activations(inputs, model, parallel, assumptions)
+    activations = resolve_activations(inputs.step, model, parallel, assumptions)
     check_model_layout(model, parallel, seq_len=activations.seq_len if activations else None,
                        sequence_parallel=activations.sequence_parallel if activations else False)
     if (warning := cross_node_tp_warning(parallel)) is not None:
@@ -137,21 +142,23 @@ def build_request(inputs: EstimateInputs, assumptions: list[str]) -> tuple[Estim
     if activations is not None:
         micro_batches = activations.num_micro_batches
     else:
-        if inputs.micro_batch is not None and inputs.micro_batch < 1:
-            raise InputError("--micro-batch", f"must be at least 1, got {inputs.micro_batch}")
-        if inputs.global_batch is not None and inputs.micro_batch is None:
+        if inputs.step.micro_batch is not None and inputs.step.micro_batch < 1:
+            raise InputError("--micro-batch", f"must be at least 1, got {inputs.step.micro_batch}")
+        if inputs.step.global_batch is not None and inputs.step.micro_batch is None:
             assumptions.append("micro-batch 1 sequence per GPU (the default; --micro-batch)")
-        micro_batches = grad_accum_steps(inputs, parallel, inputs.micro_batch or 1, assumptions)
-    if inputs.max_micro_batch and activations is None:
+        micro_batches = grad_accum_steps(inputs.step, parallel, inputs.step.micro_batch or 1, assumptions)
+    if inputs.step.max_micro_batch and activations is None:
         raise InputError("--max-micro-batch", "needs the model's shape to size activations",
                          "use --model with a preset or a config.json")
+    step, convention = inputs.step, inputs.convention
     request = EstimateRequest(
-        model=model, cluster=cluster, parallel=parallel, per_param=bytes_per_param(inputs.precision, inputs.optimizer),
-        budget=resolve_budget(inputs, cluster, assumptions), options=options, convention=inputs.convention,
-        largest_layer_params=largest, zero_init=inputs.zero_init, buffer_factor=inputs.buffer_factor, zeropp=zeropp,
-        hpz_partition_size=inputs.hpz_partition_size, buffers=resolve_buffers(inputs), activations=activations,
-        micro_batches_per_step=micro_batches, global_batch=inputs.global_batch, max_micro_batch=inputs.max_micro_batch,
-        calibrated_links=_calibrated_links(inputs, assumptions), framework=inputs.framework or "deepspeed",
+        model=model, cluster=cluster, parallel=parallel, per_param=bytes_per_param(step.precision, step.optimizer),
+        budget=resolve_budget(inputs.budget, cluster, assumptions), options=options, convention=convention.convention,
+        largest_layer_params=largest, zero_init=convention.zero_init, buffer_factor=convention.buffer_factor,
+        zeropp=zeropp, hpz_partition_size=given.hpz_partition_size, buffers=resolve_buffers(inputs.buffers),
+        activations=activations, micro_batches_per_step=micro_batches, global_batch=step.global_batch,
+        max_micro_batch=step.max_micro_batch,
+        calibrated_links=_calibrated_links(inputs, assumptions), framework=inputs.convention.framework or "deepspeed",
         parameters=_parameters(inputs, model),
     )
     return request, activations
@@ -159,7 +166,7 @@ def build_request(inputs: EstimateInputs, assumptions: list[str]) -> tuple[Estim
 
 def _parameters(inputs: EstimateInputs, model) -> tuple:
     """The model's parameter tensors, which only the framework convention partitions."""
-    if inputs.convention != "framework":
+    if inputs.convention.convention != "framework":
         return ()
     config = model.extra.get("hf_config")
     if config is None:
@@ -172,18 +179,19 @@ def _parameters(inputs: EstimateInputs, model) -> tuple:
 
 
 def _calibrated_links(inputs: EstimateInputs, assumptions: list[str]) -> tuple:
-    if inputs.calibration is None:
+    if inputs.hardware.calibration is None:
         return ()
     from zeroplan.inputs.links import measured_links
 
-    calibration, measured = measured_links(inputs.calibration, ("all_gather", "reduce_scatter"))
+    calibration, measured = measured_links(inputs.hardware.calibration, ("all_gather", "reduce_scatter"))
     links = list(measured.items())
     if not links:
-        raise InputError("--calibration", f"{inputs.calibration} has no usable all_gather or reduce_scatter fit",
+        raise InputError("--calibration",
+                         f"{inputs.hardware.calibration} has no usable all_gather or reduce_scatter fit",
                          "rerun zeroplan bench with those collectives")
     measured = ", ".join(f"{kind} {span.replace('_', '-')} {link.bandwidth_bytes_per_s / 1e9:.1f} GB/s"
                          for (kind, span), link in links)
-    assumptions.append(f"communication priced with calibration {inputs.calibration} ({calibration.backend}, "
+    assumptions.append(f"communication priced with calibration {inputs.hardware.calibration} ({calibration.backend}, "
                        f"{calibration.world_size} ranks on {calibration.device}, {calibration.created}): {measured}; "
                        "preset links for anything not measured")
     return tuple(links)
@@ -215,12 +223,12 @@ def build_plan(inputs: EstimateInputs) -> Plan:
             recommendation = dataclasses.replace(recommendation, reason=recommendation.reason + hint)
 
     per_param, parallel = request.per_param, request.parallel
-    assumptions.extend(budget_assumptions(inputs, request.budget, inputs.units))
+    assumptions.extend(budget_assumptions(inputs.budget, request.budget, inputs.units))
     assumptions.extend(_activation_notes(request, activations, inputs.units))
     assumptions.extend(_buffer_notes(inputs))
     if parallel.pp > 1 and not request.model.has_layout:
         assumptions.append(f"pipeline: parameters split evenly over {parallel.pp} stages (only the count is known)")
-    if inputs.convention == "framework" and request.framework == "torch":
+    if inputs.convention.convention == "framework" and request.framework == "torch":
         assumptions.append(f"precision as torch keeps it for {per_param.precision} + {per_param.optimizer}: fp32 weights"
                            " and gradients (4 + 4 bytes), fp32 optimizer states, Adam's 4-byte step per tensor; the"
                            " compute-dtype copies (autocast, FSDP2's unsharded parameters) are not counted")

@@ -6,7 +6,7 @@ option's per-GPU bytes are non-increasing in dp)."""
 from __future__ import annotations
 
 import dataclasses
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from zeroplan.core.errors import InputError
@@ -15,30 +15,40 @@ from zeroplan.core.options import PAPER_OPTIONS, Option
 from zeroplan.core.parallel import ParallelDims
 from zeroplan.core.recommend import fewest_gpus
 from zeroplan.inputs.lists import parse_int_list
+from zeroplan.inputs.command_sections import GridInputs
+from zeroplan.inputs.sections import (BudgetInputs, HardwareInputs, ModelInputs, ParallelInputs, StepInputs, flag_of,
+                                      split)
 
-DEFAULT_GPU_COUNTS = "8,16,32,64,128,256"
 PART_NAMES = ("params", "gradients", "optimizer_states", "activations", "buffers")
+
+
+# The fields `zeroplan sweep` takes from each section (the CLI's options, and the JSON's "inputs").
+FIELDS: dict[type, tuple[str, ...]] = {
+    GridInputs: ("models", "params", "gpus", "gpu_types", "stages"),
+    ParallelInputs: ("tp", "pp"),
+    HardwareInputs: ("gpus_per_node", "presets_file"),
+    StepInputs: ("seq_len", "micro_batch", "recompute", "flash_attention", "precision", "optimizer"),
+    BudgetInputs: ("runtime_reserve", "fragmentation"),
+}
 
 
 @dataclass
 class SweepInputs:
-    models: str | None = None  # comma list of presets or config.json paths
-    params: str | None = None  # comma list of counts
-    gpus: str = DEFAULT_GPU_COUNTS
-    gpu_types: str | None = None  # comma list of GPU presets (default a100-80g)
-    stages: str | None = None
-    tp: int = 1
-    pp: int = 1
-    gpus_per_node: int | None = None
-    seq_len: int | None = None
-    micro_batch: int | None = None
-    recompute: str | None = None
-    flash_attention: bool = True
-    precision: str = "mixed"
-    optimizer: str = "adam"
-    runtime_reserve: str | None = None
-    fragmentation: str | None = None
+    grid: GridInputs = field(default_factory=GridInputs)
+    parallel: ParallelInputs = field(default_factory=ParallelInputs)
+    hardware: HardwareInputs = field(default_factory=HardwareInputs)
+    step: StepInputs = field(default_factory=StepInputs)
+    budget: BudgetInputs = field(default_factory=BudgetInputs)
     units: str = "iec"
+
+    @classmethod
+    def of(cls, units: str = "iec", **values: Any) -> SweepInputs:
+        return cls(units=units, **split(values, FIELDS))
+
+    def echo(self) -> dict[str, Any]:
+        values = {name: getattr(getattr(self, section.key), name) for section, names in FIELDS.items()
+                  for name in names if flag_of(section, name).echo}
+        return {**values, "units": self.units}
 
 
 def _split(text: str | None, flag: str = "list") -> list[str]:
@@ -53,8 +63,8 @@ def _split(text: str | None, flag: str = "list") -> list[str]:
 
 def _models(inputs: SweepInputs) -> list[tuple[str, dict[str, str]]]:
     """(label, EstimateInputs fields) per model, in the order given."""
-    models = [(name, {"model": name}) for name in _split(inputs.models, "--model")]
-    models += [(count, {"params": count}) for count in _split(inputs.params, "--params")]
+    models = [(name, {"model": name}) for name in _split(inputs.grid.models, "--model")]
+    models += [(count, {"params": count}) for count in _split(inputs.grid.params, "--params")]
     if not models:
         raise InputError("--model/--params", "no model given",
                          "e.g. --model llama-2-7b,llama-2-13b or --params 7e9,13e9")
@@ -79,25 +89,26 @@ def sweep_rows(inputs: SweepInputs) -> tuple[list[dict[str, Any]], list[str]]:
     from zeroplan.inputs.estimate_inputs import EstimateInputs
     from zeroplan.inputs.training import resolve_model
 
-    counts = parse_int_list(inputs.gpus, "--gpus")
-    stages = parse_int_list(inputs.stages, "--stages", minimum=0) or (0, 1, 2, 3)
+    grid = inputs.grid
+    counts = parse_int_list(grid.gpus, "--gpus")
+    stages = parse_int_list(grid.stages, "--stages", minimum=0) or (0, 1, 2, 3)
     for stage in stages:
         if stage > 3:
             raise InputError("--stages", f"ZeRO stage must be 0, 1, 2 or 3, got {stage}")
-    gpu_types = _split(inputs.gpu_types, "--gpu") or [None]
+    gpu_types = _split(grid.gpu_types, "--gpu") or [None]
     rows: list[dict[str, Any]] = []
     assumptions: list[str] = []
     fewest_cache: dict[tuple, int | None] = {}
     for label, model_fields in _models(inputs):
-        shaped = resolve_model(EstimateInputs(**model_fields)).has_shape
-        step = (dict(seq_len=inputs.seq_len, micro_batch=inputs.micro_batch, recompute=inputs.recompute,
-                     flash_attention=inputs.flash_attention) if shaped else {})
+        model = ModelInputs(**model_fields)
+        # The step's shape goes only with a shaped model (a bare count has no activations to size).
+        step = (inputs.step if resolve_model(model).has_shape
+                else StepInputs(precision=inputs.step.precision, optimizer=inputs.step.optimizer))
         for gpu in gpu_types:
             for count in counts:
                 plan = build_plan(EstimateInputs(
-                    gpus=count, gpu=gpu, gpus_per_node=inputs.gpus_per_node, tp=inputs.tp, pp=inputs.pp,
-                    precision=inputs.precision, optimizer=inputs.optimizer, runtime_reserve=inputs.runtime_reserve,
-                    fragmentation=inputs.fragmentation, units=inputs.units, **model_fields, **step))
+                    model=model, hardware=dataclasses.replace(inputs.hardware, gpus=count, gpu=gpu),
+                    parallel=inputs.parallel, step=step, budget=inputs.budget, units=inputs.units))
                 assumptions.extend(note for note in plan.assumptions if note not in assumptions)
                 rows.extend(_rows_for(plan, label, stages, fewest_cache))
     return rows, assumptions

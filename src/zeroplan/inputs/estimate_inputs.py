@@ -1,62 +1,58 @@
-"""What `zeroplan estimate` accepts, as the user gave it (None = not given: the resolvers apply defaults)."""
+"""What `zeroplan estimate` accepts: its input sections, as the user gave them (the resolvers apply defaults)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import Any
 
-from zeroplan.core.deepspeed_estimator import DEFAULT_BUFFER_FACTOR
+from zeroplan.inputs.sections import (BudgetInputs, BufferInputs, ConventionInputs, HardwareInputs, ModelInputs,
+                                      ParallelInputs, StepInputs, split)
+
+# The fields `zeroplan estimate` takes from each section (the CLI's options, and the report's "inputs").
+FIELDS: dict[type, tuple[str, ...]] = {
+    ModelInputs: ("params", "model", "largest_layer_params"),
+    HardwareInputs: ("gpus", "gpus_per_node", "gpu", "cluster", "presets_file", "cpu_memory", "nvme", "nvme_bandwidth",
+                     "intra_node_bandwidth", "inter_node_bandwidth", "gpu_memory", "calibration"),
+    ParallelInputs: ("tp", "pp", "stage", "offload_optimizer", "offload_params", "zeropp", "hpz_partition_size"),
+    StepInputs: ("precision", "optimizer", "seq_len", "micro_batch", "recompute", "activations", "flash_attention",
+                 "sequence_parallel", "grad_accum", "global_batch", "max_micro_batch"),
+    BudgetInputs: ("runtime_reserve", "fragmentation", "activation_reserve", "host_reserve"),
+    ConventionInputs: ("convention", "framework", "zero_init", "buffer_factor"),
+    BufferInputs: ("reduce_bucket_size", "allgather_bucket_size", "prefetch_bucket_size", "max_live_parameters",
+                   "sub_group_size", "overlap_comm"),
+}
+
+
+# The report's "inputs", in the order it has always listed them.
+ECHO_ORDER = ("gpus", "params", "model", "gpu", "cluster", "gpus_per_node", "tp", "pp", "precision", "optimizer",
+              "convention", "framework", "stage", "offload_optimizer", "offload_params", "largest_layer_params",
+              "zero_init", "buffer_factor", "cpu_memory", "nvme", "nvme_bandwidth", "intra_node_bandwidth",
+              "inter_node_bandwidth", "gpu_memory", "runtime_reserve", "fragmentation", "activation_reserve",
+              "host_reserve", "zeropp", "hpz_partition_size", "seq_len", "micro_batch", "recompute",
+              "activations", "flash_attention", "sequence_parallel", "grad_accum", "global_batch", "max_micro_batch",
+              "reduce_bucket_size", "allgather_bucket_size", "prefetch_bucket_size", "max_live_parameters",
+              "sub_group_size", "overlap_comm", "calibration")
 
 
 @dataclass
 class EstimateInputs:
-    """Everything `zeroplan estimate` accepts, as given (None = not given, use the default)."""
+    """Everything `zeroplan estimate` accepts, by section."""
 
-    gpus: int = 1
-    params: str | None = None
-    model: str | None = None  # a preset name or the path of a Hugging Face config.json
-    gpu: str | None = None
-    cluster: str | None = None
-    gpus_per_node: int | None = None
-    tp: int = 1
-    pp: int = 1
-    precision: str = "mixed"
-    optimizer: str = "adam"
-    convention: str = "paper"
-    framework: str | None = None  # for the framework convention: deepspeed (the default) or torch
-    stage: int | None = None
-    offload_optimizer: str | None = None
-    offload_params: str | None = None
-    largest_layer_params: str | None = None
-    zero_init: bool = True
-    buffer_factor: float = DEFAULT_BUFFER_FACTOR
-    cpu_memory: str | None = None
-    nvme: str | None = None
-    nvme_bandwidth: str | None = None
-    intra_node_bandwidth: str | None = None
-    inter_node_bandwidth: str | None = None
-    gpu_memory: str | None = None
-    runtime_reserve: str | None = None
-    fragmentation: str | None = None
-    activation_reserve: str | None = None
-    host_reserve: str | None = None
-    zeropp: str | None = None
-    hpz_partition_size: int | None = None
-    # The training step (activations need the model's shape: --model).
-    seq_len: int | None = None
-    micro_batch: int | None = None
-    recompute: str | None = None
-    activations: str | None = None  # transformers (the default) or megatron: whose code keeps the activations
-    flash_attention: bool = True
-    sequence_parallel: bool = False
-    grad_accum: int | None = None
-    global_batch: int | None = None
-    max_micro_batch: bool = False
-    # DeepSpeed buffer settings (element counts), None = DeepSpeed's defaults.
-    reduce_bucket_size: str | None = None
-    allgather_bucket_size: str | None = None
-    prefetch_bucket_size: str | None = None
-    max_live_parameters: str | None = None
-    sub_group_size: str | None = None
-    overlap_comm: bool | None = None
-    calibration: str | None = None  # a profile saved by `zeroplan bench --save-calibration`
+    model: ModelInputs = field(default_factory=ModelInputs)
+    hardware: HardwareInputs = field(default_factory=HardwareInputs)
+    parallel: ParallelInputs = field(default_factory=ParallelInputs)
+    step: StepInputs = field(default_factory=StepInputs)
+    budget: BudgetInputs = field(default_factory=BudgetInputs)
+    convention: ConventionInputs = field(default_factory=ConventionInputs)
+    buffers: BufferInputs = field(default_factory=BufferInputs)
     units: str = "iec"
+
+    @classmethod
+    def of(cls, units: str = "iec", **values: Any) -> EstimateInputs:
+        """From keyword values by field name (gpus=8, model="llama-2-7b", ...), each to its section."""
+        return cls(units=units, **split(values, FIELDS))
+
+    def echo(self) -> dict[str, Any]:
+        """The inputs as given, flat, for the report."""
+        owner = {name: section.key for section, names in FIELDS.items() for name in names}
+        return {**{name: getattr(getattr(self, owner[name]), name) for name in ECHO_ORDER}, "units": self.units}

@@ -14,14 +14,14 @@ from zeroplan.core.hardware import ClusterSpec, Link
 from zeroplan.core.units import format_bytes, format_rate, parse_bytes, parse_rate
 
 if TYPE_CHECKING:
-    from zeroplan.inputs.estimate_inputs import EstimateInputs
+    from zeroplan.inputs.sections import BudgetInputs, HardwareInputs
 
 DEFAULT_GPU = "a100-80g"
 GENERIC_GPUS_PER_NODE = 8
 GENERIC_INTER_NODE = Link(bandwidth_bytes_per_s=25_000_000_000, latency_s=10e-6, source="default")
 
 
-def resolve_cluster(inputs: EstimateInputs, assumptions: list[str]) -> ClusterSpec:
+def resolve_cluster(inputs: HardwareInputs, assumptions: list[str], units: str = "iec") -> ClusterSpec:
     generic = False
     if inputs.cluster is not None:
         cluster = presets.cluster(inputs.cluster)
@@ -72,7 +72,7 @@ def resolve_cluster(inputs: EstimateInputs, assumptions: list[str]) -> ClusterSp
     cluster = dataclasses.replace(cluster, **overrides) if overrides else cluster
     if generic:  # described after the flags, so it says what is really used
         def known(value, flag: str) -> str:
-            return "unknown, not checked (" + flag + ")" if value is None else format_bytes(value, inputs.units)
+            return "unknown, not checked (" + flag + ")" if value is None else format_bytes(value, units)
 
         assumptions.append(
             f"node: no preset for {cluster.gpu.name}, so a generic node: {cluster.gpus_per_node} GPUs per node, PCIe "
@@ -82,7 +82,7 @@ def resolve_cluster(inputs: EstimateInputs, assumptions: list[str]) -> ClusterSp
     return cluster
 
 
-def resolve_budget(inputs: EstimateInputs, cluster: ClusterSpec, assumptions: list[str]) -> MemoryBudget:
+def resolve_budget(inputs: BudgetInputs, cluster: ClusterSpec, assumptions: list[str]) -> MemoryBudget:
     def fraction(text: str | None, flag: str, default: Fraction) -> Fraction:
         return default if text is None else parse_fraction(text, flag)
 
@@ -96,7 +96,7 @@ def resolve_budget(inputs: EstimateInputs, cluster: ClusterSpec, assumptions: li
     )
 
 
-def budget_assumptions(inputs: EstimateInputs, budget: MemoryBudget, units: str) -> list[str]:
+def budget_assumptions(inputs: BudgetInputs, budget: MemoryBudget, units: str) -> list[str]:
     notes = [f"usable GPU memory {format_bytes(budget.usable_gpu_bytes, units)} = "
              f"{format_bytes(budget.gpu_capacity, units)} − runtime reserve {format_bytes(budget.runtime_reserve, units)}"
              f"{' (default: CUDA context + NCCL)' if inputs.runtime_reserve is None else ''} − fragmentation "

@@ -13,10 +13,9 @@ from zeroplan.core.buffers import BufferConfig
 from zeroplan.core.errors import InputError
 from zeroplan.core.model import ModelSpec
 from zeroplan.core.parallel import ParallelDims
-from zeroplan.core.units import parse_count
 
 if TYPE_CHECKING:
-    from zeroplan.inputs.estimate_inputs import EstimateInputs
+    from zeroplan.inputs.sections import BufferInputs, ModelInputs, StepInputs
 
 DEFAULT_ACTIVATIONS = "transformers"  # what a user training with Hugging Face transformers runs
 
@@ -37,7 +36,7 @@ def load_model(name: str) -> ModelSpec:
     return presets.model(name)
 
 
-def resolve_model(inputs: EstimateInputs) -> ModelSpec:
+def resolve_model(inputs: ModelInputs) -> ModelSpec:
     if inputs.params is not None and inputs.model is not None:
         raise InputError("--params/--model", "give one of them, not both", "--model already fixes the parameter count")
     if inputs.model is not None:
@@ -45,10 +44,10 @@ def resolve_model(inputs: EstimateInputs) -> ModelSpec:
     if inputs.params is None:
         raise InputError("--params", "no model given",
                          "pass --params 13e9, --model llama-2-13b or --model path/to/config.json")
-    return ModelSpec(params=parse_count(inputs.params, "--params"))
+    return ModelSpec(params=inputs.parsed("params"))
 
 
-def resolve_activations(inputs: EstimateInputs, model: ModelSpec, parallel: ParallelDims,
+def resolve_activations(inputs: StepInputs, model: ModelSpec, parallel: ParallelDims,
                         assumptions: list[str]) -> ActivationConfig | None:
     """The step's activation shape when the model's shape is known; None keeps the reserve."""
     step_flags = {"--seq-len": inputs.seq_len, "--recompute": inputs.recompute,
@@ -92,7 +91,7 @@ def activation_dtype_bytes(precision: str) -> int:
     return 4 if precision.strip().lower() == "fp32" else 2
 
 
-def grad_accum_steps(inputs: EstimateInputs, parallel: ParallelDims, micro_batch: int,
+def grad_accum_steps(inputs: StepInputs, parallel: ParallelDims, micro_batch: int,
                      assumptions: list[str]) -> int:
     """Micro-batches per optimizer step, from --grad-accum or from the batch-size identity
     global_batch = micro_batch × grad_accum × dp, checked exactly. A pipeline with neither given gets pp
@@ -121,16 +120,14 @@ def grad_accum_steps(inputs: EstimateInputs, parallel: ParallelDims, micro_batch
     return steps
 
 
-def resolve_buffers(inputs: EstimateInputs) -> BufferConfig:
+def resolve_buffers(inputs: BufferInputs) -> BufferConfig:
     overrides = {}
-    for given, field_name, flag in (
-            (inputs.reduce_bucket_size, "reduce_bucket_elements", "--reduce-bucket-size"),
-            (inputs.allgather_bucket_size, "allgather_bucket_elements", "--allgather-bucket-size"),
-            (inputs.prefetch_bucket_size, "prefetch_bucket_elements", "--prefetch-bucket-size"),
-            (inputs.max_live_parameters, "max_live_parameters", "--max-live-parameters"),
-            (inputs.sub_group_size, "sub_group_size", "--sub-group-size")):
-        if given is not None:
-            overrides[field_name] = parse_count(given, flag)
+    for given, field_name in (("reduce_bucket_size", "reduce_bucket_elements"),
+                              ("allgather_bucket_size", "allgather_bucket_elements"),
+                              ("prefetch_bucket_size", "prefetch_bucket_elements"),
+                              ("max_live_parameters", "max_live_parameters"), ("sub_group_size", "sub_group_size")):
+        if getattr(inputs, given) is not None:
+            overrides[field_name] = inputs.parsed(given)
     if inputs.overlap_comm is not None:
         overrides["overlap_comm"] = inputs.overlap_comm
     return dataclasses.replace(BufferConfig(), **overrides)

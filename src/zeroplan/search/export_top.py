@@ -11,7 +11,7 @@ _PRECISIONS = {"mixed": "bf16", "bf16": "bf16", "fp16": "fp16", "fp32": "fp32"}
 
 
 def write_deepspeed_config(outcome: PlanOutcome, path: str, input_paths: Iterable[str | None] = ()) -> None:
-    from zeroplan.deepspeed.context import from_flags
+    from zeroplan.deepspeed.context import from_sections
     from zeroplan.deepspeed.choose import ExportError, choose
 
     if not outcome.top:  # exit status 1, as `zeroplan export` when nothing fits
@@ -20,12 +20,10 @@ def write_deepspeed_config(outcome: PlanOutcome, path: str, input_paths: Iterabl
 
     inputs, best = outcome.inputs, outcome.top[0]
     space = outcome.resolved.request.space
-    context = from_flags(
-        model=inputs.model, params=inputs.params, hidden=inputs.hidden, gpus=best.world, gpu=inputs.gpu,
-        cluster=inputs.cluster, gpus_per_node=inputs.gpus_per_node, cpu_memory=inputs.cpu_memory, nvme=inputs.nvme,
-        gpu_memory=inputs.gpu_memory, tp=best.tp, pp=best.pp, micro_batch=best.micro_batch,
+    context = from_sections(
+        inputs.model, inputs.hardware, gpus=best.world, tp=best.tp, pp=best.pp, micro_batch=best.micro_batch,
         grad_accum=best.grad_accum, global_batch=space.global_batch,
-        precision=_PRECISIONS.get(inputs.precision.strip().lower(), "bf16"), optimizer=inputs.optimizer,
+        precision=_PRECISIONS.get(inputs.step.precision, "bf16"), optimizer=inputs.step.optimizer,
         seq_len=space.seq_len, recompute=best.recompute, flash_attention=space.flash_attention, units=inputs.units)
     option = best.option
     choice = choose(context, stage=option.stage, offload_optimizer=option.offload_optimizer,

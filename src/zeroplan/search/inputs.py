@@ -7,6 +7,7 @@ Model, hardware and memory budget go through the same resolvers as `zeroplan est
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 from zeroplan.core.activations import RECOMPUTE_MODES, DEFAULT_SEQ_LEN_CAP, default_seq_len
 from zeroplan.core.errors import InputError
@@ -22,59 +23,56 @@ from zeroplan.core.fit import parse_fraction
 from zeroplan.core.layout_search import DEFAULT_TIE_TOLERANCE, SearchRequest
 from zeroplan.core.step_time import (DEFAULT_CPU_ADAM_PARAMS_PER_S, LinkTable, Machine, check_efficiency,
                                      gemm_efficiency)
-from zeroplan.core.units import format_count, format_rate, parse_count
+from zeroplan.core.units import format_count, format_rate
+from zeroplan.inputs.command_sections import SearchInputs
+from zeroplan.inputs.sections import BudgetInputs, HardwareInputs, ModelInputs, StepInputs, split
 
 SEQUENCE_PARALLEL_CHOICES = {"search": (False, True), "on": (True,), "off": (False,)}
 
 
+# The fields `zeroplan plan` takes from each section (the CLI's options, and the report's "inputs").
+FIELDS: dict[type, tuple[str, ...]] = {
+    HardwareInputs: ("gpus",),
+    StepInputs: ("global_batch", "seq_len"),
+    ModelInputs: ("model", "params", "layers", "hidden", "heads", "kv_heads", "vocab", "ffn"),
+}
+FIELDS[HardwareInputs] += ("gpu", "cluster", "presets_file", "gpus_per_node", "cpu_memory", "nvme", "nvme_bandwidth",
+                           "intra_node_bandwidth", "inter_node_bandwidth", "gpu_memory")
+FIELDS[BudgetInputs] = ("runtime_reserve", "fragmentation", "host_reserve")
+FIELDS[StepInputs] += ("precision", "optimizer", "tokens")
+FIELDS[HardwareInputs] += ("calibration",)
+FIELDS[SearchInputs] = ("efficiency", "cpu_adam_rate", "stages", "offload", "recompute", "sequence_parallel",
+                        "virtual_stages", "micro_batches", "tp", "pp", "allow_cross_node_tp")
+FIELDS[StepInputs] += ("flash_attention",)
+FIELDS[SearchInputs] += ("cp", "fsdp_pipeline", "top", "tie_tolerance")
+ECHO_ORDER = ("gpus", "global_batch", "seq_len", "model", "params", "layers", "hidden", "heads", "kv_heads", "vocab",
+              "ffn", "gpu", "cluster", "gpus_per_node", "cpu_memory", "nvme", "nvme_bandwidth", "intra_node_bandwidth",
+              "inter_node_bandwidth", "gpu_memory", "runtime_reserve", "fragmentation", "host_reserve", "precision",
+              "optimizer", "tokens", "calibration", "efficiency", "cpu_adam_rate", "stages", "offload", "recompute",
+              "sequence_parallel", "virtual_stages", "micro_batches", "tp", "pp", "allow_cross_node_tp",
+              "flash_attention", "cp", "fsdp_pipeline", "top", "tie_tolerance")
+
+
 @dataclass
 class PlanInputs:
-    """Everything `zeroplan plan` accepts, as given (None = not given)."""
+    """Everything `zeroplan plan` accepts, by section, as given (None = not given)."""
 
-    gpus: int
-    global_batch: int | None = None
-    seq_len: int | None = None
-    model: str | None = None
-    params: str | None = None
-    layers: int | None = None
-    hidden: int | None = None
-    heads: int | None = None
-    kv_heads: int | None = None
-    vocab: int | None = None
-    ffn: int | None = None
-    gpu: str | None = None
-    cluster: str | None = None
-    gpus_per_node: int | None = None
-    cpu_memory: str | None = None
-    nvme: str | None = None
-    nvme_bandwidth: str | None = None
-    intra_node_bandwidth: str | None = None
-    inter_node_bandwidth: str | None = None
-    gpu_memory: str | None = None
-    runtime_reserve: str | None = None
-    fragmentation: str | None = None
-    host_reserve: str | None = None
-    precision: str = "mixed"
-    optimizer: str = "adam"
-    tokens: str | None = None
-    calibration: str | None = None
-    efficiency: float | None = None  # None: the GPU's fitted GEMM efficiency
-    cpu_adam_rate: str | None = None
-    stages: str | None = None
-    offload: bool = True
-    recompute: str | None = None
-    sequence_parallel: str = "search"
-    virtual_stages: str | None = None
-    micro_batches: str | None = None
-    tp: str | None = None
-    pp: str | None = None
-    allow_cross_node_tp: bool = False
-    flash_attention: bool = True
-    cp: str | None = None
-    fsdp_pipeline: bool = False
-    top: int = 5
-    tie_tolerance: str | None = None
+    model: ModelInputs = field(default_factory=ModelInputs)
+    hardware: HardwareInputs = field(default_factory=HardwareInputs)
+    budget: BudgetInputs = field(default_factory=BudgetInputs)
+    step: StepInputs = field(default_factory=StepInputs)
+    search: SearchInputs = field(default_factory=SearchInputs)
     units: str = "iec"
+
+    @classmethod
+    def of(cls, units: str = "iec", **values: Any) -> PlanInputs:
+        """From keyword values by field name (gpus=8, global_batch=64, ...), each to its section."""
+        return cls(units=units, **split(values, FIELDS))
+
+    def echo(self) -> dict[str, Any]:
+        """The inputs as given, flat, for the report."""
+        owner = {name: section.key for section, names in FIELDS.items() for name in names}
+        return {**{name: getattr(getattr(self, owner[name]), name) for name in ECHO_ORDER}, "units": self.units}
 
 
 @dataclass
@@ -85,31 +83,20 @@ class ResolvedPlan:
     assumptions: list[str] = field(default_factory=list)
 
 
-def _estimate_inputs(inputs: PlanInputs):
-    from zeroplan.inputs.estimate_inputs import EstimateInputs
-
-    return EstimateInputs(
-        gpus=inputs.gpus, params=None, model=inputs.model, gpu=inputs.gpu, cluster=inputs.cluster,
-        gpus_per_node=inputs.gpus_per_node, cpu_memory=inputs.cpu_memory, nvme=inputs.nvme,
-        nvme_bandwidth=inputs.nvme_bandwidth, intra_node_bandwidth=inputs.intra_node_bandwidth,
-        inter_node_bandwidth=inputs.inter_node_bandwidth, gpu_memory=inputs.gpu_memory,
-        runtime_reserve=inputs.runtime_reserve, fragmentation=inputs.fragmentation, host_reserve=inputs.host_reserve,
-        precision=inputs.precision, optimizer=inputs.optimizer, units=inputs.units)
-
-
 def resolve_model(inputs: PlanInputs, assumptions: list[str]) -> ModelSpec:
-    shape = {"--layers": inputs.layers, "--hidden": inputs.hidden, "--heads": inputs.heads, "--vocab": inputs.vocab}
-    extra = {"--kv-heads": inputs.kv_heads, "--ffn": inputs.ffn}
-    if inputs.model is not None:
-        if inputs.params is not None:
+    asked = inputs.model
+    shape = {"--layers": asked.layers, "--hidden": asked.hidden, "--heads": asked.heads, "--vocab": asked.vocab}
+    extra = {"--kv-heads": inputs.model.kv_heads, "--ffn": inputs.model.ffn}
+    if inputs.model.model is not None:
+        if inputs.model.params is not None:
             raise InputError("--params/--model", "give one of them, not both", "--model already fixes the count")
         given = [flag for flag, value in {**shape, **extra}.items() if value is not None]
         if given:
             raise InputError(given[0], "the model's shape comes from --model", f"drop {given[0]} or --model")
         from zeroplan.inputs.training import resolve_model as resolve_named
 
-        return resolve_named(_estimate_inputs(inputs))
-    if inputs.params is None:
+        return resolve_named(inputs.model)
+    if inputs.model.params is None:
         raise InputError("--params", "no model given",
                          "pass --model gpt3-175b, --model path/to/config.json, or --params with its shape")
     missing = [flag for flag, value in shape.items() if value is None]
@@ -119,13 +106,13 @@ def resolve_model(inputs: PlanInputs, assumptions: list[str]) -> ModelSpec:
     for flag, value in {**shape, **extra}.items():
         if value is not None and value < 1:
             raise InputError(flag, f"must be a positive whole number, got {value}")
-    params = parse_count(inputs.params, "--params")
+    params = inputs.model.parsed("params")
     assumptions.append("model from --params and its shape: pipeline stages split the parameters evenly")
-    if inputs.layers is not None and inputs.hidden is not None:
-        check_count_against_shape(params, inputs.layers, inputs.hidden)
-    return ModelSpec(params=params, name=f"custom-{format_count(params)}", layers=inputs.layers,
-                     hidden=inputs.hidden, heads=inputs.heads, kv_heads=inputs.kv_heads, vocab=inputs.vocab,
-                     ffn=inputs.ffn)
+    if inputs.model.layers is not None and inputs.model.hidden is not None:
+        check_count_against_shape(params, inputs.model.layers, inputs.model.hidden)
+    return ModelSpec(params=params, name=f"custom-{format_count(params)}", layers=inputs.model.layers,
+                     hidden=asked.hidden, heads=asked.heads, kv_heads=asked.kv_heads, vocab=asked.vocab,
+                     ffn=inputs.model.ffn)
 
 
 def _largest_layer(model: ModelSpec, assumptions: list[str]) -> int:
@@ -141,20 +128,21 @@ def _links(inputs: PlanInputs, cluster: ClusterSpec, assumptions: list[str]) -> 
     from zeroplan.inputs.links import CALIBRATED_COLLECTIVES, link_table, measured_links
 
     measured: dict[tuple[str, str], Link] = {}
-    if inputs.calibration is not None:
-        _, measured = measured_links(inputs.calibration, CALIBRATED_COLLECTIVES)
+    if inputs.hardware.calibration is not None:
+        _, measured = measured_links(inputs.hardware.calibration, CALIBRATED_COLLECTIVES)
         names = ", ".join(f"{kind}/{span} {format_rate(link.bandwidth_bytes_per_s)}"
                           for (kind, span), link in measured.items())
-        assumptions.append(f"calibration {inputs.calibration}: measured links for {names or 'nothing usable'}; "
+        assumptions.append(f"calibration {inputs.hardware.calibration}: measured links for "
+                           f"{names or 'nothing usable'}; "
                            "the rest from presets")
     return link_table(cluster.gpu.intra_node_link, cluster.inter_node_link, measured)
 
 
 def _space(inputs: PlanInputs, model: ModelSpec, assumptions: list[str]) -> SearchSpace:
-    if inputs.global_batch is None:
+    if inputs.step.global_batch is None:
         raise InputError("--global-batch", "is required: the sequences per optimizer step",
                          "e.g. --global-batch 1536 (GPT-3's 3.2M tokens at 2048)")
-    seq_len = inputs.seq_len
+    seq_len = inputs.step.seq_len
     if seq_len is None:
         seq_len = default_seq_len(model)
         assumptions.append(f"sequence length {seq_len} (the model's context, capped at {DEFAULT_SEQ_LEN_CAP}; "
@@ -162,20 +150,21 @@ def _space(inputs: PlanInputs, model: ModelSpec, assumptions: list[str]) -> Sear
     if model.max_seq_len and seq_len > model.max_seq_len:
         assumptions.append(f"sequence length {seq_len} is beyond {model.name}'s context of {model.max_seq_len}: "
                            "memory and time are counted as if the model accepted it")
-    if inputs.sequence_parallel not in SEQUENCE_PARALLEL_CHOICES:
-        raise InputError("--sequence-parallel", f"unknown choice '{inputs.sequence_parallel}'", "use search, on or off")
-    stages = parse_int_list(inputs.stages, "--stages", minimum=0)
+    if inputs.search.sequence_parallel not in SEQUENCE_PARALLEL_CHOICES:
+        raise InputError("--sequence-parallel", f"unknown choice '{inputs.search.sequence_parallel}'",
+                         "use search, on or off")
+    stages = parse_int_list(inputs.search.stages, "--stages", minimum=0)
     return SearchSpace(
-        gpus=inputs.gpus, global_batch=inputs.global_batch, seq_len=seq_len,
+        gpus=inputs.hardware.gpus, global_batch=inputs.step.global_batch, seq_len=seq_len,
         stages=stages or (0, 1, 2, 3),
-        offload=inputs.offload,
-        recompute=parse_choice_list(inputs.recompute, RECOMPUTE_MODES, "--recompute") or RECOMPUTE_MODES,
-        sequence_parallel=SEQUENCE_PARALLEL_CHOICES[inputs.sequence_parallel],
-        virtual_stages=parse_int_list(inputs.virtual_stages, "--virtual-stages") or (1,),
-        micro_batches=parse_int_list(inputs.micro_batches, "--micro-batches"),
-        tp=parse_int_list(inputs.tp, "--tp"), pp=parse_int_list(inputs.pp, "--pp"),
-        allow_cross_node_tp=inputs.allow_cross_node_tp, flash_attention=inputs.flash_attention,
-        cp=parse_int_list(inputs.cp, "--cp") or (1,), fsdp_pipeline=inputs.fsdp_pipeline)
+        offload=inputs.search.offload,
+        recompute=parse_choice_list(inputs.search.recompute, RECOMPUTE_MODES, "--recompute") or RECOMPUTE_MODES,
+        sequence_parallel=SEQUENCE_PARALLEL_CHOICES[inputs.search.sequence_parallel],
+        virtual_stages=parse_int_list(inputs.search.virtual_stages, "--virtual-stages") or (1,),
+        micro_batches=parse_int_list(inputs.search.micro_batches, "--micro-batches"),
+        tp=parse_int_list(inputs.search.tp, "--tp"), pp=parse_int_list(inputs.search.pp, "--pp"),
+        allow_cross_node_tp=inputs.search.allow_cross_node_tp, flash_attention=inputs.step.flash_attention,
+        cp=parse_int_list(inputs.search.cp, "--cp") or (1,), fsdp_pipeline=inputs.search.fsdp_pipeline)
 
 
 def _stage_check(text: str | None) -> None:
@@ -192,41 +181,41 @@ def resolve(inputs: PlanInputs) -> ResolvedPlan:
     )
 
     assumptions: list[str] = []
-    if isinstance(inputs.gpus, bool) or not isinstance(inputs.gpus, int) or inputs.gpus < 1:
-        raise InputError("--gpus", f"must be a positive whole number, got {inputs.gpus}")
-    if inputs.top < 1:
-        raise InputError("--top", f"must be at least 1, got {inputs.top}")
+    if isinstance(inputs.hardware.gpus, bool) or not isinstance(inputs.hardware.gpus, int) or inputs.hardware.gpus < 1:
+        raise InputError("--gpus", f"must be a positive whole number, got {inputs.hardware.gpus}")
+    if inputs.search.top < 1:
+        raise InputError("--top", f"must be at least 1, got {inputs.search.top}")
     if inputs.units not in ("iec", "si"):
         raise InputError("--units", f"unknown units '{inputs.units}'", "use iec (GiB) or si (GB)")
-    if inputs.efficiency is not None:
-        check_efficiency(inputs.efficiency)
-    _stage_check(inputs.stages)
+    if inputs.search.efficiency is not None:
+        check_efficiency(inputs.search.efficiency)
+    _stage_check(inputs.search.stages)
     model = resolve_model(inputs, assumptions)
     if not model.has_shape:
         raise InputError("--model", f"'{model.name}' has no shape (layers, hidden, heads, vocab)",
                          "use a preset or config.json that has one")
-    estimate_inputs = _estimate_inputs(inputs)
-    cluster = resolve_cluster(estimate_inputs, assumptions)
-    budget = resolve_budget(estimate_inputs, cluster, assumptions)
-    per_param = bytes_per_param(inputs.precision, inputs.optimizer)
+    cluster = resolve_cluster(inputs.hardware, assumptions, inputs.units)
+    budget = resolve_budget(inputs.budget, cluster, assumptions)
+    per_param = bytes_per_param(inputs.step.precision, inputs.step.optimizer)
     space = _space(inputs, model, assumptions)
-    cpu_rate = (DEFAULT_CPU_ADAM_PARAMS_PER_S if inputs.cpu_adam_rate is None
-                else parse_count(inputs.cpu_adam_rate, "--cpu-adam-rate"))
+    cpu_rate = (DEFAULT_CPU_ADAM_PARAMS_PER_S if inputs.search.cpu_adam_rate is None
+                else inputs.search.parsed("cpu_adam_rate"))
     check_whole_nodes(ParallelDims(space.gpus, gpus_per_node=cluster.gpus_per_node))
-    check_precision_on_gpu(inputs.precision, cluster.gpu.name, cluster.gpu.supports_bf16)
+    check_precision_on_gpu(inputs.step.precision, cluster.gpu.name, cluster.gpu.supports_bf16)
     machine = Machine(peak_flops=cluster.gpu.bf16_flops, hbm_bytes_per_s=cluster.gpu.hbm_bandwidth_bytes_per_s,
                       pcie_bytes_per_s=cluster.pcie_bandwidth_bytes_per_s,
                       nvme_bytes_per_s=cluster.nvme_bandwidth_bytes_per_s,
                       links=_links(inputs, cluster, assumptions),
-                      efficiency=gemm_efficiency(cluster.gpu.name) if inputs.efficiency is None else inputs.efficiency,
+                      efficiency=(gemm_efficiency(cluster.gpu.name) if inputs.search.efficiency is None
+                                  else inputs.search.efficiency),
                       cpu_adam_params_per_s=cpu_rate, gpus_per_node=cluster.gpus_per_node)
-    tolerance = (DEFAULT_TIE_TOLERANCE if inputs.tie_tolerance is None
-                 else float(parse_fraction(inputs.tie_tolerance, "--tie-tolerance")))
+    tolerance = (DEFAULT_TIE_TOLERANCE if inputs.search.tie_tolerance is None
+                 else float(parse_fraction(inputs.search.tie_tolerance, "--tie-tolerance")))
     request = SearchRequest(model=model, cluster=cluster, per_param=per_param, budget=budget, space=space,
                             machine=machine, largest_layer_params=_largest_layer(model, assumptions),
                             tie_tolerance=tolerance)
-    tokens = None if inputs.tokens is None else parse_count(inputs.tokens, "--tokens")
-    assumptions.extend(budget_assumptions(estimate_inputs, budget, inputs.units))
+    tokens = None if inputs.step.tokens is None else inputs.step.parsed("tokens")
+    assumptions.extend(budget_assumptions(inputs.budget, budget, inputs.units))
     assumptions.extend(model_notes(inputs, request))
     return ResolvedPlan(inputs, request, tokens, assumptions)
 
@@ -234,7 +223,7 @@ def resolve(inputs: PlanInputs) -> ResolvedPlan:
 def model_notes(inputs: PlanInputs, request: SearchRequest) -> list[str]:
     """What the step-time model assumes, with this run's numbers."""
     machine, cluster = request.machine, request.cluster
-    default_efficiency = " (fitted default; --efficiency)" if inputs.efficiency is None else ""
+    default_efficiency = " (fitted default; --efficiency)" if inputs.search.efficiency is None else ""
     notes = [
         f"compute: each GEMM (per-layer shapes after the tp/cp splits, micro-batch × sequence tokens) at "
         f"{machine.efficiency:.0%} of {cluster.gpu.name}'s dense bf16 peak "
@@ -251,11 +240,12 @@ def model_notes(inputs: PlanInputs, request: SearchRequest) -> list[str]:
         f"up to {machine.dp_overlap:.0%} of that compute; with pp > 1 reductions wait for the pipeline flush",
         f"offload: PCIe {format_rate(cluster.pcie_bandwidth_bytes_per_s)} per GPU, CPU Adam "
         f"{format_count(int(machine.cpu_adam_params_per_s))} parameters/s per node"
-        f"{' (an estimate; --cpu-adam-rate)' if inputs.cpu_adam_rate is None else ''}",
+        f"{' (an estimate; --cpu-adam-rate)' if inputs.search.cpu_adam_rate is None else ''}",
         "pipeline: 1F1B, bubble (p-1)/(v·m) of the step, uneven stages priced by the busiest; DeepSpeed's pipeline "
         "engine runs ZeRO stages 0-1 only (--fsdp-with-pp adds ZeRO-2/3 with pp, as torchtitan and Llama 3 run)",
         f"ranking: step times within {request.tie_tolerance:.0%} of the fastest are ties (the model's resolution)"
-        f"{' (default; --tie-tolerance)' if inputs.tie_tolerance is None else ''}; a tie goes to the simpler plan: "
+        f"{' (default; --tie-tolerance)' if inputs.search.tie_tolerance is None else ''}; "
+        "a tie goes to the simpler plan: "
         "no offload, less model parallelism, a lower ZeRO stage, less recompute",
     ]
     if request.per_param.precision == "fp32":

@@ -42,7 +42,7 @@ def plot_plans(outcome: PlanOutcome, path: str, inputs: InputPaths = ()) -> None
     axis.set_xlim(0, max(plan.time.total for _, plan in plans) * 1.15)
     axis.set_xlabel("seconds per optimizer step (predicted)")
     request = outcome.resolved.request
-    axis.set_title(f"{request.model.name} on {outcome.inputs.gpus} × {request.cluster.gpu.name}: "
+    axis.set_title(f"{request.model.name} on {outcome.inputs.hardware.gpus} × {request.cluster.gpu.name}: "
                    "where each top plan's step time goes", fontsize=9)
     axis.legend(loc="center left", bbox_to_anchor=(1.0, 0.5), frameon=False, fontsize=8)
     axis.grid(True, axis="x", alpha=0.3)

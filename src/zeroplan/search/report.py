@@ -60,7 +60,7 @@ def plan_document(outcome: PlanOutcome) -> dict[str, Any]:
         "zeroplan_version": __version__,
         "schema_version": SCHEMA_VERSION,
         "command": "plan",
-        "inputs": dict(vars(outcome.inputs)),
+        "inputs": outcome.inputs.echo(),
         "model": {"name": model.name, "params": model.params, "active_params": flops.params, "layers": model.layers,
                   "hidden": model.hidden, "heads": model.heads, "kv_heads": model.kv_heads, "vocab": model.vocab,
                   "largest_layer_params": request.largest_layer_params},

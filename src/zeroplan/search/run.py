@@ -83,5 +83,5 @@ def run_plan(inputs: PlanInputs, show_progress: bool = True) -> PlanOutcome:
         result = search(resolved.request, progress)
     finally:
         progress.close()
-    top = result.best_per_layout()[: inputs.top]
+    top = result.best_per_layout()[: inputs.search.top]
     return PlanOutcome(resolved, result, top)

@@ -70,11 +70,11 @@ def estimate_for(request: TraceRequest, assumptions: list[str]):
     from zeroplan.estimate.run import build_plan
     from zeroplan.inputs.estimate_inputs import EstimateInputs
 
-    inputs = EstimateInputs(model=request.model, gpus=request.gpus, gpu=request.gpu, stage=request.stage,
-                            precision=_precision(request.precision), optimizer="adamw", convention="framework",
-                            framework="torch", seq_len=request.seq_len, micro_batch=request.micro_batch,
-                            recompute=request.recompute, activations=request.activations,
-                            flash_attention=request.attention == "sdpa")
+    inputs = EstimateInputs.of(model=request.model, gpus=request.gpus, gpu=request.gpu, stage=request.stage,
+                               precision=_precision(request.precision), optimizer="adamw", convention="framework",
+                               framework="torch", seq_len=request.seq_len, micro_batch=request.micro_batch,
+                               recompute=request.recompute, activations=request.activations,
+                               flash_attention=request.attention == "sdpa")
     plan = build_plan(inputs)
     assumptions.extend(plan.assumptions)
     (row,) = [e for e in plan.estimates if e.option.stage == request.stage and not e.option.offloads]
