@@ -235,3 +235,15 @@ def check_file(path: str | Path, context: CheckContext) -> FileReport:
     if kind == "accelerate":
         return _check_accelerate(source, context)
     return _check_deepspeed(source, context, source.name, "deepspeed")
+
+
+def check_files(files: list[str | Path], context: CheckContext, plan: str | Path | None = None,
+                strict: bool = False) -> tuple[list[FileReport], bool]:
+    """What `zeroplan check` and zeroplan.api.check run: the reports of the files (under a plan file's
+    settings where one is given, flags first) and whether the check fails (errors; warnings too if strict)."""
+    from zeroplan.deepspeed.context import from_plan
+
+    if plan is not None:
+        context = context.under(from_plan(validate_plan(loaders.load(plan))))
+    reports = [check_file(path, context) for path in files]
+    return reports, any(report.failed(strict) for report in reports)

@@ -39,24 +39,18 @@ class CheckFailed(RunFailed):
 def check(files: list[Path], output: OutputInputs, model: ModelInputs, hardware: HardwareInputs,
           parallel: ParallelInputs, step: StepInputs) -> None:
     """Check DeepSpeed configs for mistakes DeepSpeed rejects, silently ignores, or that will not fit."""
-    from zeroplan.deepspeed.context import from_plan, from_sections
+    from zeroplan.deepspeed.context import from_sections
     from zeroplan.deepspeed.findings import summary_text
-    from zeroplan.check.runner import check_file
+    from zeroplan.check.runner import check_files
     from zeroplan.core.errors import InputError
 
     output_format = check_format(output.output_format, CHECK_FORMATS)
     if step.precision is not None and step.precision not in ("bf16", "fp16", "fp32"):
         raise InputError("--precision", f"unknown precision '{step.precision}'", "use bf16, fp16 or fp32")
     context = from_sections(model, hardware, parallel, step, units=output.units)
-    if output.plan is not None:
-        from zeroplan.inputs import config_files as loaders
-        from zeroplan.deepspeed.plan_file import validate_plan
-
-        context = context.under(from_plan(validate_plan(loaders.load(output.plan))))
-    reports = [check_file(path, context) for path in files]
-    inputs = [*files, output.plan, model.model, *(report.checked_file for report in reports)]  # -o never replaces one
     strict = output.strict
-    failed = any(report.failed(strict) for report in reports)
+    reports, failed = check_files(files, context, output.plan, strict)
+    inputs = [*files, output.plan, model.model, *(report.checked_file for report in reports)]  # -o never replaces one
     if output_format == "json":
         from zeroplan.check.render import to_json
 
