@@ -60,7 +60,7 @@ write_text(console.text(), None)
 def _loaded_rich(code: str, *args: str, tmp_path: Path) -> tuple[list[str], str]:
     env = {**os.environ, "COLUMNS": "80", "PYTHONPATH": str(ROOT / "src")}
     env.pop("FORCE_COLOR", None)
-    done = subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True, timeout=120,
+    done = subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True, timeout=120, check=False,
                           cwd=tmp_path, env=env)
     assert "RICH-MODULES" in done.stdout, done.stderr
     output, _, reported = done.stdout.rpartition("RICH-MODULES ")

@@ -28,13 +28,13 @@ class Canvas:
         self.lines: list[str] = []
 
     @classmethod
-    def for_output(cls, to_file: bool) -> "Canvas":
+    def for_output(cls, to_file: bool) -> Canvas:
         if to_file:
             return cls(160, color=False)
         return cls(_terminal_width(), color_wanted(sys.stdout))
 
     @classmethod
-    def for_stream(cls, stream: TextIO, min_width: int = 0) -> "Canvas":
+    def for_stream(cls, stream: TextIO, min_width: int = 0) -> Canvas:
         """For text written to `stream`: the terminal's width and colour on a TTY; otherwise no colour and at
         least `min_width` columns (a file or a pipe has no width to fit)."""
         if _isatty(stream):
@@ -56,7 +56,7 @@ class Canvas:
                                   subsequent_indent=" " * len(lead), break_on_hyphens=False) or [lead]:
             self.lines.append(line)
 
-    def print(self, item: "str | Table" = "", style: str | None = None) -> None:
+    def print(self, item: str | Table = "", style: str | None = None) -> None:
         """A table, or text: each line wrapped to the width, continuation lines under its indentation."""
         if isinstance(item, Table):
             item.draw(self)
