@@ -97,31 +97,25 @@ def screen_text(text: str, encoding: str | None) -> str:
 
 
 def _print_table(bench_run: BenchRun, out: TextIO) -> None:
-    from rich import box
-    from rich.console import Console
-    from rich.table import Table
+    from zeroplan.render.terminal import Canvas, Table
 
     run = bench_run.calibration
     encoding = getattr(out, "encoding", None) or "utf-8"
 
-    def shown(text: str) -> str:
+    def shown(text: str) -> str:  # before layout, so a stand-in's width is the one measured
         return screen_text(text, encoding)
 
-    console = Console(file=out)
-    if not console.is_terminal:  # a file or pipe: wide enough that no number is cut
-        console = Console(file=out, width=max(console.width, MIN_FILE_WIDTH))
+    console = Canvas.for_stream(out, min_width=MIN_FILE_WIDTH)  # a file or pipe: wide enough that no number is cut
     console.print(shown(f"zeroplan bench: {run.backend}, {run.world_size} ranks on {run.nodes} node(s), "
-                        f"{run.device}, torch {run.torch_version}"), highlight=False)
+                        f"{run.device}, torch {run.torch_version}"))
     rows = result_rows(bench_run)
     for key in dict.fromkeys((row["collective"], row["span"]) for row in rows):
         picked = [row for row in rows if (row["collective"], row["span"]) == key]
         title = f"{key[0]} · {key[1]} · {picked[0]['ranks']} ranks · {run.dtype}"
         if picked[0]["implementation"] != RING:
             title += f" · {picked[0]['implementation']}"
-        table = Table(title=shown(title), title_justify="left", box=box.SIMPLE_HEAD,
-                      caption=shown(COLUMNS_CAPTION), caption_justify="left", safe_box=True)
-        for header in ("size", "count", "mean", "median", "min", "max", "algbw", "busbw", "wire", "wirebw"):
-            table.add_column(header, justify="right", no_wrap=True)
+        headers = ["size", "count", "mean", "median", "min", "max", "algbw", "busbw", "wire", "wirebw"]
+        table = Table(headers, "r" * len(headers), title=shown(title), caption=shown(COLUMNS_CAPTION))
         for row in picked:
             table.add_row(f"{row['size_bytes']}", f"{row['count']}", f"{row['time_us_mean']:.1f}",
                           f"{row['time_us_median']:.1f}", f"{row['time_us_min']:.1f}", f"{row['time_us_max']:.1f}",
@@ -129,10 +123,8 @@ def _print_table(bench_run: BenchRun, out: TextIO) -> None:
                           f"{row['wire_gbps']:.3f}")
         console.print(table)
     fit_title = "α-β fit on mean times: t = steps·α + factor·S/B  (α in µs per ring step, B in GB/s)"
-    fits = Table(title=shown(fit_title), title_justify="left", box=box.SIMPLE_HEAD, safe_box=True)
-    for header in ("collective", "span", "ranks", "α", "B", "R²", "max rel. resid.", "points"):
-        fits.add_column(shown(header), justify="right" if header not in ("collective", "span") else "left",
-                        no_wrap=True)
+    fits = Table([shown(header) for header in ("collective", "span", "ranks", "α", "B", "R²", "max rel. resid.",
+                                               "points")], "llrrrrrr", title=shown(fit_title))
     for row in fit_rows(bench_run):
         bandwidth = "-" if row["bandwidth_gbps"] is None else f"{row['bandwidth_gbps']:.3f}"
         fits.add_row(row["collective"], row["span"], str(row["ranks"]), f"{row['latency_us_per_step']:.2f}",
@@ -140,7 +132,9 @@ def _print_table(bench_run: BenchRun, out: TextIO) -> None:
     if fits.row_count:
         console.print(fits)
     for note in notes(bench_run):
-        console.print(shown(f"note: {note}"), highlight=False)
+        console.print(shown(f"note: {note}"))
+    # the table rule too: ASCII stand-ins where the output's encoding lacks them
+    out.write(screen_text(console.text(), encoding))
 
 
 def emit(run: BenchRun, output_format: str, out: TextIO | None = None, err: TextIO | None = None) -> None:

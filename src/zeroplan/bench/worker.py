@@ -74,15 +74,11 @@ def _plan_sizes(config: BenchConfig, topology: Topology, cap: int | None) -> tup
     return kept, [note]
 
 
-def _progress(enabled: bool):
-    from rich.console import Console
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+def _progress(enabled: bool, total: int):
+    from zeroplan.render.terminal import ProgressLine
 
-    console = Console(stderr=True)
-    # No refresh thread: it would compete with the ranks for the CPU while they are being timed.
-    return Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                    console=console, auto_refresh=False, transient=True,
-                    disable=not (enabled and console.is_terminal))
+    # Drawn only when update() is called (no refresh thread to compete with the ranks being timed).
+    return ProgressLine("collectives", total, enabled=enabled)
 
 
 def _sweep(config: BenchConfig, topology: Topology, sizes: list[int], device: torch.device,
@@ -93,14 +89,13 @@ def _sweep(config: BenchConfig, topology: Topology, sizes: list[int], device: to
     timer = time_cuda if device.type == "cuda" else time_cpu
     measurements: list[Measurement] = []
     means: list[float] = []
-    with _progress(rank == 0) as progress:
-        task = progress.add_task("collectives", total=len(groups) * len(config.collectives) * len(sizes))
+    progress = _progress(rank == 0, len(groups) * len(config.collectives) * len(sizes))
+    try:
         for span, group in groups.items():
             ranks = topology.span_ranks(span)
             for collective in config.collectives:
                 for size in sizes:
-                    progress.update(task, description=f"{TORCH_NAMES[collective]} {span} {human_size(size)}")
-                    progress.refresh()
+                    progress.update(label=f"{TORCH_NAMES[collective]} {span} {human_size(size)}", force=True)
                     op = make_op(collective, size, ranks, config.dtype, device, group)
                     times = timer(op, group, config.warmup, config.iters, heartbeat.tick)
                     del op  # free this size's buffers before the next, larger one
@@ -109,7 +104,9 @@ def _sweep(config: BenchConfig, topology: Topology, sizes: list[int], device: to
                         collective=collective, span=span, ranks=ranks, size_bytes=size,
                         time_s_median=stats.median_s, time_s_min=stats.min_s, time_s_max=stats.max_s))
                     means.append(stats.mean_s)
-                    progress.advance(task)
+                    progress.update(advance=1)
+    finally:
+        progress.close()
     return measurements, means
 
 

@@ -1,4 +1,4 @@
-"""Check reports for people (a rich table per file) and for tools (JSON)."""
+"""Check reports for people (a table per file) and for tools (JSON)."""
 
 from __future__ import annotations
 
@@ -20,23 +20,17 @@ def _where(finding) -> str:
 
 
 def render_table(reports: list[FileReport], console, show_assumptions: bool = False) -> None:
-    from rich.table import Table
-    from rich.text import Text
+    from zeroplan.render.terminal import Table
 
     for report in reports:
         title = report.file if report.checked_file == report.file else f"{report.file} → {report.checked_file}"
         if not report.findings:
             console.print(f"{title}: no findings")
         else:
-            table = Table(title=f"{title} ({report.kind})", title_justify="left", expand=True)
-            table.add_column("Rule", no_wrap=True)
-            table.add_column("Level", no_wrap=True)
-            table.add_column("Line", no_wrap=True)
-            table.add_column("Finding and fix", ratio=1, overflow="fold")
+            table = Table(["Rule", "Level", "Line", "Finding and fix"], title=f"{title} ({report.kind})",
+                          wrap=("Finding and fix",))
             for finding in report.findings:
-                text = Text(finding.message)
-                if finding.fix:
-                    text.append("\nfix: " + finding.fix, style="dim")
+                text = finding.message + ("\nfix: " + finding.fix if finding.fix else "")
                 table.add_row(finding.rule, finding.severity, _where(finding), text)
             console.print(table)
         for skipped in report.skipped:

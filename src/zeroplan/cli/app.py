@@ -121,7 +121,9 @@ def main(argv: list[str] | None = None) -> None:
         args = ["--help"]  # a bare `zeroplan` shows the commands and exits 0 (a shell completing is not bare)
     only = args[0] if args and args[0] in COMMANDS else None
     # A help screen: asked for, or shown for a bare command group (`zeroplan export`).
-    help_requested = ("--help" in args or len(args) < 2 or (only in ("export", "presets") and len(args) < 3)
+    # `presets list` is a whole command that takes no arguments (its table is not a help screen).
+    help_requested = ("--help" in args or len(args) < 2
+                      or (only in ("export", "presets") and len(args) < 3 and args[1:] != ["list"])
                       or any(key.startswith("_ZEROPLAN_COMPLETE") for key in os.environ))
     command = typer.main.get_command(build_app(only, help_requested))
     try:

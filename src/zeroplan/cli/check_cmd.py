@@ -12,7 +12,7 @@ import typer
 from zeroplan.cli.options import command, uses
 from zeroplan.core.errors import RunFailed
 from zeroplan.inputs.sections import HardwareInputs, ModelInputs, OutputInputs, ParallelInputs, StepInputs
-from zeroplan.render.sink import check_format, console_for, write_text
+from zeroplan.render.sink import canvas_for, check_format, write_text
 
 CHECK_FORMATS = ("table", "json", "github")
 
@@ -62,10 +62,9 @@ def check(files: list[Path], output: OutputInputs, model: ModelInputs, hardware:
     else:
         from zeroplan.check.render import render_table
 
-        console = console_for(output.output)
+        console = canvas_for(output.output)
         render_table(reports, console, show_assumptions=output.assumptions)
-        if output.output is not None:
-            write_text(console.export_text(), output.output, inputs)
+        write_text(console.text(), output.output, inputs)
     if failed:
         names = ", ".join(report.file for report in reports if report.failed(strict))
         raise CheckFailed(f"check failed ({summary_text(reports)}{', strict' if strict else ''}): {names}")

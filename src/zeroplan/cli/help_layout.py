@@ -10,9 +10,12 @@ from typing import Any
 
 
 def keep_option_names_whole() -> None:
-    import typer.rich_utils as rich_utils
-    from rich.table import Table
-    from rich.text import Text
+    try:  # rich comes with typer (zeroplan's own output never uses it); without it typer draws plain help
+        import typer.rich_utils as rich_utils
+        from rich.table import Table
+        from rich.text import Text
+    except ImportError:
+        return
 
     if getattr(rich_utils.Table, "_zeroplan_whole_names", False):
         return

@@ -8,7 +8,7 @@ from pathlib import Path
 from zeroplan.cli.options import command, uses
 from zeroplan.core.errors import InputError
 from zeroplan.inputs.sections import TIMING, HardwareInputs, OutputInputs
-from zeroplan.render.sink import check_format, console_for, write_text
+from zeroplan.render.sink import canvas_for, check_format, write_text
 from zeroplan.search.inputs import FIELDS, PlanInputs
 
 
@@ -44,10 +44,9 @@ def plan(output: OutputInputs, **sections) -> None:
     if output_format == "table":
         from zeroplan.search.table import render
 
-        console = console_for(output.output)
+        console = canvas_for(output.output)
         render(outcome, console)
-        if output.output is not None:
-            write_text(console.export_text(), output.output, read)
+        write_text(console.text(), output.output, read)
         return
     from zeroplan.search import report
 

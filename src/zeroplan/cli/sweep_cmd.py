@@ -9,7 +9,7 @@ from zeroplan.cli.options import command, uses
 from zeroplan.core.errors import InputError
 from zeroplan.estimate.sweep import FIELDS, SweepInputs
 from zeroplan.inputs.sections import OutputInputs
-from zeroplan.render.sink import check_format, console_for, write_text
+from zeroplan.render.sink import canvas_for, check_format, write_text
 
 
 @command(*(uses(section, *names) for section, names in FIELDS.items()),
@@ -31,10 +31,9 @@ def sweep(output: OutputInputs, **sections) -> None:
 
         plot_sweep(rows, plot, inputs.units, models)
     if output_format == "table":
-        console = console_for(output.output)
+        console = canvas_for(output.output)
         sweep_output.render(rows, assumptions, console, inputs.units)
-        if output.output is not None:
-            write_text(console.export_text(), output.output, models)
+        write_text(console.text(), output.output, models)
         return
     text = sweep_output.to_csv(rows) if output_format == "csv" else sweep_output.to_json(rows, assumptions,
                                                                                          inputs.echo())

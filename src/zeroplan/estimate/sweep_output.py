@@ -42,12 +42,10 @@ def _short_key(key: str) -> str:
 
 
 def render(rows: list[dict[str, Any]], assumptions: list[str], console, units: str) -> None:
-    from rich import box
-    from rich.table import Table
+    from zeroplan.render.terminal import Table
 
-    table = Table(header_style="bold", box=box.SIMPLE_HEAD, pad_edge=False, collapse_padding=True)
-    for name in ("model", "GPU", "GPUs", "ZeRO", "per GPU", "fits", "fewest", "recommended"):
-        table.add_column(name, justify="right" if name in ("GPUs", "per GPU", "fewest") else "left", no_wrap=True)
+    names = ["model", "GPU", "GPUs", "ZeRO", "per GPU", "fits", "fewest", "recommended"]
+    table = Table(names, "".join("r" if name in ("GPUs", "per GPU", "fewest") else "l" for name in names))
     for row in rows:
         total = row["gpu_bytes_total"]
         table.add_row(row["model"], row["gpu"], str(row["gpus"]), str(row["stage"]),

@@ -114,20 +114,9 @@ def _file_size_limit_as_error():
         signal.signal(signal.SIGXFSZ, previous)
 
 
-def console_for(output: str | None):
-    """A rich Console on stdout, or one that records for a file (plain text, no colour)."""
-    from rich.console import Console
+def canvas_for(output: str | None):
+    """The terminal renderer's canvas for stdout (its width, colour on a TTY), or for a file (160 columns,
+    plain text); write its text() with write_text(text, output)."""
+    from zeroplan.render.terminal import Canvas
 
-    # markup/emoji off: every string here is data, and parsing it for [tags] and :emoji: costs start-up time.
-    if output is None:
-        return Console(highlight=False, markup=False, emoji=False)
-    return Console(record=True, width=160, force_terminal=False, color_system=None, file=_NullFile(),
-                   highlight=False, markup=False, emoji=False)
-
-
-class _NullFile:
-    def write(self, text: str) -> int:
-        return len(text)
-
-    def flush(self) -> None:
-        pass
+    return Canvas.for_output(output is not None)

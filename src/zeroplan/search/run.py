@@ -48,13 +48,13 @@ class PlanOutcome:
 
 
 class _LateProgress:
-    """A rich progress bar on stderr that appears only after PROGRESS_AFTER_S and only on a terminal."""
+    """A progress line on stderr (render.terminal.ProgressLine) that appears only after PROGRESS_AFTER_S and only
+    on a terminal."""
 
     def __init__(self, enabled: bool) -> None:
         self.enabled = enabled and sys.stderr.isatty()
         self.start = time.perf_counter()
         self.bar = None
-        self.task = None
 
     def __call__(self, done: int, total: int) -> None:
         if not self.enabled:
@@ -62,18 +62,14 @@ class _LateProgress:
         if self.bar is None:
             if time.perf_counter() - self.start < PROGRESS_AFTER_S or done >= total:
                 return
-            from rich.console import Console
-            from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+            from zeroplan.render.terminal import ProgressLine
 
-            self.bar = Progress(TextColumn("searching layouts"), BarColumn(), MofNCompleteColumn(),
-                                TimeElapsedColumn(), console=Console(stderr=True), transient=True)
-            self.bar.start()
-            self.task = self.bar.add_task("search", total=total)
-        self.bar.update(self.task, completed=done)
+            self.bar = ProgressLine("searching layouts", total)
+        self.bar.update(done)
 
     def close(self) -> None:
         if self.bar is not None:
-            self.bar.stop()
+            self.bar.close()
 
 
 def run_plan(inputs: PlanInputs, show_progress: bool = True) -> PlanOutcome:

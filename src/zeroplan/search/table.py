@@ -2,11 +2,8 @@
 
 from __future__ import annotations
 
-from rich import box
-from rich.console import Console
-from rich.table import Table
-
 from zeroplan.core.units import format_bytes, format_count
+from zeroplan.render.terminal import Canvas, Table
 from zeroplan.search.reasons import infeasible_summary, nothing_fits, search_line
 from zeroplan.search.run import PlanOutcome
 
@@ -38,7 +35,7 @@ def zero_label(option) -> str:
 RECOMPUTE_SHORT = {"none": "-", "selective": "sel", "full": "full", "selective-op": "op"}
 
 
-def render(outcome: PlanOutcome, console: Console) -> None:
+def render(outcome: PlanOutcome, console: Canvas) -> None:
     resolved, result = outcome.resolved, outcome.result
     request, units = resolved.request, outcome.inputs.units
     space, model, cluster = request.space, request.model, request.cluster
@@ -48,12 +45,11 @@ def render(outcome: PlanOutcome, console: Console) -> None:
     usable = request.budget.usable_gpu_bytes
     if outcome.top:
         with_training = resolved.training_tokens is not None
-        table = Table(header_style="bold", box=box.SIMPLE_HEAD, pad_edge=False, collapse_padding=True)
         memory_header = "GiB" if units == "iec" else "GB"
         right = ("#", memory_header, "s/step", "tok/s", "MFU", "train", "GPU-h")
         names = ["#", "dp×tp×pp", "ZeRO", "mb×acc", "rec", "SP", memory_header, "s/step", "tok/s", "MFU"]
-        for name in names + (["train", "GPU-h"] if with_training else []):
-            table.add_column(name, justify="right" if name in right else "left", no_wrap=True)
+        names += ["train", "GPU-h"] if with_training else []
+        table = Table(names, "".join("r" if name in right else "l" for name in names))
         for rank, plan in enumerate(outcome.top, start=1):
             metrics = outcome.throughput(plan)
             grid = (f"{plan.dp}×{plan.tp}×{plan.pp}" + (f" cp{plan.cp}" if plan.cp > 1 else "")

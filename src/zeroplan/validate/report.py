@@ -120,19 +120,15 @@ def _error(row: dict) -> str:
 
 
 def render(meta: dict, reports: list[StageReport], console) -> None:
-    from rich import box
-    from rich.table import Table
+    from zeroplan.render.terminal import Table
 
     console.print(f"zeroplan validate · {meta['world_size']} ranks · {meta['backend']} on {meta['device']} · "
                   f"{meta['precision']} · {meta['optimizer']} · {meta['model']}")
     for report in reports:
         title = (f"stage {report.stage} · {FRAMEWORK_LABELS[report.framework]} ({report.framework}) · "
                  f"most loaded rank {report.most_loaded_rank}")
-        table = Table(title=title, title_justify="left", header_style="bold", box=box.SIMPLE_HEAD, pad_edge=False,
-                      caption="bytes on the most loaded rank", caption_justify="left")
-        for heading, justify in (("component", "left"), ("predicted", "right"), ("measured", "right"),
-                                 ("error", "right"), ("status", "left")):
-            table.add_column(heading, justify=justify, overflow="fold")
+        table = Table(["component", "predicted", "measured", "error", "status"], "lrrrl", title=title,
+                      caption="bytes on the most loaded rank", wrap=("component", "status"))
         for row in report.rows:
             if row["measured"] is None and row["component"] not in SHOWN_WITHOUT_CUDA:
                 continue  # per-phase CUDA rows only when there are CUDA numbers

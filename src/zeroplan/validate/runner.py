@@ -55,9 +55,11 @@ def _emit(reports, config: ValidateConfig, meta: dict) -> None:
     if config.output_format == "json":
         sys.stdout.write(to_json(meta, reports))
         return
-    from zeroplan.render.sink import console_for
+    from zeroplan.render.sink import canvas_for, write_text
 
-    render(meta, reports, console_for(None))
+    console = canvas_for(None)
+    render(meta, reports, console)
+    write_text(console.text(), None)
 
 
 def run_validate(config: ValidateConfig, *, pids: list[int] | None = None) -> None:
