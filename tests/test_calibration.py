@@ -120,7 +120,7 @@ def test_unknown_collective_and_bad_values_are_rejected(tmp_path):
 
 
 def test_missing_and_non_mapping_files(tmp_path):
-    with pytest.raises(InputError, match="cannot read calibration file"):
+    with pytest.raises(InputError, match="nope.yaml: no such file"):
         load_calibration(tmp_path / "nope.yaml")
     with pytest.raises(InputError, match="expected a mapping"):
         load_calibration(_write(tmp_path, "- 1\n- 2\n"))

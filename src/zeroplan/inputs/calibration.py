@@ -17,6 +17,7 @@ from zeroplan.core.collectives import (
     ALLREDUCE_THEN_CHUNK, RING, canonical_collective, fit_alpha_beta,
 )
 from zeroplan.core.errors import InputError
+from zeroplan.inputs.text_files import read_user_text
 from zeroplan.core.hardware import Link
 
 FORMAT_VERSION = 1
@@ -138,14 +139,7 @@ def load_calibration(path: str | Path) -> Calibration:
     """Read and validate a profile; every problem is an InputError naming the file (and line, column)."""
     source = Path(path)
     name = str(source)
-    try:
-        text = source.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise InputError(name, f"cannot read calibration file: {exc.strerror}",
-                         "write one with `zeroplan bench --save-calibration FILE`") from None
-    except UnicodeDecodeError:
-        raise InputError(name, "is not a text (YAML) calibration profile",
-                         "write one with `zeroplan bench --save-calibration FILE`") from None
+    text = read_user_text(source, "write one with `zeroplan bench --save-calibration FILE`")
     loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
     try:
         raw = yaml.load(text, Loader=loader)

@@ -21,6 +21,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from zeroplan.core.errors import InputError
+from zeroplan.inputs.text_files import read_user_text
 from zeroplan.core.units import parse_bytes, parse_rate
 
 CATEGORIES = ("gpus", "clusters", "models")
@@ -255,10 +256,9 @@ def load_user_file(path: Path) -> tuple[dict[str, dict[str, dict]], dict[tuple[s
     """A user presets file: top-level gpus/clusters/models mappings, each entry in the built-in schema.
     Returns the entries and each entry's `FILE:LINE:COLUMN` (for errors found after merging)."""
     try:
-        text = path.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise PresetFileError(str(path), f"cannot read presets file: {exc.strerror}",
-                              "check the path given to --presets") from None
+        text = read_user_text(path, "check the path given to --presets")
+    except InputError as exc:  # the same one-line error, as the presets file's own error type
+        raise PresetFileError(exc.input_name, exc.problem, exc.fix) from None
     raw, node = _parse(text, path)
     if raw is None:
         raw = {}
