@@ -26,11 +26,12 @@ from zeroplan.core.activations import (
     micro_batches_in_flight,
 )
 from zeroplan.core.errors import InputError
-from zeroplan.core.model import ModelSpec
+from zeroplan.core.model import ModelShape, ModelSpec
 
 # GPT-3 175B as in Korthikanti et al. Table 3 / Megatron: s=2048, h=12288, a=96, L=96, V=51200.
 S, H, A, L, V = 2048, 12288, 96, 96, 51200
-GPT3 = ModelSpec(params=175_000_000_000, name="gpt3-175b", layers=L, hidden=H, heads=A, vocab=V, ffn=4 * H)
+GPT3 = ModelSpec(params=175_000_000_000, name="gpt3-175b", shape=ModelShape.of(layers=L, hidden=H, heads=A, vocab=V,
+                                                                            ffn=4 * H))
 
 
 def table2(row: str, s: int, b: int, h: int, a: int, t: int) -> Fraction:
@@ -88,7 +89,8 @@ def test_activation_dtype_scales_tensors_but_not_dropout_masks() -> None:
 # --- generalised shapes (documented assumptions) --------------------------------------------------
 
 def _shape(**changes: object) -> ModelSpec:
-    return replace(GPT3, **changes)
+    assert GPT3.shape is not None
+    return replace(GPT3, shape=replace(GPT3.shape, **changes))
 
 
 def test_megatron_ffn_generalisation() -> None:
@@ -107,7 +109,7 @@ def test_grouped_query_attention_shrinks_key_and_value() -> None:
 
 def test_gated_mlp_stores_one_more_ffn_wide_tensor() -> None:
     config = ActivationConfig(seq_len=S, tp=8)
-    gated = replace(GPT3, extra={"gated_mlp": True})
+    gated = _shape(gated_mlp=True)
     assert layer_bytes(gated, config) - layer_bytes(GPT3, config) == Fraction(2 * S * 4 * H, 8)
 
 
@@ -198,7 +200,7 @@ def test_full_recompute_adds_one_layer_working_set() -> None:
 
 def test_full_recompute_can_exceed_selective_for_one_layer() -> None:
     """Why the ordering property below needs layers: with one layer, the working set costs more."""
-    one_layer = replace(GPT3, layers=1)
+    one_layer = _shape(layers=1)
     full = activation_memory(one_layer, ActivationConfig(seq_len=S, tp=8, recompute="full"))
     selective = activation_memory(one_layer, ActivationConfig(seq_len=S, tp=8, recompute="selective"))
     assert full.total > selective.total
@@ -246,12 +248,12 @@ def models(draw: st.DrawFn) -> ModelSpec:
     head_dim = draw(st.sampled_from([8, 16, 64, 128, 256]))
     hidden = heads * head_dim * draw(st.sampled_from([1, 1, 2]))  # sometimes head_dim != hidden / heads
     experts = draw(st.one_of(st.none(), st.integers(2, 64)))
-    return ModelSpec(
-        params=1, layers=draw(st.integers(1, 128)), hidden=hidden, heads=heads,
+    return ModelSpec(params=1, shape=ModelShape.of(
+        layers=draw(st.integers(1, 128)), hidden=hidden, heads=heads,
         kv_heads=draw(st.sampled_from([d for d in range(1, heads + 1) if heads % d == 0])),
         ffn=draw(st.integers(1, 8 * hidden)), vocab=draw(st.integers(1, 256_000)), experts=experts,
         experts_per_token=draw(st.integers(1, experts)) if experts else None,
-        extra={"head_dim": head_dim, "gated_mlp": draw(st.booleans())})
+        head_dim=head_dim, gated_mlp=draw(st.booleans())))
 
 
 @st.composite

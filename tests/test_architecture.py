@@ -76,23 +76,30 @@ def test_llama_2_7b_by_hand() -> None:
 
 
 def test_normalised_shape() -> None:
-    mixtral = model_spec_from_hf_config(config("mixtral-8x7b-v0.1.json"), "mixtral")
+    mixtral = model_spec_from_hf_config(config("mixtral-8x7b-v0.1.json"), "mixtral").shape
+    assert mixtral is not None
     assert (mixtral.layers, mixtral.hidden, mixtral.heads, mixtral.kv_heads, mixtral.ffn, mixtral.vocab) == \
         (32, 4096, 32, 8, 14336, 32000)
     assert (mixtral.experts, mixtral.experts_per_token, mixtral.max_seq_len) == (8, 2, 32768)
-    assert mixtral.tied_embeddings is False and mixtral.extra["gated_mlp"] is True
-    assert mixtral.extra["largest_layer_module"] == "experts"
+    assert mixtral.tied_embeddings is False and mixtral.gated_mlp is True and not mixtral.defaulted
+    assert model_spec_from_hf_config(config("mixtral-8x7b-v0.1.json"), "mixtral").extra["largest_layer_module"] == \
+        "experts"
 
     gemma = model_spec_from_hf_config(config("gemma-2b.json"), "gemma")
-    assert (gemma.extra["head_dim"], gemma.kv_heads, gemma.tied_embeddings) == (256, 1, True)
+    assert gemma.shape is not None
+    assert (gemma.extra["head_dim"], gemma.shape.kv_heads, gemma.shape.tied_embeddings) == (256, 1, True)
 
-    falcon = model_spec_from_hf_config(config("falcon-7b.json"), "falcon")
+    falcon_spec = model_spec_from_hf_config(config("falcon-7b.json"), "falcon")
+    falcon = falcon_spec.shape
+    assert falcon is not None
     assert (falcon.heads, falcon.kv_heads, falcon.ffn, falcon.max_seq_len) == (71, 1, 4 * 4544, 2048)
-    assert falcon.extra["parallel_attention"] is True and falcon.extra["gated_mlp"] is False
+    assert falcon_spec.extra["parallel_attention"] is True and falcon_spec.extra["gated_mlp"] is False
 
-    gpt2 = model_spec_from_hf_config(config("gpt2.json"), "gpt2")
+    gpt2_spec = model_spec_from_hf_config(config("gpt2.json"), "gpt2")
+    gpt2 = gpt2_spec.shape
+    assert gpt2 is not None
     assert (gpt2.ffn, gpt2.max_seq_len, gpt2.tied_embeddings) == (3072, 1024, True)
-    assert gpt2.extra["position_embeddings"] == "learned"
+    assert gpt2_spec.extra["position_embeddings"] == "learned"
     assert gpt2.family == "gpt2" and gpt2.experts is None
 
 
@@ -102,7 +109,8 @@ def test_gemma_7b_head_dim_differs_from_hidden_over_heads() -> None:
                    num_key_value_heads=16, intermediate_size=24576)
     spec = model_spec_from_hf_config(variant, "gemma-7b")
     assert spec.params == 8_537_680_896
-    assert spec.extra["head_dim"] == 256 != spec.hidden // spec.heads
+    assert spec.shape is not None
+    assert spec.extra["head_dim"] == spec.shape.head_dim == 256 != spec.shape.hidden // spec.shape.heads
 
 
 def test_opt_350m_projections_and_missing_final_norm() -> None:

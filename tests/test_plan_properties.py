@@ -139,7 +139,7 @@ def test_the_free_search_never_returns_a_plan_that_breaks_a_layout_rule(setup):
         assert context_parallel_problem(seq_len, plan.cp) is None, plan
         assert cross_node or parallel.tp_intra_node, plan
         assert plan.virtual_stages == 1 or (plan.pp > 1 and plan.grad_accum % plan.pp == 0
-                                            and model.layers >= plan.pp * plan.virtual_stages), plan
+                                            and model.shape.layers >= plan.pp * plan.virtual_stages), plan
     # the rules do bite in this space: whatever was left out was counted under its reason
     if not result.plans:
         assert result.rejected_layouts or result.skipped

@@ -69,7 +69,7 @@ def straightforward(request):
                 layout = Layout(dp, tp, pp, v, space.seq_len, b, m, recompute, sp, parallel.tp_intra_node,
                                 parallel.dp_intra_node, pp_intra_node(parallel.world, parallel.gpus_per_node),
                                 cp=cp, flash_attention=space.flash_attention)
-                micro = microbatch_seconds(layout, flops, model.hidden, machine)
+                micro = microbatch_seconds(layout, flops, flops.hidden, machine)
                 for option in options:
                     activations = ActivationConfig(
                         seq_len=space.seq_len // cp, micro_batch=b, recompute=recompute,

@@ -58,11 +58,12 @@ def test_every_cluster_loads_and_names_a_known_gpu(name):
 @pytest.mark.parametrize("name", presets.names("models"))
 def test_every_model_loads(name):
     spec = presets.model(name)
-    assert spec.has_shape and 0 < spec.largest_layer_params <= spec.params
-    assert spec.heads % spec.kv_heads == 0
-    assert (spec.experts is None) == (spec.experts_per_token is None)
-    if spec.experts:
-        assert spec.experts_per_token <= spec.experts
+    shape = spec.shape
+    assert shape is not None and 0 < spec.largest_layer_params <= spec.params
+    assert shape.heads % shape.kv_heads == 0
+    assert (shape.experts is None) == (shape.experts_per_token is None)
+    if shape.experts:
+        assert shape.experts_per_token <= shape.experts
 
 
 def test_a100_80g_reports_81920_mib():
@@ -201,5 +202,6 @@ def test_formula_reproduces_known_layouts():
 def test_model_spec_carries_a_consistent_layout(name):
     """The pipeline layout (per layer, input side, output side) adds up to the exact count."""
     spec = presets.model(name)
-    assert spec.has_layout
-    assert spec.layers * spec.layer_params + spec.input_params + spec.output_params == spec.params
+    layout = spec.layout
+    assert spec.shape is not None and layout is not None
+    assert spec.shape.layers * layout.layer_params + layout.input_params + layout.output_params == spec.params

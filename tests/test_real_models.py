@@ -80,11 +80,14 @@ def test_gradient_accumulation_multiplies_stage_2_and_3_traffic_only():
 def test_pipeline_stages_place_embeddings_and_head():
     model = presets.model("llama-2-7b")  # untied: embedding on the first stage, head on the last
     stages = stage_params(model, 4)
-    assert stages[0] == 8 * model.layer_params + model.input_params
-    assert stages[-1] == 8 * model.layer_params + model.output_params
+    layout = model.layout
+    assert layout is not None
+    assert stages[0] == 8 * layout.layer_params + layout.input_params
+    assert stages[-1] == 8 * layout.layer_params + layout.output_params
     assert sum(stages) == model.params
     gpt2 = load_hf_config("tests/configs/gpt2.json")  # tied: the last stage keeps its own copy for the head
-    assert sum(stage_params(gpt2, 2)) == gpt2.params + gpt2.vocab * gpt2.hidden
+    assert gpt2.shape is not None
+    assert sum(stage_params(gpt2, 2)) == gpt2.params + gpt2.shape.vocab * gpt2.shape.hidden
     assert layers_per_stage(10, 4) == [3, 3, 2, 2]
     with pytest.raises(InputError, match="layers"):
         layers_per_stage(4, 8)

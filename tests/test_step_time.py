@@ -7,7 +7,7 @@ import pytest
 from zeroplan.core.architecture import model_spec_from_hf_config
 from zeroplan.core.errors import InputError
 from zeroplan.core.hardware import Link
-from zeroplan.core.model import ModelSpec
+from zeroplan.core.model import ModelShape, ModelSpec
 from zeroplan.core.options import Option
 from zeroplan.core.traffic import (DpSeconds, OffloadSeconds, gpu_optimizer_seconds, offload_seconds, zero_dp_seconds,
                                    offload_traffic)
@@ -56,8 +56,9 @@ def test_narayanan_formula_is_exact_integer_form():
 
 
 def test_moe_counts_only_the_experts_a_token_meets():
-    mixtral = ModelSpec(params=46_702_792_704, layers=32, hidden=4096, heads=32, kv_heads=8, ffn=14336, vocab=32000,
-                        experts=8, experts_per_token=2, gated_mlp=True)
+    mixtral = ModelSpec(params=46_702_792_704, shape=ModelShape.of(
+        layers=32, hidden=4096, heads=32, kv_heads=8, ffn=14336, vocab=32000, experts=8, experts_per_token=2,
+        gated_mlp=True))
     flops = FlopModel.from_model(mixtral)
     idle = 6 * 3 * 4096 * 14336 * 32  # 6 idle experts per layer
     assert flops.params == mixtral.params - idle

@@ -9,7 +9,7 @@ import math
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from zeroplan.core.collectives import parse_collectives, sweep_sizes
+from zeroplan.core.collectives import CollectiveName, parse_collectives, sweep_sizes
 from zeroplan.core.errors import InputError
 from zeroplan.core.units import parse_bytes
 from zeroplan.distributed.devices import BACKENDS, check_nproc
@@ -26,7 +26,7 @@ FAULT_ENV = "ZEROPLAN_BENCH_FAULT"  # tests only: RANK:exit|hang:STEP (see zerop
 
 @dataclass(frozen=True)
 class BenchConfig:
-    collectives: tuple[str, ...]
+    collectives: tuple[CollectiveName, ...]
     min_bytes: int
     max_bytes: int
     factor: int

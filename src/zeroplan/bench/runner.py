@@ -86,7 +86,8 @@ def run_bench(config: BenchConfig) -> None:
         _check_host_memory(config, nproc)
     launch = Launch(WORKER, config.to_json(), nproc, LABEL, progress_timeout_s=config.timeout_s,
                     rank0_stderr_to_terminal=True)
-    outcome = launch_local(launch, lambda texts: BenchRun.from_json(texts[0]))
+    # Rank 0 writes the run; a missing file reads as empty text, which fails to parse.
+    outcome = launch_local(launch, lambda texts: BenchRun.from_json(texts[0] or ""))
     if outcome.exit_code != 0:
         raise BenchFailed(outcome.message, outcome.exit_code)
-    _finish(outcome.result, config)
+    _finish(outcome.value(), config)

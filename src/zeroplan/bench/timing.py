@@ -12,11 +12,14 @@ from __future__ import annotations
 import statistics
 import time
 from dataclasses import dataclass
-from typing import Callable
+from typing import TYPE_CHECKING, Callable
 
 from zeroplan.distributed.torch_import import import_torch
 
-torch = import_torch()
+if TYPE_CHECKING:
+    import torch
+else:
+    torch = import_torch()
 import torch.distributed as dist  # noqa: E402  (after the quiet import above)
 
 from zeroplan.core.collectives import ALL_GATHER, ALL_REDUCE, REDUCE_SCATTER

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from zeroplan.inputs.calibration import INTER_NODE, INTRA_NODE
+from zeroplan.inputs.calibration import INTER_NODE, INTRA_NODE, SpanName
 
 
 @dataclass(frozen=True)
@@ -43,10 +43,10 @@ class Topology:
     def ranks_per_node(self) -> int:
         return min(len(ranks) for ranks in self.node_ranks)
 
-    def spans(self) -> list[str]:
+    def spans(self) -> list[SpanName]:
         if self.nodes == 1:
             return [INTRA_NODE]
-        spans = [INTER_NODE]
+        spans: list[SpanName] = [INTER_NODE]
         if self.uniform and self.ranks_per_node >= 2:
             spans.append(INTRA_NODE)
         return spans

@@ -22,7 +22,7 @@ from zeroplan.distributed.child import Heartbeat, rank_main
 from zeroplan.distributed.devices import resolve_backend
 from zeroplan.distributed.exchange import all_gather_json
 from zeroplan.distributed.rendezvous import RankEnv, join_group
-from zeroplan.inputs.calibration import INTRA_NODE, Calibration, Measurement
+from zeroplan.inputs.calibration import INTRA_NODE, Calibration, Measurement, SpanName
 
 # Ranks spawned by our launcher wait this much longer than --timeout inside torch, so the launcher's
 # watchdog (which can name the stuck rank) acts first.
@@ -41,6 +41,7 @@ def _cpu_name() -> str:
 
 
 def _my_info(env: RankEnv, device: torch.device) -> RankInfo:
+    free: int | None  # this rank's free memory (None: unknown)
     if device.type == "cuda":
         free = torch.cuda.mem_get_info(device)[0]
         name = torch.cuda.get_device_name(device)
@@ -83,7 +84,7 @@ def _progress(enabled: bool, total: int):
 
 def _sweep(config: BenchConfig, topology: Topology, sizes: list[int], device: torch.device,
            heartbeat: Heartbeat, rank: int) -> tuple[list[Measurement], list[float]]:
-    groups: dict[str, dist.ProcessGroup | None] = {span: None for span in topology.spans()}
+    groups: dict[SpanName, dist.ProcessGroup | None] = {span: None for span in topology.spans()}
     if INTRA_NODE in groups and topology.nodes > 1:
         groups[INTRA_NODE], _ = dist.new_subgroups_by_enumeration([list(r) for r in topology.node_ranks])
     timer = time_cuda if device.type == "cuda" else time_cpu
@@ -131,7 +132,8 @@ def run(config: BenchConfig, env: RankEnv, heartbeat: Heartbeat, pg_timeout_s: f
         return None
     calibration = Calibration(
         created=datetime.now(timezone.utc).isoformat(timespec="seconds"),
-        backend=config.backend, dtype=config.dtype, world_size=topology.world_size, nodes=topology.nodes,
+        backend="nccl" if config.backend == "nccl" else "gloo",  # resolve_backend settled "auto" above
+        dtype=config.dtype, world_size=topology.world_size, nodes=topology.nodes,
         gpus_per_node=topology.ranks_per_node, hostnames=list(topology.hostnames), device=topology.device_name,
         torch_version=torch.__version__, fits=fits_on_mean(measurements, means, config.backend),
         measurements=measurements, notes=notes,

@@ -7,7 +7,7 @@ from collections.abc import Iterator
 
 from zeroplan.deepspeed import keys as ds_keys
 from zeroplan.deepspeed import startup_model
-from zeroplan.deepspeed.batch import BatchProblem, deepspeed_fill
+from zeroplan.deepspeed.batch import BatchProblem, deepspeed_fill, neither_batch_size
 from zeroplan.deepspeed.config_view import ConfigView
 from zeroplan.deepspeed.findings import ERROR, WARNING, Finding, Skipped
 from zeroplan.core.parallel import ParallelDims
@@ -23,7 +23,7 @@ def batch_identity(view: ConfigView, skipped: list[Skipped]) -> Iterator[Finding
     train, micro, accum = (values[k] for k in BATCH_KEYS)
     dp = view.env.dp
     if train is None and micro is None:  # DeepSpeed needs one of them whatever the world size
-        problem = deepspeed_fill(None, None, accum, 1)
+        problem = neither_batch_size()
         yield Finding("ZP001", ERROR, problem.message, problem.fix, (problem.key,))
         return
     if dp is None:

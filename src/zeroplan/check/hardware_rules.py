@@ -45,7 +45,7 @@ def config_buckets(view: ConfigView, stage: int) -> Buckets | None:
     prefetch = view.count((*zero, prefetch_key), defaults["stage3_prefetch_bucket_size"])
     live_key = "max_live_parameters" if "max_live_parameters" in view.zero else "stage3_max_live_parameters"
     live = view.count((*zero, live_key), defaults["stage3_max_live_parameters"])
-    if None in (reduce, allgather, prefetch, live):
+    if reduce is None or allgather is None or prefetch is None or live is None:
         return None
     overlap = view.overlap_comm
     return Buckets(stage, reduce, allgather, prefetch, live, overlap if isinstance(overlap, bool) else stage == 3)
@@ -88,9 +88,9 @@ def memory(view: ConfigView, context: CheckContext, skipped: list[Skipped], assu
     from zeroplan.estimate.run import build_plan
 
     precision = "fp32" if element_bytes(view) == 4 else "mixed"
-    buckets = config_buckets(view, stage) or Buckets(stage, *(DEEPSPEED_DEFAULTS[k] for k in (
-        "reduce_bucket_size", "allgather_bucket_size", "stage3_prefetch_bucket_size", "stage3_max_live_parameters")),
-        stage == 3)
+    buckets = config_buckets(view, stage) or Buckets(
+        stage, DEEPSPEED_DEFAULTS["reduce_bucket_size"], DEEPSPEED_DEFAULTS["allgather_bucket_size"],
+        DEEPSPEED_DEFAULTS["stage3_prefetch_bucket_size"], DEEPSPEED_DEFAULTS["stage3_max_live_parameters"], stage == 3)
     sub_group = view.count(("zero_optimization", "sub_group_size"))
     overlap = view.overlap_comm  # absent: the planner applies DeepSpeed's default per stage
     plan = build_plan(planning.estimate_inputs(
@@ -119,12 +119,14 @@ def memory(view: ConfigView, context: CheckContext, skipped: list[Skipped], assu
                       f"(model states {format_bytes(mine.model_state_bytes, units)}, buffers "
                       f"{format_bytes(parts['buffers'], units)}, activations {format_bytes(parts['activations'], units)})",
                       fix, where)
-    if "cpu" in mine.limits:
+    # A cpu or nvme limit is only ever set against a known capacity (estimate._with_fit).
+    cpu_usable = budget.usable_host_bytes(cluster.cpu_memory_bytes)
+    if "cpu" in mine.limits and cpu_usable is not None:
         yield Finding("ZP012", ERROR, f"{option.label} is predicted to need {format_bytes(mine.cpu_bytes_per_node, units)}"
-                      f" of CPU RAM per node > {format_bytes(budget.usable_host_bytes(cluster.cpu_memory_bytes), units)}"
+                      f" of CPU RAM per node > {format_bytes(cpu_usable, units)}"
                       " usable", fix, ("zero_optimization", "offload_optimizer")
                       if view.device("offload_optimizer") != "none" else where)
-    if "nvme" in mine.limits:
+    if "nvme" in mine.limits and cluster.nvme_bytes is not None:
         yield Finding("ZP013", ERROR, f"{option.label} is predicted to need {format_bytes(mine.nvme_bytes_per_node, units)}"
                       f" of NVMe per node > {format_bytes(cluster.nvme_bytes, units)}", fix,
                       ("zero_optimization", "offload_optimizer"))

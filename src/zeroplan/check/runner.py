@@ -8,7 +8,7 @@ An accelerate config is checked through its deepspeed_config_file, or its inline
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
 from zeroplan.check import config_rules, hardware_rules
@@ -38,7 +38,7 @@ def _same(path: tuple[str, ...]) -> tuple[str, ...]:
     return path
 
 
-def _mapper(table: dict[str, tuple[str, ...]]) -> Mapper:
+def _mapper(table: Mapping[str, tuple[str, ...]]) -> Mapper:
     def to_file_key(path: tuple[str, ...]) -> tuple[str, ...]:
         for end in range(len(path), 0, -1):  # the longest prefix the table knows
             if ".".join(path[:end]) in table:
@@ -47,7 +47,7 @@ def _mapper(table: dict[str, tuple[str, ...]]) -> Mapper:
     return to_file_key
 
 
-def run_rules(data: dict, context: CheckContext, duplicates: list[tuple[str, ...]] = ()) -> FileReport:
+def run_rules(data: dict, context: CheckContext, duplicates: Sequence[tuple[str, ...]] = ()) -> FileReport:
     """Every rule over one DeepSpeed config dict (findings not yet placed on lines)."""
     report = FileReport(file="", kind="deepspeed", checked_file="")
     view = ConfigView(data, planning.environment(context, data))
@@ -107,7 +107,7 @@ def _placed(report: FileReport, source: Source, mapper: Mapper) -> FileReport:
 def _check_deepspeed(source: Source, context: CheckContext, shown_as: str, kind: str) -> FileReport:
     if loaders.detect_kind(source) != "deepspeed":
         raise InputError(source.name, "is not a DeepSpeed config", "point at the ds_config.json file")
-    report = _placed(run_rules(source.data, context, source.duplicates), source, _same)
+    report = _placed(run_rules(source.mapping(), context, source.duplicates), source, _same)
     report.file, report.kind, report.checked_file = shown_as, kind, source.name
     return report
 
@@ -203,7 +203,7 @@ def _inline_accelerate_config(settings: dict) -> dict:
 
 
 def _check_accelerate(source: Source, context: CheckContext) -> FileReport:
-    data = source.data
+    data = source.mapping()
     if str(data.get("distributed_type", "DEEPSPEED")).upper() != "DEEPSPEED":
         raise InputError(source.name, f"distributed_type is {data.get('distributed_type')}, not DEEPSPEED",
                          "zeroplan check reads DeepSpeed setups only")

@@ -9,7 +9,7 @@ from __future__ import annotations
 import os
 import sys
 
-from typing import Annotated
+from typing import Annotated, Protocol, TypeGuard
 
 import typer
 
@@ -89,7 +89,13 @@ def __getattr__(name: str):
     raise AttributeError(name)
 
 
-def _is_click_error(exc: BaseException) -> bool:
+class _ClickError(Protocol):
+    exit_code: int
+
+    def format_message(self) -> str: ...
+
+
+def _is_click_error(exc: BaseException) -> TypeGuard[_ClickError]:
     # typer vendors click (typer._click) in recent releases and uses click itself in older ones:
     # match click's exception protocol rather than one module's classes.
     return hasattr(exc, "format_message") and isinstance(getattr(exc, "exit_code", None), int)

@@ -36,4 +36,4 @@ def keep_option_names_whole() -> None:
                 column.no_wrap = True
                 column.overflow = "ignore"
 
-    rich_utils.Table = OptionsTable
+    rich_utils.Table = OptionsTable  # type: ignore[misc]  # typer help draws rich_utils.Table: swap in ours

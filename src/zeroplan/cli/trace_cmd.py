@@ -28,6 +28,8 @@ def trace(model: ModelInputs, trace: TraceInputs, hardware: HardwareInputs, step
         raise InputError("--tolerance", f"must be a percentage of 0 or more, got {tolerance}")
     from zeroplan.trace import compare, report
 
+    if model.model is None:  # required=("model",): the command line never leaves it out
+        raise InputError("--model", "no model given", "pass --model with a preset or a config.json")
     result = compare.run(compare.TraceRequest(
         model=model.model, gpus=trace.gpus, stage=trace.stage, precision=step.precision,
         recompute=step.recompute or "none", seq_len=step.seq_len, micro_batch=step.micro_batch or 1,

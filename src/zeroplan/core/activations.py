@@ -52,7 +52,8 @@ DEFAULT_SEQ_LEN_CAP = 4096  # the default sequence length: the model's context, 
 
 def default_seq_len(model: ModelSpec) -> int:
     """The sequence length every command assumes when none is given: the model's context, capped."""
-    return min(model.max_seq_len or DEFAULT_SEQ_LEN_CAP, DEFAULT_SEQ_LEN_CAP)
+    context = model.shape.max_seq_len if model.shape is not None else None
+    return min(context or DEFAULT_SEQ_LEN_CAP, DEFAULT_SEQ_LEN_CAP)
 ACTIVATION_DTYPE_BYTES = (1, 2, 4)
 _TOKEN_ID_BYTES = 8  # int64 input ids, as Megatron counts them
 _MASK_BYTES = 1  # one byte per dropout-mask element
@@ -137,19 +138,15 @@ class _Shape:
 
 
 def _shape(model: ModelSpec) -> _Shape:
-    if not model.has_shape:
-        raise InputError("--model", f"activation memory needs the shape of '{model.name}' "
-                         "(layers, hidden, heads, vocab); a parameter count alone does not give it",
-                         "use --hf-config with the model's config.json, or a model preset")
-    moe = bool(model.experts and model.experts_per_token)
+    shape = model.require_shape("--model", f"activation memory needs the shape of '{model.name}' "
+                                "(layers, hidden, heads, vocab); a parameter count alone does not give it",
+                                "use --hf-config with the model's config.json, or a model preset")
+    experts, per_token = shape.experts, shape.experts_per_token
     return _Shape(
-        layers=model.layers, hidden=model.hidden, heads=model.heads,
-        kv_heads=model.kv_heads or model.heads,
-        head_dim=model.head_dim or model.extra.get("head_dim") or model.hidden // model.heads,
-        ffn=model.ffn or 4 * model.hidden, vocab=model.vocab,
-        gated_mlp=bool(model.gated_mlp if model.gated_mlp is not None else model.extra.get("gated_mlp", False)),
-        experts=model.experts if moe else 0,
-        experts_per_token=model.experts_per_token if moe else 1, family=model.family,
+        layers=shape.layers, hidden=shape.hidden, heads=shape.heads, kv_heads=shape.kv_heads,
+        head_dim=shape.head_dim, ffn=shape.ffn, vocab=shape.vocab, gated_mlp=shape.gated_mlp,
+        experts=experts if experts and per_token else 0, experts_per_token=per_token if experts and per_token else 1,
+        family=shape.family,
         dropout=_trains_with_dropout(model.extra.get("hf_config") or {}))
 
 
@@ -360,13 +357,17 @@ def activation_memory(model: ModelSpec, config: ActivationConfig) -> ActivationE
     """Activation bytes per GPU on the most loaded stage, each entry rounded up to whole bytes."""
     if applied_implementation(model, config)[0] == "transformers":
         return ActivationEstimate(breakdown=_transformers_terms(_shape(model), config),
-                                  layer_micro_batches=Fraction(model.layers or 0), micro_batches_in_flight=Fraction(1))
+                                  layer_micro_batches=Fraction(_layers(model)), micro_batches_in_flight=Fraction(1))
     terms = activation_terms(model, config)
     in_flight = micro_batches_in_flight(config)
     return ActivationEstimate(
         breakdown={key: ceil(value) for key, value in terms.items()},
-        layer_micro_batches=layers_on_first_stage(model.layers or 0, config) * in_flight,
+        layer_micro_batches=layers_on_first_stage(_layers(model), config) * in_flight,
         micro_batches_in_flight=in_flight)
+
+
+def _layers(model: ModelSpec) -> int:
+    return model.shape.layers if model.shape is not None else 0
 
 
 def largest_micro_batch_that_fits(budget_bytes: int, fixed_bytes: int, model: ModelSpec,

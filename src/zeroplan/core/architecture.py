@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from zeroplan.core.errors import InputError
-from zeroplan.core.model import ModelSpec
+from zeroplan.core.model import ModelShape, ModelSpec, ParamLayout
 from zeroplan.core.units import shown
 
 _LLAMA_LIKE = ("llama", "mistral", "mixtral", "qwen2", "gemma")
@@ -333,12 +333,12 @@ def model_spec_from_hf_config(config: dict, name: str, source: str | None = None
     extra = dict(architecture.extra)
     extra.update(head_dim=architecture.head_dim, gated_mlp=architecture.gated_mlp,
                  largest_layer_module=largest.name, hf_config=dict(config))  # for the framework convention
-    return ModelSpec(
-        params=architecture.params, name=name, largest_layer_params=largest.params,
+    shape = ModelShape.of(
         layers=architecture.layers, hidden=architecture.hidden, heads=architecture.heads,
         kv_heads=architecture.kv_heads, ffn=architecture.ffn, vocab=architecture.vocab,
         experts=architecture.experts, experts_per_token=architecture.experts_per_token,
         max_seq_len=architecture.max_seq_len, family=architecture.family,
         tied_embeddings=architecture.tied_embeddings, head_dim=architecture.head_dim,
-        gated_mlp=architecture.gated_mlp, layer_params=per_layer, input_params=input_side,
-        output_params=output_side, extra=extra)
+        gated_mlp=architecture.gated_mlp, layout=ParamLayout(per_layer, input_side, output_side))
+    return ModelSpec(params=architecture.params, name=name, largest_layer_params=largest.params, shape=shape,
+                     extra=extra)

@@ -20,34 +20,36 @@ from __future__ import annotations
 import math
 import statistics
 from dataclasses import dataclass
-from typing import Sequence
+from typing import Final, Literal, Sequence
 
 from zeroplan.core.errors import InputError
 
-ALL_GATHER = "all_gather"
-REDUCE_SCATTER = "reduce_scatter"
-ALL_REDUCE = "all_reduce"
-COLLECTIVES = (ALL_GATHER, REDUCE_SCATTER, ALL_REDUCE)
+CollectiveName = Literal["all_gather", "reduce_scatter", "all_reduce"]
+ALL_GATHER: Final = "all_gather"
+REDUCE_SCATTER: Final = "reduce_scatter"
+ALL_REDUCE: Final = "all_reduce"
+COLLECTIVES: tuple[CollectiveName, ...] = (ALL_GATHER, REDUCE_SCATTER, ALL_REDUCE)
 
 # The torch.distributed call each collective is measured with (names from the issue and the CLI).
-TORCH_NAMES = {
+TORCH_NAMES: dict[CollectiveName, str] = {
     ALL_GATHER: "all_gather_into_tensor",
     REDUCE_SCATTER: "reduce_scatter_tensor",
     ALL_REDUCE: "all_reduce",
 }
-_ALIASES = {
+_ALIASES: dict[CollectiveName, tuple[str, ...]] = {
     ALL_GATHER: ("all_gather", "allgather", "all_gather_into_tensor", "all_gather_single", "ag"),
     REDUCE_SCATTER: ("reduce_scatter", "reducescatter", "reduce_scatter_tensor", "reduce_scatter_single", "rs"),
     ALL_REDUCE: ("all_reduce", "allreduce", "ar"),
 }
-_CANONICAL = {alias: name for name, aliases in _ALIASES.items() for alias in aliases}
+_CANONICAL: dict[str, CollectiveName] = {alias: name for name, aliases in _ALIASES.items() for alias in aliases}
 
 # How a backend implements a collective; "allreduce+chunk" is gloo's ReduceScatter (PyTorch PR #118911).
-RING = "ring"
-ALLREDUCE_THEN_CHUNK = "allreduce+chunk"
+Implementation = Literal["ring", "allreduce+chunk"]
+RING: Final = "ring"
+ALLREDUCE_THEN_CHUNK: Final = "allreduce+chunk"
 
 
-def canonical_collective(name: str, input_name: str = "--collectives") -> str:
+def canonical_collective(name: str, input_name: str = "--collectives") -> CollectiveName:
     key = name.strip().lower().replace("-", "_")
     if key not in _CANONICAL:
         valid = ", ".join(TORCH_NAMES.values())
@@ -55,12 +57,12 @@ def canonical_collective(name: str, input_name: str = "--collectives") -> str:
     return _CANONICAL[key]
 
 
-def parse_collectives(text: str) -> tuple[str, ...]:
+def parse_collectives(text: str) -> tuple[CollectiveName, ...]:
     """'all_gather_into_tensor,all_reduce' -> ('all_gather', 'all_reduce'), in order, without repeats."""
     names = [part for part in (p.strip() for p in text.split(",")) if part]
     if not names:
         raise InputError("--collectives", "is empty", "name at least one, e.g. all_gather_into_tensor")
-    result: list[str] = []
+    result: list[CollectiveName] = []
     for name in names:
         canonical = canonical_collective(name)
         if canonical not in result:

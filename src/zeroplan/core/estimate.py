@@ -17,7 +17,7 @@ from zeroplan.core.deepspeed_estimator import DEFAULT_BUFFER_FACTOR, deepspeed_m
 from zeroplan.core.errors import InputError
 from zeroplan.core.fit import MemoryBudget
 from zeroplan.core.hardware import ClusterSpec, Link
-from zeroplan.core.model import ModelSpec
+from zeroplan.core.model import ModelSpec, ParamLayout
 from zeroplan.core.micro_batch import with_max_micro_batch
 from zeroplan.core.model_states import paper_model_states
 from zeroplan.core.option_estimate import OptionEstimate
@@ -142,8 +142,9 @@ def _evaluate(request: EstimateRequest, option: Option, activations: dict[str, i
             breakdown = framework_model_states(option, request.parameters, parallel.dp, per_param, request.framework)
         else:
             breakdown = paper_model_states(option, shard, parallel.dp, per_param, gpus_in_node)
-        if request.convention == "framework" and request.framework == "torch" and request.model.has_layout:
-            breakdown.update(_torch_buffers(request, option, breakdown, activations))
+        layout = request.model.layout
+        if request.convention == "framework" and request.framework == "torch" and layout is not None:
+            breakdown.update(_torch_buffers(request, layout, option, breakdown, activations))
         else:
             # torch's wrappers keep fp32 gradients: there is no fp32 copy to make for the optimizer step.
             fp32_step_copy = per_param.precision == "mixed" and not (
@@ -177,16 +178,17 @@ def _evaluate(request: EstimateRequest, option: Option, activations: dict[str, i
     estimate = OptionEstimate(option, request.convention, breakdown, comm_seconds, offload_seconds,
                               fits=True, limits=(), host_checked=True)
     if request.max_micro_batch and request.activations is not None:
-        estimate = with_max_micro_batch(request, estimate)
+        estimate = with_max_micro_batch(request, estimate, request.activations)
     return _with_fit(request, estimate)
 
 
-def _torch_buffers(request: EstimateRequest, option: Option, breakdown: dict[str, int],
+def _torch_buffers(request: EstimateRequest, layout: ParamLayout, option: Option, breakdown: dict[str, int],
                    activations: dict[str, int]) -> dict[str, int]:
     from zeroplan.core.torch_buffers import torch_gpu_buffers
 
     model, mixed = request.model, request.per_param.precision == "mixed"
-    buffers = torch_gpu_buffers(option.stage, model.params, model.layer_params, model.input_params + model.output_params,
+    buffers = torch_gpu_buffers(option.stage, model.params, layout.layer_params,
+                                layout.input_params + layout.output_params,
                                 2 if mixed else 4, breakdown["gpu/optimizer_states"],
                                 breakdown["gpu/gradients"], sum(activations.values()), request.per_param.optimizer)
     return {f"gpu/buffers/{name}": size for name, size in buffers.items()}
@@ -263,8 +265,9 @@ def model_largest_layer_params(model: ModelSpec) -> tuple[int, str | None]:
     whichever is larger; else default_largest_layer_params. The note says what was assumed (None: nothing)."""
     if model.largest_layer_params is not None:
         return model.largest_layer_params, None
-    if model.vocab and model.hidden:
-        largest = min(model.params, max(model.vocab * model.hidden, model.hidden * (model.ffn or 4 * model.hidden)))
+    if model.shape is not None:
+        shape = model.shape
+        largest = min(model.params, max(shape.vocab * shape.hidden, shape.hidden * shape.ffn))
         return largest, (f"largest layer: {format_count(largest)} parameters (the embedding or an MLP projection; "
                          "--largest-layer-params)")
     largest = default_largest_layer_params(model.params)

@@ -32,12 +32,12 @@ MAX_SEQ_LEN = 10**8
 def model_layout_problem(model: ModelSpec, parallel: ParallelDims, *, seq_len: int | None = None,
                          sequence_parallel: bool = False) -> str | None:
     """The first rule this model, layout and step break (one of the reasons above), or None."""
-    tp, pp = parallel.tp, parallel.pp
-    if model.heads is not None and model.heads % tp:
+    tp, pp, shape = parallel.tp, parallel.pp, model.shape
+    if shape is not None and shape.heads % tp:
         return TP_HEADS
-    if model.heads is not None and (model.kv_heads or model.heads) % tp:
+    if shape is not None and shape.kv_heads % tp:
         return TP_KV_HEADS
-    if model.layers is not None and pp > model.layers:
+    if shape is not None and pp > shape.layers:
         return PP_LAYERS
     if sequence_parallel and seq_len is not None and seq_len % tp:
         return SP_SEQUENCE
@@ -62,19 +62,21 @@ def check_model_layout(model: ModelSpec, parallel: ParallelDims, *, seq_len: int
     tp, name = parallel.tp, model.name
     if problem is None:
         return
+    if problem == SP_SEQUENCE and seq_len is not None:
+        raise InputError("--seq-len", f"{seq_len} is not divisible by tp({tp}), as sequence parallelism needs",
+                         f"use a multiple of {tp}, e.g. {seq_len - seq_len % tp or tp}")
+    # Every other rule is one of the model's shape.
+    shape = model.require_shape("--model", f"{name} has no shape", "use a preset or config.json")
     if problem == TP_HEADS:
-        raise InputError("--tp", f"tp({tp}) does not divide the {model.heads} attention heads of {name}",
-                         f"use a tp that divides {model.heads}: {_divisors(model.heads)}")
+        raise InputError("--tp", f"tp({tp}) does not divide the {shape.heads} attention heads of {name}",
+                         f"use a tp that divides {shape.heads}: {_divisors(shape.heads)}")
     if problem == TP_KV_HEADS:
-        kv = model.kv_heads or model.heads
+        kv = shape.kv_heads
         raise InputError("--tp", f"tp({tp}) does not divide the {kv} key/value heads of {name}",
                          f"use a tp that divides {kv}: {_divisors(kv)}")
     if problem == PP_LAYERS:
-        raise InputError("--pp", f"pp({parallel.pp}) is more than the {model.layers} layers of {name}",
-                         f"use at most --pp {model.layers}")
-    if problem == SP_SEQUENCE:
-        raise InputError("--seq-len", f"{seq_len} is not divisible by tp({tp}), as sequence parallelism needs",
-                         f"use a multiple of {tp}, e.g. {seq_len - seq_len % tp or tp}")
+        raise InputError("--pp", f"pp({parallel.pp}) is more than the {shape.layers} layers of {name}",
+                         f"use at most --pp {shape.layers}")
     raise AssertionError(problem)  # pragma: no cover - every reason above has its message
 
 

@@ -242,7 +242,7 @@ def _search_layout(request: SearchRequest, grid: _Grid, flops: FlopModel, activa
     # offload seconds of each option are computed once per (sequence parallelism, recompute, micro-batch).
     exposed_by_shape: dict[tuple[bool, str, int], list[tuple[float, float]]] = {}
     per_rank = space.global_batch // dp
-    hidden, overlap, append = request.model.hidden, machine.dp_overlap, plans.append
+    hidden, overlap, append = flops.hidden, machine.dp_overlap, plans.append
     for v, sp, recompute, b in shapes:
         m = per_rank // b
         issue = interleave_problem(flops.layers, pp, v, m)

@@ -121,7 +121,8 @@ def layout_problem(model: ModelSpec, parallel: ParallelDims, space: SearchSpace,
         return SP_SEQUENCE
     if context_parallel_problem(space.seq_len, cp):
         return CP_SEQUENCE
-    if Fraction(pp * ceil_div(model.layers, pp), model.layers) - 1 > MAX_PP_IMBALANCE:
+    layers = model.shape.layers if model.shape is not None else pp
+    if Fraction(pp * ceil_div(layers, pp), layers) - 1 > MAX_PP_IMBALANCE:
         return PP_UNEVEN
     if space.global_batch % dp:
         return DP_BATCH

@@ -5,7 +5,7 @@ from __future__ import annotations
 import dataclasses
 from typing import TYPE_CHECKING
 
-from zeroplan.core.activations import largest_micro_batch_that_fits
+from zeroplan.core.activations import ActivationConfig, largest_micro_batch_that_fits
 from zeroplan.core.option_estimate import OptionEstimate
 
 if TYPE_CHECKING:
@@ -24,7 +24,8 @@ def accumulation_for(global_batch: int, dp: int, micro_batch_limit: int) -> tupl
     return None
 
 
-def with_max_micro_batch(request: EstimateRequest, estimate: OptionEstimate) -> OptionEstimate:
+def with_max_micro_batch(request: EstimateRequest, estimate: OptionEstimate,
+                         activations: ActivationConfig) -> OptionEstimate:
     # total(b) = fixed + max(activations(b), step temporary): both sides must fit.
     beyond = estimate.breakdown.get("gpu/buffers/optimizer_step_beyond_activations", 0)
     fixed = estimate.gpu_bytes["total"] - estimate.gpu_bytes["activations"] - beyond
@@ -32,7 +33,7 @@ def with_max_micro_batch(request: EstimateRequest, estimate: OptionEstimate) -> 
     usable = request.budget.usable_gpu_bytes
     largest = 0
     if fixed + temporary <= usable:
-        largest = largest_micro_batch_that_fits(usable, fixed, request.model, request.activations)
+        largest = largest_micro_batch_that_fits(usable, fixed, request.model, activations)
     found = None
     if request.global_batch is not None and largest:
         found = accumulation_for(request.global_batch, request.parallel.dp, largest)

@@ -1,4 +1,5 @@
-"""What the planner needs to know about a model. Shape fields are optional: --params alone works."""
+"""What the planner needs to know about a model: a parameter count (ModelSpec), and, when known, its shape
+(ModelShape, every field typed). --params alone gives a count without a shape."""
 
 from __future__ import annotations
 
@@ -7,6 +8,67 @@ from dataclasses import dataclass, field
 from zeroplan.core.errors import InputError
 from zeroplan.core.units import MAX_COUNT, format_count
 
+# The shape fields a source may leave out, filled with the usual default (see ModelShape.of).
+DEFAULTED_FIELDS = ("kv_heads", "ffn", "head_dim", "gated_mlp")
+
+
+@dataclass(frozen=True)
+class ParamLayout:
+    """Where the parameters sit, for pipeline stages: per transformer layer, on the input side (embeddings,
+    positions: first stage) and on the output side (final norm, LM head: last stage)."""
+
+    layer_params: int
+    input_params: int
+    output_params: int
+
+
+@dataclass(frozen=True)
+class ModelShape:
+    """A transformer's shape. kv_heads, ffn, head_dim and gated_mlp always hold a value: ModelShape.of fills
+    the ones a source leaves out (heads, 4·hidden, hidden/heads, False) and names them in `defaulted`."""
+
+    layers: int
+    hidden: int
+    heads: int
+    vocab: int
+    kv_heads: int
+    ffn: int
+    head_dim: int
+    gated_mlp: bool = False  # SwiGLU/GeGLU: three ffn-wide matrices instead of two
+    experts: int | None = None
+    experts_per_token: int | None = None
+    max_seq_len: int | None = None
+    family: str | None = None
+    tied_embeddings: bool | None = None
+    layout: ParamLayout | None = None
+    defaulted: frozenset[str] = frozenset()
+
+    @classmethod
+    def of(cls, *, layers: int, hidden: int, heads: int, vocab: int, kv_heads: int | None = None,
+           ffn: int | None = None, head_dim: int | None = None, gated_mlp: bool | None = None,
+           experts: int | None = None, experts_per_token: int | None = None, max_seq_len: int | None = None,
+           family: str | None = None, tied_embeddings: bool | None = None,
+           layout: ParamLayout | None = None) -> ModelShape:
+        """The shape with the usual defaults for the fields a source leaves out (None)."""
+        if head_dim is None and hidden % heads:
+            raise InputError("--heads", f"{heads} heads do not divide hidden size {hidden}",
+                             "give the model's real head count (or its head_dim in config.json)")
+        if kv_heads is not None and (kv_heads > heads or heads % kv_heads):
+            raise InputError("--kv-heads", f"{kv_heads} key/value heads do not divide {heads} heads",
+                             "grouped-query attention needs heads to be a multiple of kv_heads")
+        given = {"kv_heads": kv_heads, "ffn": ffn, "head_dim": head_dim, "gated_mlp": gated_mlp}
+        return cls(layers=layers, hidden=hidden, heads=heads, vocab=vocab,
+                   kv_heads=heads if kv_heads is None else kv_heads, ffn=4 * hidden if ffn is None else ffn,
+                   head_dim=hidden // heads if head_dim is None else head_dim, gated_mlp=bool(gated_mlp),
+                   experts=experts, experts_per_token=experts_per_token, max_seq_len=max_seq_len, family=family,
+                   tied_embeddings=tied_embeddings, layout=layout,
+                   defaulted=frozenset(name for name, value in given.items() if value is None))
+
+    def as_given(self, name: str) -> int | bool | None:
+        """A defaultable field as its source gave it: None where ModelShape.of filled it in (reports)."""
+        value: int | bool = getattr(self, name)
+        return None if name in self.defaulted else value
+
 
 @dataclass(frozen=True)
 class ModelSpec:
@@ -14,24 +76,7 @@ class ModelSpec:
     name: str = "custom"
     # Parameters owned directly by the largest single module (DeepSpeed's definition).
     largest_layer_params: int | None = None
-    layers: int | None = None
-    hidden: int | None = None
-    heads: int | None = None
-    kv_heads: int | None = None
-    ffn: int | None = None
-    vocab: int | None = None
-    experts: int | None = None
-    experts_per_token: int | None = None
-    max_seq_len: int | None = None
-    family: str | None = None
-    tied_embeddings: bool | None = None
-    head_dim: int | None = None  # when it differs from hidden/heads (Gemma)
-    gated_mlp: bool | None = None  # SwiGLU/GeGLU: three ffn-wide matrices instead of two
-    # Where the parameters sit, for pipeline stages: per transformer layer, on the input side
-    # (embeddings, positions: first stage) and on the output side (final norm, LM head: last stage).
-    layer_params: int | None = None
-    input_params: int | None = None
-    output_params: int | None = None
+    shape: ModelShape | None = None
     extra: dict = field(default_factory=dict, compare=False)
 
     def __post_init__(self) -> None:
@@ -39,27 +84,38 @@ class ModelSpec:
             raise InputError("--params", f"must be a positive whole count, got {self.params}",
                              "write a count such as 13e9 or 13B")
         if self.params > MAX_COUNT:
-            raise InputError("--model" if self.hidden else "--params",
+            raise InputError("--model" if self.shape else "--params",
                              f"{self.name} has {format_count(self.params)} parameters, beyond any real model "
                              "(more than 1e18)", "check the model's shape fields")
-        if self.heads is not None and self.hidden is not None:
-            if self.head_dim is None and self.hidden % self.heads:
-                raise InputError("--heads", f"{self.heads} heads do not divide hidden size {self.hidden}",
-                                 "give the model's real head count (or its head_dim in config.json)")
-            if self.kv_heads is not None and (self.kv_heads > self.heads or self.heads % self.kv_heads):
-                raise InputError("--kv-heads", f"{self.kv_heads} key/value heads do not divide {self.heads} heads",
-                                 "grouped-query attention needs heads to be a multiple of kv_heads")
         if self.largest_layer_params is not None and not 0 < self.largest_layer_params <= self.params:
             raise InputError("--largest-layer-params",
                              f"must be between 1 and the model's {self.params} parameters, got {self.largest_layer_params}")
 
+    def require_shape(self, flag: str, problem: str, fix: str) -> ModelShape:
+        """The model's shape, or the InputError (flag, problem, fix) when only a count is known."""
+        if self.shape is None:
+            raise InputError(flag, problem, fix)
+        return self.shape
+
     @property
-    def has_layout(self) -> bool:
-        return None not in (self.layers, self.layer_params, self.input_params, self.output_params)
+    def layout(self) -> ParamLayout | None:
+        return self.shape.layout if self.shape is not None else None
 
     @property
     def has_shape(self) -> bool:
-        return all(v is not None for v in (self.layers, self.hidden, self.heads, self.vocab))
+        return self.shape is not None
+
+    def reported(self, name: str) -> int | bool | str | None:
+        """A shape or layout field as the model's source gave it, for reports: None where no shape (or
+        layout) is known, or where ModelShape.of filled the field with its default."""
+        if self.shape is None:
+            return None
+        if name in ("layer_params", "input_params", "output_params"):
+            return None if self.shape.layout is None else getattr(self.shape.layout, name)
+        if name in DEFAULTED_FIELDS:
+            return self.shape.as_given(name)
+        value: int | bool | str | None = getattr(self.shape, name)
+        return value
 
 
 def check_count_against_shape(params: int, layers: int, hidden: int) -> None:

@@ -24,13 +24,15 @@ def stage_params(model: ModelSpec, pp: int) -> list[int]:
     """Parameters held by each pipeline stage, first to last."""
     if pp == 1:
         return [model.params]
-    if not model.has_layout:
+    shape = model.shape
+    if shape is None or shape.layout is None:
         return [ceil_div(model.params, pp)] * pp
-    stages = [count * model.layer_params for count in layers_per_stage(model.layers, pp)]
-    stages[0] += model.input_params
-    stages[-1] += model.output_params
-    if model.tied_embeddings and model.vocab and model.hidden:
-        stages[-1] += model.vocab * model.hidden  # the head's copy of the tied embedding
+    layout = shape.layout
+    stages = [count * layout.layer_params for count in layers_per_stage(shape.layers, pp)]
+    stages[0] += layout.input_params
+    stages[-1] += layout.output_params
+    if shape.tied_embeddings:
+        stages[-1] += shape.vocab * shape.hidden  # the head's copy of the tied embedding
     return stages
 
 

@@ -40,11 +40,13 @@ def _shortfall(estimate: OptionEstimate, request: EstimateRequest, units: str) -
     if "gpu" in estimate.limits:
         return (f"{label} needs {format_bytes(estimate.gpu_bytes['total'], units)} per GPU > "
                 f"{format_bytes(budget.usable_gpu_bytes, units)} usable")
-    if "cpu" in estimate.limits:
+    # A cpu or nvme limit is only ever set against a known capacity (estimate._with_fit).
+    cpu_usable = budget.usable_host_bytes(cluster.cpu_memory_bytes)
+    if "cpu" in estimate.limits and cpu_usable is not None:
         return (f"{label} needs {format_bytes(estimate.cpu_bytes_per_node, units)} of CPU RAM per node > "
-                f"{format_bytes(budget.usable_host_bytes(cluster.cpu_memory_bytes), units)} usable")
+                f"{format_bytes(cpu_usable, units)} usable")
     return (f"{label} needs {format_bytes(estimate.nvme_bytes_per_node, units)} of NVMe per node > "
-            f"{format_bytes(cluster.nvme_bytes, units)}")
+            f"{format_bytes(cluster.nvme_bytes or 0, units)}")
 
 
 def _fits_summary(estimate: OptionEstimate, request: EstimateRequest, units: str) -> str:
@@ -85,7 +87,8 @@ def fewest_gpus(request: EstimateRequest) -> tuple[int, OptionEstimate] | None:
     while high - low > 1:
         middle = (low + high) // 2
         low, high = (low, middle) if best_at(middle * step) is not None else (middle, high)
-    return high * step, best_at(high * step)
+    best = best_at(high * step)
+    return None if best is None else (high * step, best)  # high fits: best is never None
 
 
 def recommend(request: EstimateRequest, estimates: list[OptionEstimate], units: str = "iec") -> Recommendation:

@@ -129,27 +129,24 @@ class FlopModel:
 
     @classmethod
     def from_model(cls, model: ModelSpec) -> FlopModel:
-        if not model.has_shape:
-            raise InputError("--model", f"the step time needs the shape of '{model.name}' (layers, hidden, heads, "
-                             "vocab)", "use --model with a preset or config.json, or give --layers/--hidden/--heads")
-        layers, hidden = model.layers, model.hidden
-        head_dim = model.head_dim or model.extra.get("head_dim") or hidden // model.heads
-        if model.layer_params is not None:
-            layer = model.layer_params
+        shape = model.require_shape("--model", f"the step time needs the shape of '{model.name}' (layers, hidden, "
+                                    "heads, vocab)",
+                                    "use --model with a preset or config.json, or give --layers/--hidden/--heads")
+        layers, hidden, head_dim = shape.layers, shape.hidden, shape.head_dim
+        if shape.layout is not None:
+            layer = shape.layout.layer_params
         else:  # embeddings (and an untied head) aside, the rest is in the layers
-            outside = model.vocab * hidden * (1 if model.tied_embeddings else 2)
+            outside = shape.vocab * hidden * (1 if shape.tied_embeddings else 2)
             layer = max(1, (model.params - outside) // layers)
         params = model.params
-        if model.experts and model.experts_per_token:
-            gated = model.gated_mlp if model.gated_mlp is not None else model.extra.get("gated_mlp", False)
-            expert = (3 if gated else 2) * hidden * (model.ffn or 4 * hidden)
-            idle = (model.experts - model.experts_per_token) * expert  # per layer, not met by a token
+        if shape.experts and shape.experts_per_token:
+            expert = (3 if shape.gated_mlp else 2) * hidden * shape.ffn
+            idle = (shape.experts - shape.experts_per_token) * expert  # per layer, not met by a token
             layer -= idle
             params -= idle * layers
-        gated = bool(model.gated_mlp if model.gated_mlp is not None else model.extra.get("gated_mlp", False))
-        kv = (model.kv_heads or model.heads) * head_dim
-        return cls(params, layer, layers, hidden, model.heads * head_dim, kv, model.ffn or 4 * hidden, gated,
-                   model.vocab or 0, (model.experts_per_token or 1) if model.experts else 1, model.heads)
+        kv = shape.kv_heads * head_dim
+        return cls(params, layer, layers, hidden, shape.heads * head_dim, kv, shape.ffn, shape.gated_mlp,
+                   shape.vocab, (shape.experts_per_token or 1) if shape.experts else 1, shape.heads)
 
     def model_flops_per_token(self) -> int:
         """The MFU numerator: 6Ψ (forward 2Ψ, backward 4Ψ)."""

@@ -26,11 +26,16 @@ class BatchProblem:
     key: str  # the key to point at
 
 
+def neither_batch_size() -> BatchProblem:
+    """DeepSpeed stops at start-up when neither batch size is set, whatever the world size."""
+    return BatchProblem("neither train_batch_size nor train_micro_batch_size_per_gpu is set: DeepSpeed "
+                        "stops at start-up", "set train_micro_batch_size_per_gpu (and gradient_accumulation_steps)",
+                        "train_micro_batch_size_per_gpu")
+
+
 def deepspeed_fill(train: int | None, micro: int | None, accum: int | None, dp: int) -> Batch | BatchProblem:
     if train is None and micro is None:
-        return BatchProblem("neither train_batch_size nor train_micro_batch_size_per_gpu is set: DeepSpeed "
-                            "stops at start-up", "set train_micro_batch_size_per_gpu (and gradient_accumulation_steps)",
-                            "train_micro_batch_size_per_gpu")
+        return neither_batch_size()
     if train is not None and micro is not None and accum is None:
         accum = train // micro // dp
     elif train is not None and accum is not None and micro is None:
@@ -41,6 +46,8 @@ def deepspeed_fill(train: int | None, micro: int | None, accum: int | None, dp: 
         accum, micro = 1, train // dp
     elif micro is not None and train is None and accum is None:
         accum, train = 1, micro * dp
+    if train is None or micro is None or accum is None:  # pragma: no cover - every case above fills all three
+        raise AssertionError((train, micro, accum))
     for key, value in (("train_batch_size", train), ("train_micro_batch_size_per_gpu", micro),
                        ("gradient_accumulation_steps", accum)):
         if value <= 0:
@@ -77,9 +84,16 @@ def consistent(dp: int, micro: int | None = None, accum: int | None = None, glob
             raise InputError("--global-batch", f"{global_batch} ≠ {micro} × {accum} × dp {dp} = {micro * accum * dp}",
                              "drop one of --micro-batch, --grad-accum, --global-batch")
         return Batch(global_batch, micro, accum)
-    known, flag = (micro, "--micro-batch") if micro is not None else (accum, "--grad-accum")
+    if micro is not None:
+        return Batch(global_batch, micro, _other(global_batch, micro, "--micro-batch", dp))
+    if accum is not None:
+        return Batch(global_batch, _other(global_batch, accum, "--grad-accum", dp), accum)
+    raise AssertionError("micro defaults to 1 above")  # pragma: no cover
+
+
+def _other(global_batch: int, known: int, flag: str, dp: int) -> int:
+    """The batch factor left to find when global_batch and `known` (flag) are fixed."""
     if global_batch % (known * dp):
         raise InputError("--global-batch", f"{global_batch} is not a multiple of {flag} {known} × dp {dp} = "
                          f"{known * dp}", f"use --global-batch {max(1, global_batch // (known * dp)) * known * dp}")
-    other = global_batch // (known * dp)
-    return Batch(global_batch, known, other) if micro is not None else Batch(global_batch, other, known)
+    return global_batch // (known * dp)

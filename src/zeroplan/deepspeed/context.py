@@ -56,13 +56,13 @@ class CheckContext:
             from zeroplan.inputs.sections import as_count
 
             as_count(self.params, "--params")
-        for flag, value in (("--cpu-memory", self.cpu_memory), ("--nvme", self.nvme), ("--gpu-memory", self.gpu_memory)):
-            if value is not None:
+        for flag, size in (("--cpu-memory", self.cpu_memory), ("--nvme", self.nvme), ("--gpu-memory", self.gpu_memory)):
+            if size is not None:
                 from zeroplan.core.units import parse_bytes
 
-                parse_bytes(value, flag)
-        for flag, value in (("--gpu", self.gpu), ("--cluster", self.cluster), ("--model", self.model)):
-            if value is not None and not str(value).strip():
+                parse_bytes(size, flag)
+        for flag, name in (("--gpu", self.gpu), ("--cluster", self.cluster), ("--model", self.model)):
+            if name is not None and not str(name).strip():
                 raise InputError(flag, "is empty", "name a preset (zeroplan presets list)")
 
     def under(self, fallback: "CheckContext") -> "CheckContext":
@@ -137,7 +137,8 @@ def from_accelerate(data: dict, file: str) -> CheckContext:
     """World size, GPUs per node, precision and accumulation from an accelerate config."""
     processes = _positive_int(data, "num_processes", file)
     machines = _positive_int(data, "num_machines", file) or 1
-    ds = data.get("deepspeed_config") if isinstance(data.get("deepspeed_config"), dict) else {}
+    ds_config = data.get("deepspeed_config")
+    ds = ds_config if isinstance(ds_config, dict) else {}
     accum = ds.get("gradient_accumulation_steps")
     precision = {"bf16": "bf16", "fp16": "fp16", "no": "fp32"}.get(str(data.get("mixed_precision", "")).lower())
     context = CheckContext(

@@ -39,7 +39,7 @@ class PlanModel(_Strict):
     preset: Optional[str] = None
     config: Optional[str] = None  # a Hugging Face config.json
     params: Optional[Count] = None
-    hidden: Optional[int] = Field(None, ge=1)
+    hidden: Optional[int] = Field(default=None, ge=1)
     largest_layer_params: Optional[Count] = None
 
     @model_validator(mode="after")
@@ -53,24 +53,24 @@ class PlanCluster(_Strict):
     gpus: int = Field(ge=1)
     preset: Optional[str] = None
     gpu: Optional[str] = None
-    gpus_per_node: Optional[int] = Field(None, ge=1)
+    gpus_per_node: Optional[int] = Field(default=None, ge=1)
     cpu_memory: Optional[str] = None
     nvme: Optional[str] = None
     gpu_memory: Optional[str] = None
 
 
 class PlanParallel(_Strict):
-    tp: int = Field(1, ge=1)
-    pp: int = Field(1, ge=1)
+    tp: int = Field(default=1, ge=1)
+    pp: int = Field(default=1, ge=1)
 
 
 class PlanTraining(_Strict):
     precision: Literal["bf16", "fp16", "fp32"] = "bf16"
     optimizer: str = "adam"
-    micro_batch: Optional[int] = Field(None, ge=1)
-    grad_accum: Optional[int] = Field(None, ge=1)
-    global_batch: Optional[int] = Field(None, ge=1)
-    seq_len: Optional[int] = Field(None, ge=1)
+    micro_batch: Optional[int] = Field(default=None, ge=1)
+    grad_accum: Optional[int] = Field(default=None, ge=1)
+    global_batch: Optional[int] = Field(default=None, ge=1)
+    seq_len: Optional[int] = Field(default=None, ge=1)
     recompute: Optional[Literal["none", "selective", "full"]] = None
     flash_attention: Optional[bool] = None
 

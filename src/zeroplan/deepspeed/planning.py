@@ -7,6 +7,7 @@ from zeroplan.inputs import presets
 from zeroplan.deepspeed.config_view import Environment, _as_count
 from zeroplan.deepspeed.context import CheckContext
 from zeroplan.core.fit import MemoryBudget
+from zeroplan.core.model import ModelSpec
 from zeroplan.core.units import parse_bytes
 
 # DeepSpeed optimizer types -> zeroplan's optimizer names (by the state each keeps per parameter).
@@ -30,7 +31,7 @@ def gpus_per_node(context: CheckContext) -> int | None:
     return None
 
 
-def model_spec(context: CheckContext):
+def model_spec(context: CheckContext) -> ModelSpec:
     """The ModelSpec the planner would use (a preset, a config.json path, or a bare count)."""
     from zeroplan.inputs.sections import ModelInputs
     from zeroplan.inputs.training import resolve_model
@@ -41,7 +42,10 @@ def model_spec(context: CheckContext):
 def hidden_size(context: CheckContext) -> int | None:
     if context.hidden is not None:
         return context.hidden
-    return model_spec(context).hidden if context.model is not None else None
+    if context.model is None:
+        return None
+    shape = model_spec(context).shape
+    return shape.hidden if shape is not None else None
 
 
 def environment(context: CheckContext, config: dict) -> Environment:

@@ -68,6 +68,12 @@ class LaunchOutcome(Generic[T]):
     failed_rank: int | None = None
     pids: list[int] = field(default_factory=list)  # every rank process started, all tries
 
+    def value(self) -> T:
+        """The result of a run that exited 0 (read_results ran on every rank's output)."""
+        if self.result is None:
+            raise RuntimeError(f"the ranks left no result (exit code {self.exit_code}): {self.message}")
+        return self.result
+
 
 class Interrupted(Exception):
     pass

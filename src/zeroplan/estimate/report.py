@@ -61,14 +61,11 @@ def plan_dict(plan: Plan) -> dict[str, Any]:
         "schema_version": SCHEMA_VERSION,
         "inputs": plan.inputs.echo(),
         "model": {
-            "name": model.name, "family": model.family, "params": model.params,
+            "name": model.name, "family": model.reported("family"), "params": model.params,
             "largest_layer_params": request.largest_layer_params, "shard_params": request.shard_params,
-            "layers": model.layers, "hidden": model.hidden, "heads": model.heads, "kv_heads": model.kv_heads,
-            "head_dim": model.head_dim, "ffn": model.ffn, "vocab": model.vocab, "experts": model.experts,
-            "experts_per_token": model.experts_per_token, "max_seq_len": model.max_seq_len,
-            "tied_embeddings": model.tied_embeddings, "gated_mlp": model.gated_mlp,
-            "layer_params": model.layer_params, "input_params": model.input_params,
-            "output_params": model.output_params,
+            **{name: model.reported(name) for name in (
+                "layers", "hidden", "heads", "kv_heads", "head_dim", "ffn", "vocab", "experts", "experts_per_token",
+                "max_seq_len", "tied_embeddings", "gated_mlp", "layer_params", "input_params", "output_params")},
         },
         "training": _training_dict(request),
         "precision": {"name": request.per_param.precision, "optimizer": request.per_param.optimizer,

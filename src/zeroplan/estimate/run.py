@@ -88,7 +88,7 @@ def _activation_notes(request: EstimateRequest, activations: ActivationConfig | 
             f"{', sequence parallel' if activations.sequence_parallel else ''}, {bits}")
     if implementation == "transformers":
         attention = "sdpa attention" if activations.flash_attention else "eager attention (--no-flash-attention)"
-        return [f"activations: transformers implementation (--activations transformers) of {request.model.family}, "
+        return [f"activations: transformers implementation (--activations transformers) of {request.model.reported('family')}, "
                 f"{attention}, {step}; the peak moment at the start of backward: every layer's saved tensors, final "
                 "norm, fp32 log-softmax and the loss gradient's fp32 temporaries"]
     flash = "flash attention (no s×s scores stored)" if activations.flash_attention else "no flash attention"
@@ -139,7 +139,7 @@ def build_request(inputs: EstimateInputs, assumptions: list[str]) -> tuple[Estim
                        sequence_parallel=activations.sequence_parallel if activations else False)
     if (warning := cross_node_tp_warning(parallel)) is not None:
         assumptions.insert(0, warning)
-    if activations is not None:
+    if activations is not None and activations.num_micro_batches is not None:  # resolve_activations sets it
         micro_batches = activations.num_micro_batches
     else:
         if inputs.step.micro_batch is not None and inputs.step.micro_batch < 1:
@@ -207,8 +207,9 @@ def _recompute_hint(inputs: EstimateInputs, request: EstimateRequest, activation
         fitting = [e for e in evaluate_options(trial) if e.fits]
         if fitting:
             best = recommend(trial, fitting, inputs.units).option
-            return (f"; with --recompute {mode}, {best.option.label} fits "
-                    f"({format_bytes(best.gpu_bytes['total'], inputs.units)} per GPU)")
+            if best is not None:  # something fits, so recommend chose it
+                return (f"; with --recompute {mode}, {best.option.label} fits "
+                        f"({format_bytes(best.gpu_bytes['total'], inputs.units)} per GPU)")
     return ""
 
 
@@ -226,7 +227,7 @@ def build_plan(inputs: EstimateInputs) -> Plan:
     assumptions.extend(budget_assumptions(inputs.budget, request.budget, inputs.units))
     assumptions.extend(_activation_notes(request, activations, inputs.units))
     assumptions.extend(_buffer_notes(inputs))
-    if parallel.pp > 1 and not request.model.has_layout:
+    if parallel.pp > 1 and request.model.layout is None:
         assumptions.append(f"pipeline: parameters split evenly over {parallel.pp} stages (only the count is known)")
     if inputs.convention.convention == "framework" and request.framework == "torch":
         assumptions.append(f"precision as torch keeps it for {per_param.precision} + {per_param.optimizer}: fp32 weights"

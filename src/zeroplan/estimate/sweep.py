@@ -17,13 +17,13 @@ from zeroplan.core.recommend import fewest_gpus
 from zeroplan.inputs.lists import parse_int_list
 from zeroplan.inputs.command_sections import GridInputs
 from zeroplan.inputs.sections import (BudgetInputs, HardwareInputs, ModelInputs, ParallelInputs, StepInputs, flag_of,
-                                      split)
+                                      Section, split)
 
 PART_NAMES = ("params", "gradients", "optimizer_states", "activations", "buffers")
 
 
 # The fields `zeroplan sweep` takes from each section (the CLI's options, and the JSON's "inputs").
-FIELDS: dict[type, tuple[str, ...]] = {
+FIELDS: dict[type[Section], tuple[str, ...]] = {
     GridInputs: ("models", "params", "gpus", "gpu_types", "stages"),
     ParallelInputs: ("tp", "pp"),
     HardwareInputs: ("gpus_per_node", "presets_file"),
@@ -95,14 +95,14 @@ def sweep_rows(inputs: SweepInputs) -> tuple[list[dict[str, Any]], list[str]]:
     for stage in stages:
         if stage > 3:
             raise InputError("--stages", f"ZeRO stage must be 0, 1, 2 or 3, got {stage}")
-    gpu_types = _split(grid.gpu_types, "--gpu") or [None]
+    gpu_types: list[str | None] = list(_split(grid.gpu_types, "--gpu")) or [None]
     rows: list[dict[str, Any]] = []
     assumptions: list[str] = []
     fewest_cache: dict[tuple, int | None] = {}
     for label, model_fields in _models(inputs):
         model = ModelInputs(**model_fields)
         # The step's shape goes only with a shaped model (a bare count has no activations to size).
-        step = (inputs.step if resolve_model(model).has_shape
+        step = (inputs.step if resolve_model(model).shape is not None
                 else StepInputs(precision=inputs.step.precision, optimizer=inputs.step.optimizer))
         for gpu in gpu_types:
             for count in counts:

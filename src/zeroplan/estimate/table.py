@@ -61,7 +61,7 @@ def render(plan: Plan, canvas: Canvas) -> None:
                              _number(estimate.nvme_bytes_per_node, units),
                              _number(estimate.comm_bytes_per_gpu_per_step, "si"),
                              (format_seconds(estimate.comm_seconds_per_step), None)])
-        tail = []
+        tail: list[tuple[str, str | None]] = []
         if show_max:
             largest = estimate.max_micro_batch or 0
             accumulation = (f" ({estimate.accumulation_micro_batch}×{estimate.grad_accum_steps})"

@@ -8,22 +8,21 @@ model). `Calibration.link()` turns a fit into the Link the estimator uses instea
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Literal, Sequence
+from typing import Any, Final, Literal, Sequence
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError
 
 from zeroplan.core.collectives import (
-    ALLREDUCE_THEN_CHUNK, RING, canonical_collective, fit_alpha_beta,
+    ALLREDUCE_THEN_CHUNK, RING, CollectiveName, Implementation, canonical_collective, fit_alpha_beta,
 )
 from zeroplan.core.errors import InputError
 from zeroplan.inputs.text_files import read_user_text
 from zeroplan.core.hardware import Link
 
-FORMAT_VERSION = 1
-INTRA_NODE = "intra_node"
-INTER_NODE = "inter_node"
-CollectiveName = Literal["all_gather", "reduce_scatter", "all_reduce"]
+FORMAT_VERSION: Final = 1
+INTRA_NODE: Final = "intra_node"
+INTER_NODE: Final = "inter_node"
 SpanName = Literal["intra_node", "inter_node"]
 MODEL_TEXT = ("t = steps*latency_s + factor*S/bandwidth_bytes_per_s; steps = n-1 (all_gather, reduce_scatter) "
               "or 2(n-1) (all_reduce); factor = (n-1)/n or 2(n-1)/n; S = full buffer bytes (nccl-tests)")
@@ -40,7 +39,7 @@ class FitRecord(_Strict):
     r_squared: float
     max_relative_residual: float = Field(ge=0)
     points: int = Field(ge=2)
-    implementation: Literal["ring", "allreduce+chunk"] = RING
+    implementation: Implementation = RING
 
 
 class Measurement(_Strict):
@@ -80,19 +79,23 @@ class Calibration(_Strict):
         return Link(bandwidth_bytes_per_s=record.bandwidth_bytes_per_s, latency_s=record.latency_s, source=source)
 
 
-def build_fits(measurements: Sequence[Measurement], backend: str) -> dict[str, dict[str, FitRecord]]:
+Fits = dict[CollectiveName, dict[SpanName, FitRecord]]
+
+
+def build_fits(measurements: Sequence[Measurement], backend: str) -> Fits:
     """One α-β fit per (collective, span) with at least two sizes. Nominal ring factors are used, so
     a Link reproduces what the backend really took (gloo's ReduceScatter shows as a slower link)."""
-    groups: dict[tuple[str, str], list[Measurement]] = {}
+    groups: dict[tuple[CollectiveName, SpanName], list[Measurement]] = {}
     for m in measurements:
         groups.setdefault((m.collective, m.span), []).append(m)
-    fits: dict[str, dict[str, FitRecord]] = {}
+    fits: Fits = {}
     for (collective, span), points in groups.items():
         if len({p.size_bytes for p in points}) < 2:
             continue
         fit = fit_alpha_beta(collective, points[0].ranks, [p.size_bytes for p in points],
                              [p.time_s_median for p in points])
-        implementation = ALLREDUCE_THEN_CHUNK if (backend == "gloo" and collective == "reduce_scatter") else RING
+        implementation: Implementation = (ALLREDUCE_THEN_CHUNK if (backend == "gloo" and collective == "reduce_scatter")
+                                          else RING)
         fits.setdefault(collective, {})[span] = FitRecord(
             ranks=fit.ranks, latency_s=fit.latency_s,
             bandwidth_bytes_per_s=round(fit.bandwidth_bytes_per_s) if fit.bandwidth_bytes_per_s else None,

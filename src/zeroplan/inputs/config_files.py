@@ -33,6 +33,13 @@ class Source:
     def name(self) -> str:
         return str(self.path)
 
+    def mapping(self) -> dict:
+        """The data as a mapping of keys, as every config file zeroplan reads holds."""
+        if not isinstance(self.data, dict):
+            raise InputError(self.name, f"must hold a mapping of keys, found {type(self.data).__name__}",
+                             "give a DeepSpeed JSON config, a zeroplan plan or an accelerate config")
+        return self.data
+
     def locate(self, path: tuple[str, ...], occurrence: int = 1) -> tuple[int, int] | None:
         """1-based (line, column) of the last key of `path`, or None when it is not in the file."""
         if not path:
@@ -110,10 +117,7 @@ def load(path: str | Path) -> Source:
 
 def detect_kind(source: Source) -> str:
     """'deepspeed', 'accelerate' or 'plan', from the keys the file holds."""
-    data = source.data
-    if not isinstance(data, dict):
-        raise InputError(source.name, f"must hold a mapping of keys, found {type(data).__name__}",
-                         "give a DeepSpeed JSON config, a zeroplan plan or an accelerate config")
+    data = source.mapping()
     keys = set(data)
     if source.format == "json":
         return "deepspeed"

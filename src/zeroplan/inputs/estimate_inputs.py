@@ -6,10 +6,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from zeroplan.inputs.sections import (BudgetInputs, BufferInputs, ConventionInputs, HardwareInputs, ModelInputs,
-                                      ParallelInputs, StepInputs, split)
+                                      ParallelInputs, Section, StepInputs, split)
 
 # The fields `zeroplan estimate` takes from each section (the CLI's options, and the report's "inputs").
-FIELDS: dict[type, tuple[str, ...]] = {
+FIELDS: dict[type[Section], tuple[str, ...]] = {
     ModelInputs: ("params", "model", "largest_layer_params"),
     HardwareInputs: ("gpus", "gpus_per_node", "gpu", "cluster", "presets_file", "cpu_memory", "nvme", "nvme_bandwidth",
                      "intra_node_bandwidth", "inter_node_bandwidth", "gpu_memory", "calibration"),

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 from fractions import Fraction
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from zeroplan.inputs import presets
 from zeroplan.core.errors import InputError
@@ -45,7 +45,7 @@ def resolve_cluster(inputs: HardwareInputs, assumptions: list[str], units: str =
                                   nvme_bandwidth_bytes_per_s=None, pcie_bandwidth_bytes_per_s=31_500_000_000,
                                   pcie_generation=4)
             generic = True
-    overrides = {}
+    overrides: dict[str, Any] = {}  # ClusterSpec fields to replace
     if inputs.gpus_per_node is not None:
         overrides["gpus_per_node"] = inputs.gpus_per_node
     if inputs.cpu_memory is not None:

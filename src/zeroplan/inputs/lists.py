@@ -2,9 +2,15 @@
 
 from __future__ import annotations
 
+from typing import overload
+
 from zeroplan.core.errors import InputError
 
 
+@overload
+def parse_int_list(text: str, flag: str, minimum: int = 1) -> tuple[int, ...]: ...
+@overload
+def parse_int_list(text: str | None, flag: str, minimum: int = 1) -> tuple[int, ...] | None: ...
 def parse_int_list(text: str | None, flag: str, minimum: int = 1) -> tuple[int, ...] | None:
     """'1,2,4' -> (1, 2, 4); None stays None."""
     if text is None:

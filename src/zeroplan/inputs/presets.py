@@ -18,7 +18,7 @@ from typing import Any
 
 from zeroplan.core.errors import InputError
 from zeroplan.core.hardware import ClusterSpec, GpuSpec, Link
-from zeroplan.core.model import ModelSpec
+from zeroplan.core.model import ModelShape, ModelSpec, ParamLayout
 from zeroplan.core.units import parse_bytes, parse_rate
 
 CATEGORIES = ("gpus", "clusters", "models")
@@ -206,14 +206,13 @@ def model(name: str) -> ModelSpec:
     embedding = e.vocab * e.hidden
     output = 0 if e.tied_embeddings else embedding
     layer_params = (e.params - embedding - output) // e.layers
-    return ModelSpec(
-        params=e.params, name=key, largest_layer_params=e.largest_layer_params,
+    shape = ModelShape.of(
         layers=e.layers, hidden=e.hidden, heads=e.heads, kv_heads=e.kv_heads, ffn=e.ffn, vocab=e.vocab,
         experts=e.experts, experts_per_token=e.experts_per_token, max_seq_len=e.max_seq_len,
         family=e.family, tied_embeddings=e.tied_embeddings, gated_mlp=e.family in GATED_MLP_FAMILIES,
-        layer_params=layer_params, input_params=e.params - output - layer_params * e.layers,
-        output_params=output, extra=dict(e.config),
-    )
+        layout=ParamLayout(layer_params, e.params - output - layer_params * e.layers, output))
+    return ModelSpec(params=e.params, name=key, largest_layer_params=e.largest_layer_params, shape=shape,
+                     extra=dict(e.config))
 
 
 def show(category: str, name: str) -> dict[str, Any]:

@@ -52,7 +52,7 @@ def resolve_activations(inputs: StepInputs, model: ModelSpec, parallel: Parallel
     """The step's activation shape when the model's shape is known; None keeps the reserve."""
     step_flags = {"--seq-len": inputs.seq_len, "--recompute": inputs.recompute,
                   "--sequence-parallel": inputs.sequence_parallel or None}
-    if not model.has_shape:
+    if model.shape is None:
         given = [flag for flag, value in step_flags.items() if value is not None]
         if given:
             raise InputError(given[0], "activations need the model's shape, and --params gives only a count",
@@ -62,7 +62,7 @@ def resolve_activations(inputs: StepInputs, model: ModelSpec, parallel: Parallel
         raise InputError("--recompute", f"unknown mode '{inputs.recompute}'", "use none, selective or full")
     seq_len = inputs.seq_len
     if seq_len is None:
-        context = model.max_seq_len or DEFAULT_SEQ_LEN_CAP
+        context = model.shape.max_seq_len or DEFAULT_SEQ_LEN_CAP
         seq_len = default_seq_len(model)
         assumptions.append(f"sequence length {seq_len} (the default: the model's context {context}"
                            f"{f' capped at {DEFAULT_SEQ_LEN_CAP}' if context > DEFAULT_SEQ_LEN_CAP else ''}; --seq-len)")

@@ -16,7 +16,7 @@ from zeroplan.core.parallel import ParallelDims
 from zeroplan.core.precision import check_precision_on_gpu
 from zeroplan.inputs.lists import parse_choice_list, parse_int_list
 from zeroplan.core.hardware import ClusterSpec, Link
-from zeroplan.core.model import ModelSpec, check_count_against_shape
+from zeroplan.core.model import ModelShape, ModelSpec, check_count_against_shape
 from zeroplan.core.layout_space import SearchSpace
 from zeroplan.core.precision import bytes_per_param
 from zeroplan.core.fit import parse_fraction
@@ -25,13 +25,13 @@ from zeroplan.core.step_time import (DEFAULT_CPU_ADAM_PARAMS_PER_S, LinkTable, M
                                      gemm_efficiency)
 from zeroplan.core.units import format_count, format_rate
 from zeroplan.inputs.command_sections import SearchInputs
-from zeroplan.inputs.sections import BudgetInputs, HardwareInputs, ModelInputs, StepInputs, split
+from zeroplan.inputs.sections import BudgetInputs, HardwareInputs, ModelInputs, Section, StepInputs, split
 
 SEQUENCE_PARALLEL_CHOICES = {"search": (False, True), "on": (True,), "off": (False,)}
 
 
 # The fields `zeroplan plan` takes from each section (the CLI's options, and the report's "inputs").
-FIELDS: dict[type, tuple[str, ...]] = {
+FIELDS: dict[type[Section], tuple[str, ...]] = {
     HardwareInputs: ("gpus",),
     StepInputs: ("global_batch", "seq_len"),
     ModelInputs: ("model", "params", "layers", "hidden", "heads", "kv_heads", "vocab", "ffn"),
@@ -100,7 +100,8 @@ def resolve_model(inputs: PlanInputs, assumptions: list[str]) -> ModelSpec:
         raise InputError("--params", "no model given",
                          "pass --model gpt3-175b, --model path/to/config.json, or --params with its shape")
     missing = [flag for flag, value in shape.items() if value is None]
-    if missing:
+    layers, hidden, heads, vocab = asked.layers, asked.hidden, asked.heads, asked.vocab
+    if missing or layers is None or hidden is None or heads is None or vocab is None:
         raise InputError(", ".join(missing), "a plan needs the model's shape, and --params gives only a count",
                          "add --layers, --hidden, --heads and --vocab, or use --model")
     for flag, value in {**shape, **extra}.items():
@@ -108,11 +109,10 @@ def resolve_model(inputs: PlanInputs, assumptions: list[str]) -> ModelSpec:
             raise InputError(flag, f"must be a positive whole number, got {value}")
     params = inputs.model.parsed("params")
     assumptions.append("model from --params and its shape: pipeline stages split the parameters evenly")
-    if inputs.model.layers is not None and inputs.model.hidden is not None:
-        check_count_against_shape(params, inputs.model.layers, inputs.model.hidden)
-    return ModelSpec(params=params, name=f"custom-{format_count(params)}", layers=inputs.model.layers,
-                     hidden=asked.hidden, heads=asked.heads, kv_heads=asked.kv_heads, vocab=asked.vocab,
-                     ffn=inputs.model.ffn)
+    check_count_against_shape(params, layers, hidden)
+    custom = ModelShape.of(layers=layers, hidden=hidden, heads=heads, kv_heads=asked.kv_heads, vocab=vocab,
+                           ffn=asked.ffn)
+    return ModelSpec(params=params, name=f"custom-{format_count(params)}", shape=custom)
 
 
 def _largest_layer(model: ModelSpec, assumptions: list[str]) -> int:
@@ -147,8 +147,9 @@ def _space(inputs: PlanInputs, model: ModelSpec, assumptions: list[str]) -> Sear
         seq_len = default_seq_len(model)
         assumptions.append(f"sequence length {seq_len} (the model's context, capped at {DEFAULT_SEQ_LEN_CAP}; "
                            "--seq-len)")
-    if model.max_seq_len and seq_len > model.max_seq_len:
-        assumptions.append(f"sequence length {seq_len} is beyond {model.name}'s context of {model.max_seq_len}: "
+    context = model.shape.max_seq_len if model.shape is not None else None
+    if context and seq_len > context:
+        assumptions.append(f"sequence length {seq_len} is beyond {model.name}'s context of {context}: "
                            "memory and time are counted as if the model accepted it")
     if inputs.search.sequence_parallel not in SEQUENCE_PARALLEL_CHOICES:
         raise InputError("--sequence-parallel", f"unknown choice '{inputs.search.sequence_parallel}'",

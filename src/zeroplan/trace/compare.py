@@ -115,7 +115,7 @@ def run(request: TraceRequest) -> TraceResult:
 
         real_peak = real_peak_bytes(config, settings)
     trace = trace_peak(config, settings, request.layers_to_trace or None)
-    return TraceResult(request, model.name, model.family or str(config.get("model_type")), activations.seq_len,
+    return TraceResult(request, model.name, (model.shape.family if model.shape else None) or str(config.get("model_type")), activations.seq_len,
                        trace, row.gpu_bytes, implementation, note, real_peak, assumptions)
 
 

@@ -30,6 +30,8 @@ def _norm(shape: TinyShape) -> nn.Module:
 
 
 class Attention(nn.Module):
+    causal: torch.Tensor  # a registered buffer: True above the diagonal
+
     def __init__(self, shape: TinyShape) -> None:
         super().__init__()
         self.heads, self.kv_heads, self.head_dim = shape.heads, shape.kv_heads, shape.head_dim

@@ -35,7 +35,7 @@ def _launch(config: ValidateConfig, world: int, pids: list[int] | None) -> list[
         pids.extend(outcome.pids)
     if outcome.exit_code != 0:
         raise ValidateFailed(outcome.message, outcome.exit_code)
-    return outcome.result
+    return outcome.value()
 
 
 def _meta(config: ValidateConfig, world: int, backend: str, torch) -> dict:

@@ -13,7 +13,7 @@ from math import ceil
 
 from zeroplan.core.errors import InputError
 from zeroplan.core.framework_partition import ParamSpec
-from zeroplan.core.model import ModelSpec
+from zeroplan.core.model import ModelShape, ModelSpec
 
 STYLES = ("gpt2", "llama")
 LLAMA_STYLE_FAMILIES = ("llama", "mistral", "mixtral", "qwen2", "gemma", "phi3")
@@ -63,10 +63,10 @@ class TinyShape:
     def model_spec(self) -> ModelSpec:
         """The same model as core sees it (for the activation formula)."""
         params = sum(p.numel for p in self.param_specs() if p.tied_to is None)
-        return ModelSpec(params=params, name="validate-tiny", layers=self.layers, hidden=self.hidden,
-                         heads=self.heads, kv_heads=self.kv_heads, ffn=self.ffn, vocab=self.vocab,
-                         max_seq_len=self.seq_len, family=self.style, tied_embeddings=self.tied,
-                         head_dim=self.head_dim, gated_mlp=self.style == "llama")
+        shape = ModelShape.of(layers=self.layers, hidden=self.hidden, heads=self.heads, kv_heads=self.kv_heads,
+                              ffn=self.ffn, vocab=self.vocab, max_seq_len=self.seq_len, family=self.style,
+                              tied_embeddings=self.tied, head_dim=self.head_dim, gated_mlp=self.style == "llama")
+        return ModelSpec(params=params, name="validate-tiny", shape=shape)
 
     def param_specs(self) -> list[ParamSpec]:
         h, ffn, gpt2 = self.hidden, self.ffn, self.style == "gpt2"
@@ -113,15 +113,14 @@ def scaled_from_preset(model: ModelSpec, hidden: int, layers: int, seq_len: int)
     for flag, value in (("--hidden", hidden), ("--layers", layers), ("--seq-len", seq_len)):
         if value < 1:
             raise InputError(flag, f"must be a positive whole number, got {value}")
-    if not model.has_shape:
-        raise InputError("--model", f"preset '{model.name}' has no shape (layers, hidden, heads, vocab)",
-                         "give the shape with --hidden, --heads, --ffn and --vocab instead")
-    factor = model.hidden / hidden
-    heads = _largest_divisor_at_most(hidden, min(model.heads, hidden // MIN_HEAD_DIM))
-    kv_share = (model.kv_heads or model.heads) / model.heads
+    shape = model.require_shape("--model", f"preset '{model.name}' has no shape (layers, hidden, heads, vocab)",
+                                "give the shape with --hidden, --heads, --ffn and --vocab instead")
+    factor = shape.hidden / hidden
+    heads = _largest_divisor_at_most(hidden, min(shape.heads, hidden // MIN_HEAD_DIM))
+    kv_share = shape.kv_heads / shape.heads
     kv_heads = _largest_divisor_at_most(heads, max(1, round(heads * kv_share)))
-    style = "llama" if (model.family or "") in LLAMA_STYLE_FAMILIES else "gpt2"
+    style = "llama" if (shape.family or "") in LLAMA_STYLE_FAMILIES else "gpt2"
     return TinyShape(style=style, layers=layers, hidden=hidden, heads=heads,
                      kv_heads=kv_heads if style == "llama" else heads,
-                     ffn=max(1, round((model.ffn or 4 * model.hidden) / factor)),
-                     vocab=max(2, ceil(model.vocab / factor)), seq_len=seq_len, tied=bool(model.tied_embeddings))
+                     ffn=max(1, round(shape.ffn / factor)),
+                     vocab=max(2, ceil(shape.vocab / factor)), seq_len=seq_len, tied=bool(shape.tied_embeddings))

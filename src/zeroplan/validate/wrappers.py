@@ -18,11 +18,15 @@ from __future__ import annotations
 
 import contextlib
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
 import torch
 from torch import nn
 
 from zeroplan.validate.config import ValidateConfig
+
+if TYPE_CHECKING:
+    from zeroplan.validate.model import TinyGpt
 
 LEARNING_RATE = 1e-3
 MOMENTUM = 0.9
@@ -32,7 +36,7 @@ MOMENTUM = 0.9
 class Wrapped:
     module: nn.Module  # what forward is called on
     inner: nn.Module  # the TinyGpt itself (parameters live here)
-    optimizer: object
+    optimizer: torch.optim.Optimizer
     autocast: bool
 
     def forward_context(self, device: torch.device):
@@ -41,9 +45,9 @@ class Wrapped:
         return contextlib.nullcontext()
 
 
-def _optimizer_class(name: str, capturable: bool) -> tuple[type, dict]:
+def _optimizer_class(name: str, capturable: bool) -> tuple[type[torch.optim.Optimizer], dict[str, Any]]:
     if name in ("adam", "adamw"):
-        kwargs = {"lr": LEARNING_RATE}
+        kwargs: dict[str, Any] = {"lr": LEARNING_RATE}
         if capturable:
             kwargs["capturable"] = True
         return (torch.optim.Adam if name == "adam" else torch.optim.AdamW), kwargs
@@ -58,13 +62,13 @@ def _ddp(model: nn.Module, device: torch.device) -> nn.Module:
     return DistributedDataParallel(model, device_ids=device_ids, gradient_as_bucket_view=True)
 
 
-def _fsdp2(model: nn.Module, config: ValidateConfig, device: torch.device, reshard: bool) -> nn.Module:
+def _fsdp2(model: TinyGpt, config: ValidateConfig, device: torch.device, reshard: bool) -> nn.Module:
     from torch.distributed import get_world_size
     from torch.distributed.device_mesh import init_device_mesh
     from torch.distributed.fsdp import CPUOffloadPolicy, MixedPrecisionPolicy, fully_shard
 
     mesh = init_device_mesh(device.type, (get_world_size(),))
-    kwargs = {"mesh": mesh, "reshard_after_forward": reshard}
+    kwargs: dict[str, Any] = {"mesh": mesh, "reshard_after_forward": reshard}
     if config.precision == "mixed":
         kwargs["mp_policy"] = MixedPrecisionPolicy(param_dtype=torch.bfloat16, reduce_dtype=torch.float32)
     if config.cpu_offload:
@@ -75,7 +79,7 @@ def _fsdp2(model: nn.Module, config: ValidateConfig, device: torch.device, resha
     return model
 
 
-def wrap(model: nn.Module, stage: int, config: ValidateConfig, device: torch.device) -> Wrapped:
+def wrap(model: TinyGpt, stage: int, config: ValidateConfig, device: torch.device) -> Wrapped:
     """model must already be on device (all ranks built it from the same seed)."""
     capturable = device.type == "cuda" and not config.cpu_offload
     optimizer_class, kwargs = _optimizer_class(config.optimizer, capturable)
