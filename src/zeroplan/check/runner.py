@@ -237,7 +237,7 @@ def check_file(path: str | Path, context: CheckContext) -> FileReport:
     return _check_deepspeed(source, context, source.name, "deepspeed")
 
 
-def check_files(files: list[str | Path], context: CheckContext, plan: str | Path | None = None,
+def check_files(files: Sequence[str | Path], context: CheckContext, plan: str | Path | None = None,
                 strict: bool = False) -> tuple[list[FileReport], bool]:
     """What `zeroplan check` and zeroplan.api.check run: the reports of the files (under a plan file's
     settings where one is given, flags first) and whether the check fails (errors; warnings too if strict)."""

@@ -5,6 +5,7 @@ from __future__ import annotations
 import sys
 import time
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from zeroplan.core.layout_search import PlanRecord, SearchResult, search
 from zeroplan.core.step_time import FlopModel
@@ -47,6 +48,10 @@ class PlanOutcome:
                            self.inputs.units)
 
 
+if TYPE_CHECKING:
+    from zeroplan.render.terminal import ProgressLine
+
+
 class _LateProgress:
     """A progress line on stderr (render.terminal.ProgressLine) that appears only after PROGRESS_AFTER_S and only
     on a terminal."""
@@ -54,7 +59,7 @@ class _LateProgress:
     def __init__(self, enabled: bool) -> None:
         self.enabled = enabled and sys.stderr.isatty()
         self.start = time.perf_counter()
-        self.bar = None
+        self.bar: ProgressLine | None = None
 
     def __call__(self, done: int, total: int) -> None:
         if not self.enabled:

@@ -58,7 +58,7 @@ def render(outcome: PlanOutcome, console: Canvas) -> None:
             cells = [str(rank), grid, zero_label(plan.option), f"{plan.micro_batch}×{plan.grad_accum}",
                      RECOMPUTE_SHORT[plan.recompute], "✓" if plan.sequence_parallel else "", memory,
                      f"{plan.time.total:.3g}", _short(metrics.tokens_per_second), f"{metrics.mfu:.1%}"]
-            if with_training:
+            if with_training and metrics.train_seconds is not None and metrics.gpu_hours is not None:
                 cells += [_duration(metrics.train_seconds), _short(metrics.gpu_hours)]
             table.add_row(*cells)
         console.print(table)

@@ -7,10 +7,14 @@ from __future__ import annotations
 import contextlib
 import functools
 import sys
+from typing import TYPE_CHECKING
 
 import torch
 
 from zeroplan.core.errors import InputError
+
+if TYPE_CHECKING:
+    from transformers import PreTrainedModel
 
 # Families whose transformers code runs under FakeTensorMode (traced and checked in tests/benchmarks).
 TRACEABLE_FAMILIES = ("llama", "mistral", "qwen2", "mixtral", "gemma", "phi3", "gpt2", "gpt_neox", "opt", "falcon")
@@ -90,7 +94,7 @@ def _checkpointed_attention(base: str) -> str:
 
 
 def build_model(config: dict, num_layers: int | None, attn_implementation: str, dtype: torch.dtype,
-                recompute: str) -> torch.nn.Module:
+                recompute: str) -> PreTrainedModel:
     """The causal LM on the meta device with num_layers decoder layers (None: all), in train mode."""
     from transformers import AutoModelForCausalLM
 

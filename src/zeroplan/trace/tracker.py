@@ -39,9 +39,10 @@ def _patch_sharding_propagation(on: bool) -> None:
                 _propagating[0] -= 1
 
         _saved_propagation.append(original)
-        ShardingPropagator._propagate_tensor_meta_non_cached = wrapped
+        # Patching a torch internal (DTensor's sharding propagation) on purpose: method-assign is the point.
+        ShardingPropagator._propagate_tensor_meta_non_cached = wrapped  # type: ignore[method-assign]
     elif _saved_propagation:
-        ShardingPropagator._propagate_tensor_meta_non_cached = _saved_propagation.pop()
+        ShardingPropagator._propagate_tensor_meta_non_cached = _saved_propagation.pop()  # type: ignore[method-assign]
 
 
 def snapshot_categories(snapshot: dict) -> tuple[dict[str, int], dict[str, int]]:

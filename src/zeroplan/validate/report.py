@@ -36,7 +36,7 @@ class StageReport:
 
 
 def _row(component: str, predicted: int | None, measured: int | None, exact: bool = False) -> dict:
-    row = {"component": component, "predicted": predicted, "measured": measured,
+    row: dict[str, str | int | float | None] = {"component": component, "predicted": predicted, "measured": measured,
            "error_bytes": None, "error_pct": None, "status": "not measured"}
     if predicted is None or measured is None:
         return row
