@@ -60,6 +60,11 @@ def main(argv: list[str] | None = None) -> int:
         paths[family] = folder / f"{family}.json"
         paths[family].write_text(json.dumps(config))
     started, results = time.perf_counter(), []
+    import os
+    import platform
+    print(f"command: python benchmarks/trace_accuracy.py {' '.join(argv if argv is not None else sys.argv[1:])}; "
+          f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}; {platform.machine()} {os.cpu_count()} CPUs, "
+          f"load average {os.getloadavg()[0]:.1f} at start\n")
     print("| family | precision | recompute | seq | world | stage | trace | estimate | error | peak phase |")
     print("|---|---|---|---:|---:|---:|---:|---:|---:|---|")
     for family, precision, recompute, seq, world, stage in rows(args.quick, args.seed):
@@ -77,7 +82,8 @@ def main(argv: list[str] | None = None) -> int:
     worst = max(results, key=lambda r: abs(r["error"]))
     print(f"\n{len(results)} rows; worst |error| {abs(worst['error']):.1%} ({worst['family']}, stage {worst['stage']}, "
           f"{worst['precision']}, recompute {worst['recompute']}, seq {worst['seq']}); "
-          f"within 3%: {sum(abs(r['error']) <= 0.03 for r in results)} of {len(results)}")
+          f"within 3%: {sum(abs(r['error']) <= 0.03 for r in results)} of {len(results)}; "
+          f"{time.perf_counter() - started:.0f} s, load average {os.getloadavg()[0]:.1f} at the end")
     if args.out:
         Path(args.out).write_text(json.dumps(results, indent=1))
     return 0

@@ -409,3 +409,47 @@ def _candidates(room: int, model: ModelSpec, config: ActivationConfig) -> range:
         else:
             high = middle
     return range(low, low + 1) if low else range(0)
+
+
+def transformers_peak_moments(model: ModelSpec, config: ActivationConfig) -> dict[str, int] | None:
+    """Bytes transformers' code holds at the step's other candidate peak moments, beside the backward start that
+    activation_memory counts (None where they are not derived: not a llama-style family, recompute, tp/pp).
+
+    Read off torch's tracker on traces of the real code (docs/trace.md, every storage live at the peak with the
+    module and op that made it); exact to the byte on the shapes tested (tests/test_trace.py):
+    - "loss_forward_beyond_backward_start": the end of the forward pass, inside the loss, minus the backward
+      start's loss term: logits in the compute dtype T·V·e (plus their fp32 upcast in 16 bits), the fp32
+      log-softmax T·V·4, the shifted labels 8·b·(s+1), two fp32 scalars; the backward start's 12·T·V replaced.
+    - a decoder layer's MLP backward, after the two products of SwiGLU's gradient: the layer's down_proj input
+      (T·f·e) is freed ("mlp_backward_freed"); alive are the residual gradient T·h·e, the down_proj input
+      gradient and the two product gradients 3·T·f·e ("mlp_backward_temporaries"), the down_proj weight gradient
+      h·f·e ("mlp_weight_gradient"), and from the loss side the head and final-norm weight gradients
+      (V·h + h)·e ("head_gradients") and two fp32 scalars; the final norm and the loss are freed
+      ("output_and_loss", "layer", "layers" give the backward-start terms they replace).
+    - with 16-bit compute, the post-attention RMSNorm's backward in the same layer, after the MLP's: its
+      fp32 input kept, the rest of its activations and the MLP's freed ("norm_backward_freed"); alive are the
+      residual gradient, five fp32 T·h temporaries of the norm's gradient and its weight gradient
+      ("norm_backward_temporaries") and the three MLP weight gradients (3·h·f·e);
+    - the forward of the last decoder layer, when its parameters have just been gathered: the activations of
+      the layers before it, the hidden state T·h·e ("hidden_state") and the int64 positions ("position_ids");
+    - at every moment: the rotary embedding's two fp32 module buffers (inv_freq and its original), d/2 each."""
+    if applied_implementation(model, config)[0] != "transformers" or config.recompute != "none":
+        return None
+    shape = _shape(model)
+    if shape.family not in LLAMA_STYLE_FAMILIES:
+        return None
+    tokens, e = config.seq_len * config.micro_batch, config.dtype_bytes
+    h, f, v = shape.hidden, shape.ffn, shape.vocab
+    terms = _transformers_terms(shape, config)
+    loss_forward = tokens * v * (e + (_FP32_BYTES if e < _FP32_BYTES else 0) + _FP32_BYTES)
+    loss_forward += _TOKEN_ID_BYTES * config.micro_batch * (config.seq_len + 1) + 2 * _FP32_BYTES
+    return {"loss_forward_beyond_backward_start": loss_forward - 3 * _FP32_BYTES * tokens * v,
+            "layer": _transformers_layer_bytes(shape, config), "layers": shape.layers,
+            "output_and_loss": terms["activations/output_and_loss"],
+            "mlp_backward_freed": tokens * f * e, "mlp_backward_temporaries": tokens * h * e + 3 * tokens * f * e,
+            "mlp_weight_gradient": h * f * e, "head_gradients": (v * h + h) * e, "scalars": 2 * _FP32_BYTES,
+            "module_buffers": 2 * _FP32_BYTES * (shape.head_dim // 2),
+            "hidden_state": tokens * h * e, "position_ids": _TOKEN_ID_BYTES * config.seq_len,
+            "norm_backward_temporaries": (tokens * h * e + 5 * _FP32_BYTES * tokens * h + h * e if e < _FP32_BYTES
+                                          else None),
+            "norm_backward_freed": 4 * tokens * f * e + 2 * e * tokens * h + _FP32_BYTES * tokens}

@@ -184,13 +184,30 @@ def _evaluate(request: EstimateRequest, option: Option, activations: dict[str, i
 
 def _torch_buffers(request: EstimateRequest, layout: ParamLayout, option: Option, breakdown: dict[str, int],
                    activations: dict[str, int]) -> dict[str, int]:
+    from zeroplan.core.activations import transformers_peak_moments
     from zeroplan.core.torch_buffers import torch_gpu_buffers
 
     model, mixed = request.model, request.per_param.precision == "mixed"
-    buffers = torch_gpu_buffers(option.stage, model.params, layout.layer_params,
-                                layout.input_params + layout.output_params,
+    params, layer_params, root_params = model.params, layout.layer_params, layout.input_params + layout.output_params
+    layers = model.shape.layers if model.shape is not None else 0
+    if option.stage in (2, 3) and request.parameters and layers:
+        # FSDP2 gathers each parameter padded to a multiple of the world along dim 0 (copies and buffers).
+        from zeroplan.core.framework_partition import fsdp2_rows
+
+        def padded(spec) -> int:
+            return fsdp2_rows(spec, request.parallel.dp, 0)[0] * request.parallel.dp * spec.row_numel
+
+        owned = [spec for spec in request.parameters if spec.tied_to is None]
+        params = sum(padded(spec) for spec in owned)
+        root_params = sum(padded(spec) for spec in owned if spec.name.count(".") < 2)  # layers: "<module>.<copy>.<i>"
+        layer_params = (params - root_params) // layers
+    moments = None
+    if request.activations is not None and request.activation_bytes is None and model.has_shape:
+        moments = transformers_peak_moments(model, request.activations)
+    buffers = torch_gpu_buffers(option.stage, params, layer_params, root_params,
                                 2 if mixed else 4, breakdown["gpu/optimizer_states"],
-                                breakdown["gpu/gradients"], sum(activations.values()), request.per_param.optimizer)
+                                breakdown["gpu/gradients"], sum(activations.values()), request.per_param.optimizer,
+                                request.parallel.dp, moments)
     return {f"gpu/buffers/{name}": size for name, size in buffers.items()}
 
 

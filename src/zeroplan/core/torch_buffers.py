@@ -16,13 +16,51 @@ states do not exist yet at the peak (stages 0-1 at the start of backward).
 from __future__ import annotations
 
 
+_REDUCE_BYTES = 4  # FSDP2's reduce-scatter runs in fp32 (MixedPrecisionPolicy(reduce_dtype=fp32) and fp32)
+
+
 def torch_gpu_buffers(stage: int, params: int, layer_params: int, root_params: int, compute_bytes: int,
                       optimizer_state_bytes: int, gradient_bytes: int, activation_bytes: int,
-                      optimizer: str) -> dict[str, int]:
-    """gpu/buffers entries (bytes) for torch's DDP/ZeroRedundancyOptimizer/FSDP2 at the peak moment."""
+                      optimizer: str, world: int = 1, moments: dict[str, int] | None = None) -> dict[str, int]:
+    """gpu/buffers entries (bytes) for torch's DDP/ZeroRedundancyOptimizer/FSDP2 at the peak moment.
+
+    moments (core.activations.transformers_peak_moments, where derived) adds the other moments the traces
+    show holding the peak, each as its excess over the model states and the backward start's activations:
+    - stage 2, the loss at the end of the forward pass: every compute copy, one all-gather buffer still alive
+      (a layer, c bytes an element), the logits and fp32 log-softmax instead of the backward's temporaries;
+    - stage 3, the MLP backward of the last decoder layer (j = L-1) or of the one before it (j = L-2): the
+      root's and layer j's compute copies, the next layer prefetched into its all-gather buffer, the previous
+      layer's fp32 reduce-scatter input (j < L-1), the sharded gradients of the layers after j only, the head's
+      unsharded gradients, and layer j's gradient temporaries; layers after j and the loss freed."""
+    c = compute_bytes
     if stage == 3:
-        copies = (root_params + layer_params) * compute_bytes
+        copies = (root_params + layer_params) * c
     else:
-        copies = params * compute_bytes
+        copies = params * c
     step = optimizer_state_bytes // 2 if optimizer in ("adam", "adamw") else 0
-    return {"peak_beyond_states_and_activations": max(copies - gradient_bytes, step - activation_bytes)}
+    # the backward start (with moments: also the loss and its gradient's seed, two fp32 scalars) or the step
+    start_scalars = moments["scalars"] if moments is not None else 0
+    beyond = max(copies - gradient_bytes + start_scalars, step - activation_bytes)
+    if moments is not None and stage == 2:
+        beyond = max(beyond, copies - gradient_bytes + layer_params * c + moments["loss_forward_beyond_backward_start"])
+        # the last layer's forward: its all-gather buffer and the previous layer's both alive
+        beyond = max(beyond, copies - gradient_bytes + 2 * layer_params * c - moments["layer"]
+                     + moments["hidden_state"] + moments["position_ids"] - moments["output_and_loss"])
+    if moments is not None and stage == 3:
+        layers, layer = moments["layers"], moments["layer"]
+        layer_gradient_shard = -(-_REDUCE_BYTES * layer_params // world)
+        in_layer = (moments["head_gradients"] + moments["mlp_weight_gradient"] + moments["mlp_backward_temporaries"]
+                    - moments["mlp_backward_freed"] + moments["scalars"] - moments["output_and_loss"])
+        in_norm = None
+        if moments["norm_backward_temporaries"] is not None:
+            in_norm = (moments["head_gradients"] + 3 * moments["mlp_weight_gradient"]
+                       + moments["norm_backward_temporaries"] - moments["norm_backward_freed"] + moments["scalars"]
+                       - moments["output_and_loss"])
+        for j in range(max(0, layers - 2), layers):
+            after = layers - 1 - j
+            held = ((root_params + 2 * layer_params) * c + after * layer_gradient_shard - gradient_bytes
+                    + (_REDUCE_BYTES * layer_params if after else 0) - after * layer)
+            beyond = max(beyond, held + in_layer, held + in_norm if in_norm is not None else held + in_layer)
+    if moments is not None:
+        beyond += moments["module_buffers"]
+    return {"peak_beyond_states_and_activations": beyond}
