@@ -432,8 +432,14 @@ def transformers_peak_moments(model: ModelSpec, config: ActivationConfig) -> dic
       ("norm_backward_temporaries") and the three MLP weight gradients (3·h·f·e);
     - the forward of the last decoder layer, when its parameters have just been gathered: the activations of
       the layers before it, the hidden state T·h·e ("hidden_state") and the int64 positions ("position_ids");
-    - at every moment: the rotary embedding's two fp32 module buffers (inv_freq and its original), d/2 each."""
-    if applied_implementation(model, config)[0] != "transformers" or config.recompute != "none":
+    - at every moment: the rotary embedding's two fp32 module buffers (inv_freq and its original), d/2 each.
+    Selective recompute changes only the attention core's activations (the layer's bytes); full recompute keeps
+    each layer's input ("layer") and, inside a layer's backward, that layer recomputed whole
+    ("recomputed_layer"); the backward start's "working_set" is replaced at every other moment. With either,
+    the checkpoints keep the int64 positions alive for the whole step ("kept_position_ids").
+    Stage 3 with full recompute peaks low in the backward (a layer's activations are only its input, while
+    the sharded gradients grow), so every layer j is a candidate; j = 0 prefetches nothing."""
+    if applied_implementation(model, config)[0] != "transformers":
         return None
     shape = _shape(model)
     if shape.family not in LLAMA_STYLE_FAMILIES:
@@ -452,4 +458,9 @@ def transformers_peak_moments(model: ModelSpec, config: ActivationConfig) -> dic
             "hidden_state": tokens * h * e, "position_ids": _TOKEN_ID_BYTES * config.seq_len,
             "norm_backward_temporaries": (tokens * h * e + 5 * _FP32_BYTES * tokens * h + h * e if e < _FP32_BYTES
                                           else None),
-            "norm_backward_freed": 4 * tokens * f * e + 2 * e * tokens * h + _FP32_BYTES * tokens}
+            "norm_backward_freed": 4 * tokens * f * e + 2 * e * tokens * h + _FP32_BYTES * tokens,
+            "working_set": terms["activations/recompute_working_set"],
+            "kept_position_ids": _TOKEN_ID_BYTES * config.seq_len if config.recompute != "none" else 0,
+            # in fp32 the first norm's fp32 input is the layer's input itself: the checkpoint, already counted
+            "recomputed_layer": (_transformers_layer_bytes(shape, replace(config, recompute="none"))
+                                 - (tokens * h * e if e == _FP32_BYTES else 0) if config.recompute == "full" else 0)}

@@ -42,25 +42,30 @@ def torch_gpu_buffers(stage: int, params: int, layer_params: int, root_params: i
     start_scalars = moments["scalars"] if moments is not None else 0
     beyond = max(copies - gradient_bytes + start_scalars, step - activation_bytes)
     if moments is not None and stage == 2:
+        copies -= moments["working_set"]  # every moment below replaces the backward start's recompute working set
         beyond = max(beyond, copies - gradient_bytes + layer_params * c + moments["loss_forward_beyond_backward_start"])
         # the last layer's forward: its all-gather buffer and the previous layer's both alive
         beyond = max(beyond, copies - gradient_bytes + 2 * layer_params * c - moments["layer"]
-                     + moments["hidden_state"] + moments["position_ids"] - moments["output_and_loss"])
-    if moments is not None and stage == 3:
+                     + moments["hidden_state"] + moments["position_ids"] - moments["kept_position_ids"] - moments["output_and_loss"])
+    if moments is not None and stage in (2, 3):
         layers, layer = moments["layers"], moments["layer"]
         layer_gradient_shard = -(-_REDUCE_BYTES * layer_params // world)
-        in_layer = (moments["head_gradients"] + moments["mlp_weight_gradient"] + moments["mlp_backward_temporaries"]
+        in_layer = (moments["recomputed_layer"] - moments["working_set"] + moments["head_gradients"] + moments["mlp_weight_gradient"] + moments["mlp_backward_temporaries"]
                     - moments["mlp_backward_freed"] + moments["scalars"] - moments["output_and_loss"])
         in_norm = None
         if moments["norm_backward_temporaries"] is not None:
-            in_norm = (moments["head_gradients"] + 3 * moments["mlp_weight_gradient"]
+            in_norm = (moments["recomputed_layer"] - moments["working_set"] + moments["head_gradients"] + 3 * moments["mlp_weight_gradient"]
                        + moments["norm_backward_temporaries"] - moments["norm_backward_freed"] + moments["scalars"]
                        - moments["output_and_loss"])
-        for j in range(max(0, layers - 2), layers):
+        for j in range(layers):  # layers after j: backward done (sharded gradients kept, activations freed)
             after = layers - 1 - j
-            held = ((root_params + 2 * layer_params) * c + after * layer_gradient_shard - gradient_bytes
+            if stage == 3:  # layer j gathered, the next one prefetched (issued in j's backward)
+                gathered = (root_params + layer_params) * c + (layer_params * c if j else 0)
+            else:  # stage 2 frees a layer's compute copy after its backward (post-backward reshard)
+                gathered = (params - after * layer_params) * c
+            held = (gathered + after * layer_gradient_shard - gradient_bytes
                     + (_REDUCE_BYTES * layer_params if after else 0) - after * layer)
             beyond = max(beyond, held + in_layer, held + in_norm if in_norm is not None else held + in_layer)
     if moments is not None:
-        beyond += moments["module_buffers"]
+        beyond += moments["module_buffers"] + moments["kept_position_ids"]
     return {"peak_beyond_states_and_activations": beyond}
