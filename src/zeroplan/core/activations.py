@@ -135,6 +135,7 @@ class _Shape:
     experts_per_token: int  # 1 for a dense model
     family: str | None = None
     dropout: bool = False  # the config.json trains with dropout (GPT-2's default p = 0.1)
+    sliding_window: int | None = None  # attention window of the config.json (mistral's default 4096), if any
 
 
 def _shape(model: ModelSpec) -> _Shape:
@@ -147,7 +148,19 @@ def _shape(model: ModelSpec) -> _Shape:
         head_dim=shape.head_dim, ffn=shape.ffn, vocab=shape.vocab, gated_mlp=shape.gated_mlp,
         experts=experts if experts and per_token else 0, experts_per_token=per_token if experts and per_token else 1,
         family=shape.family,
-        dropout=_trains_with_dropout(model.extra.get("hf_config") or {}))
+        dropout=_trains_with_dropout(model.extra.get("hf_config") or {}),
+        sliding_window=_sliding_window(model.extra.get("hf_config") or {}))
+
+
+def _sliding_window(config: dict) -> int | None:
+    """The attention window a config.json applies (transformers' defaults: mistral 4096, qwen2 only with
+    use_sliding_window), or None."""
+    family = config.get("model_type")
+    if family == "mistral":
+        return config.get("sliding_window", 4096)
+    if family == "qwen2" and config.get("use_sliding_window"):
+        return config.get("sliding_window", 4096)
+    return None
 
 
 _DROPOUT_KEYS = ("resid_pdrop", "embd_pdrop", "attn_pdrop", "attention_dropout", "hidden_dropout", "dropout")
@@ -174,6 +187,10 @@ def _transformers_gap(shape: _Shape, config: ActivationConfig) -> str:
                 f"(derived: {', '.join(TRANSFORMERS_FAMILIES)})")
     if config.tp > 1 or config.pp > 1 or config.sequence_parallel:
         return "transformers runs no tensor or pipeline parallelism: Megatron's formula is used with --tp/--pp"
+    if shape.sliding_window is not None and config.seq_len >= shape.sliding_window:
+        return (f"a sliding attention window ({shape.sliding_window}) no shorter than the sequence makes transformers "
+                "build an explicit mask, and sdpa then keeps the attention probabilities on CPU kernels (not derived): "
+                "Megatron's formula is used")
     if shape.family == "gpt2" and (shape.dropout or not config.flash_attention):
         return ("GPT-2 is derived for sdpa attention without dropout only (its config trains with dropout or eager "
                 "attention was asked): Megatron's formula is used")

@@ -24,48 +24,49 @@ def torch_gpu_buffers(stage: int, params: int, layer_params: int, root_params: i
                       optimizer: str, world: int = 1, moments: dict[str, int] | None = None) -> dict[str, int]:
     """gpu/buffers entries (bytes) for torch's DDP/ZeroRedundancyOptimizer/FSDP2 at the peak moment.
 
-    moments (core.activations.transformers_peak_moments, where derived) adds the other moments the traces
-    show holding the peak, each as its excess over the model states and the backward start's activations:
-    - stage 2, the loss at the end of the forward pass: every compute copy, one all-gather buffer still alive
-      (a layer, c bytes an element), the logits and fp32 log-softmax instead of the backward's temporaries;
-    - stage 3, the MLP backward of the last decoder layer (j = L-1) or of the one before it (j = L-2): the
-      root's and layer j's compute copies, the next layer prefetched into its all-gather buffer, the previous
-      layer's fp32 reduce-scatter input (j < L-1), the sharded gradients of the layers after j only, the head's
-      unsharded gradients, and layer j's gradient temporaries; layers after j and the loss freed."""
+    params, layer_params, root_params: elements as FSDP2 gathers them (each tensor padded to a multiple of the
+    world along dim 0) for stages 2-3. moments (core.activations.transformers_peak_moments, where derived) adds
+    the other moments the traces show holding the peak, each as its excess over the model states and the
+    backward start's activations (the peak is the largest):
+    - stage 2, the loss at the end of the forward pass: every compute copy, one all-gather buffer still alive,
+      the logits and fp32 log-softmax instead of the backward's temporaries;
+    - stage 2, the last layer's forward just gathered: its all-gather buffer and the previous layer's alive;
+    - stages 2-3, inside the backward of layer j (its MLP's or, in 16 bits, its post-attention norm's): the
+      compute copies (stage 3: the root's, layer j's and the next layer prefetched, none for j = 0; stage 2:
+      all but the layers done, resharded after their backward), the previous layer's fp32 reduce-scatter input,
+      the sharded gradients of the layers after j only (not all of them, as the model states count), the
+      head's unsharded gradients and layer j's gradient temporaries; the layers after j and the loss freed."""
     c = compute_bytes
-    if stage == 3:
-        copies = (root_params + layer_params) * c
-    else:
-        copies = params * c
+    copies = (root_params + layer_params) * c if stage == 3 else params * c
     step = optimizer_state_bytes // 2 if optimizer in ("adam", "adamw") else 0
-    # the backward start (with moments: also the loss and its gradient's seed, two fp32 scalars) or the step
-    start_scalars = moments["scalars"] if moments is not None else 0
-    beyond = max(copies - gradient_bytes + start_scalars, step - activation_bytes)
-    if moments is not None and stage == 2:
-        copies -= moments["working_set"]  # every moment below replaces the backward start's recompute working set
-        beyond = max(beyond, copies - gradient_bytes + layer_params * c + moments["loss_forward_beyond_backward_start"])
-        # the last layer's forward: its all-gather buffer and the previous layer's both alive
-        beyond = max(beyond, copies - gradient_bytes + 2 * layer_params * c - moments["layer"]
-                     + moments["hidden_state"] + moments["position_ids"] - moments["kept_position_ids"] - moments["output_and_loss"])
-    if moments is not None and stage in (2, 3):
-        layers, layer = moments["layers"], moments["layer"]
+    if moments is None:
+        return {"peak_beyond_states_and_activations": max(copies - gradient_bytes, step - activation_bytes)}
+    m = moments
+    # the backward start (its two fp32 scalars: the loss and its gradient's seed) or the optimizer step
+    candidates = [copies - gradient_bytes + m["scalars"], step - activation_bytes]
+    # every other moment replaces the backward start's recompute working set
+    replaced = m["working_set"] + m["output_and_loss"]
+    if stage == 2:
+        candidates.append(copies - gradient_bytes - m["working_set"] + layer_params * c
+                          + m["loss_forward_beyond_backward_start"])
+        candidates.append(copies - gradient_bytes + 2 * layer_params * c - m["layer"] + m["hidden_state"]
+                          + m["position_ids"] - m["kept_position_ids"] - replaced)
+    if stage in (2, 3):
+        layers, layer = m["layers"], m["layer"]
         layer_gradient_shard = -(-_REDUCE_BYTES * layer_params // world)
-        in_layer = (moments["recomputed_layer"] - moments["working_set"] + moments["head_gradients"] + moments["mlp_weight_gradient"] + moments["mlp_backward_temporaries"]
-                    - moments["mlp_backward_freed"] + moments["scalars"] - moments["output_and_loss"])
-        in_norm = None
-        if moments["norm_backward_temporaries"] is not None:
-            in_norm = (moments["recomputed_layer"] - moments["working_set"] + moments["head_gradients"] + 3 * moments["mlp_weight_gradient"]
-                       + moments["norm_backward_temporaries"] - moments["norm_backward_freed"] + moments["scalars"]
-                       - moments["output_and_loss"])
-        for j in range(layers):  # layers after j: backward done (sharded gradients kept, activations freed)
-            after = layers - 1 - j
-            if stage == 3:  # layer j gathered, the next one prefetched (issued in j's backward)
+        in_layer = [m["recomputed_layer"] + m["head_gradients"] + m["scalars"] - replaced + m["mlp_weight_gradient"]
+                    + m["mlp_backward_temporaries"] - m["mlp_backward_freed"]]
+        if m["norm_backward_temporaries"] is not None:
+            in_layer.append(m["recomputed_layer"] + m["head_gradients"] + m["scalars"] - replaced
+                            + 3 * m["mlp_weight_gradient"] + m["norm_backward_temporaries"] - m["norm_backward_freed"])
+        for j in range(layers):
+            done = layers - 1 - j  # layers whose backward is done: sharded gradients kept, activations freed
+            if stage == 3:
                 gathered = (root_params + layer_params) * c + (layer_params * c if j else 0)
-            else:  # stage 2 frees a layer's compute copy after its backward (post-backward reshard)
-                gathered = (params - after * layer_params) * c
-            held = (gathered + after * layer_gradient_shard - gradient_bytes
-                    + (_REDUCE_BYTES * layer_params if after else 0) - after * layer)
-            beyond = max(beyond, held + in_layer, held + in_norm if in_norm is not None else held + in_layer)
-    if moments is not None:
-        beyond += moments["module_buffers"] + moments["kept_position_ids"]
-    return {"peak_beyond_states_and_activations": beyond}
+            else:
+                gathered = (params - done * layer_params) * c
+            held = (gathered + done * layer_gradient_shard - gradient_bytes
+                    + (_REDUCE_BYTES * layer_params if done else 0) - done * layer)
+            candidates.extend(held + extra for extra in in_layer)
+    # at every moment: the rotary module buffers; with recompute, the positions the checkpoints keep
+    return {"peak_beyond_states_and_activations": max(candidates) + m["module_buffers"] + m["kept_position_ids"]}
