@@ -51,9 +51,10 @@ def torch_gpu_buffers(stage: int, params: int, layer_params: int, root_params: i
                           + m["loss_forward_beyond_backward_start"])
         candidates.append(copies - gradient_bytes + 2 * layer_params * c - m["layer"] + m["hidden_state"]
                           + m["position_ids"] - m["kept_position_ids"] - replaced)
-    if stage in (2, 3):
+    if stage in (0, 1, 2, 3):
         layers, layer = m["layers"], m["layer"]
-        layer_gradient_shard = -(-_REDUCE_BYTES * layer_params // world)
+        # replicate() keeps each finished layer's fp32 gradients whole; FSDP2 reduce-scatters them
+        layer_gradient_shard = -(-_REDUCE_BYTES * layer_params // (world if stage >= 2 else 1))
         in_layer = [m["recomputed_layer"] + m["head_gradients"] + m["scalars"] - replaced + m["mlp_weight_gradient"]
                     + m["mlp_backward_temporaries"] - m["mlp_backward_freed"]]
         if m["norm_backward_temporaries"] is not None:
