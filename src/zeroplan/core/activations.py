@@ -477,6 +477,8 @@ def transformers_peak_moments(model: ModelSpec, config: ActivationConfig) -> dic
                                           else None),
             "norm_backward_freed": 4 * tokens * f * e + 2 * e * tokens * h + _FP32_BYTES * tokens,
             "working_set": terms["activations/recompute_working_set"],
+            # eager attention's causal mask lives through the decoder's forward only (counted in the embedding)
+            "eager_mask": 0 if config.flash_attention else config.micro_batch * config.seq_len ** 2 * e,
             "kept_position_ids": _TOKEN_ID_BYTES * config.seq_len if config.recompute != "none" else 0,
             # in fp32 the first norm's fp32 input is the layer's input itself: the checkpoint, already counted
             "recomputed_layer": (_transformers_layer_bytes(shape, replace(config, recompute="none"))

@@ -11,10 +11,13 @@ yet with one micro-batch per step) or the optimizer step (gradients + its tempor
 freed). With the model states counted in full, what the peak adds beyond them and the activations is
 max(copies − gradients, temporary − activations): negative when the gradients counted among the model
 states do not exist yet at the peak (stages 0-1 at the start of backward).
+For the families whose transformers code is derived (core.activations.transformers_peak_moments) the traces
+show more moments that can hold the peak, modelled exactly: the loss at the end of the forward pass, the last
+layer's forward, and inside a decoder layer's backward (its gradient temporaries, the next layer prefetched,
+the previous layer's reduce-scatter buffer). Their maximum is the peak.
 """
 
 from __future__ import annotations
-
 
 _REDUCE_BYTES = 4  # FSDP2's reduce-scatter runs in fp32 (MixedPrecisionPolicy(reduce_dtype=fp32) and fp32)
 
@@ -31,11 +34,13 @@ def torch_gpu_buffers(stage: int, params: int, layer_params: int, root_params: i
     - stage 2, the loss at the end of the forward pass: every compute copy, one all-gather buffer still alive,
       the logits and fp32 log-softmax instead of the backward's temporaries;
     - stage 2, the last layer's forward just gathered: its all-gather buffer and the previous layer's alive;
-    - stages 2-3, inside the backward of layer j (its MLP's or, in 16 bits, its post-attention norm's): the
-      compute copies (stage 3: the root's, layer j's and the next layer prefetched, none for j = 0; stage 2:
-      all but the layers done, resharded after their backward), the previous layer's fp32 reduce-scatter input,
-      the sharded gradients of the layers after j only (not all of them, as the model states count), the
-      head's unsharded gradients and layer j's gradient temporaries; the layers after j and the loss freed."""
+    - inside the backward of layer j (its MLP's or, in 16 bits, its post-attention norm's): the compute copies
+      (stage 3: the root's, layer j's and the next layer prefetched, none for j = 0; stages 0-2: all but the
+      layers done, freed after their backward), the previous layer's fp32 reduce-scatter (replicate: all-reduce)
+      input, the gradients of the layers after j only (sharded by FSDP2, whole under replicate; not all of
+      them, as the model states count), the head's unsharded gradients and layer j's gradient temporaries;
+      the layers after j and the loss freed.
+    Verified to the byte against `zeroplan trace` (tests/test_trace.py, docs/accuracy.md)."""
     c = compute_bytes
     copies = (root_params + layer_params) * c if stage == 3 else params * c
     step = optimizer_state_bytes // 2 if optimizer in ("adam", "adamw") else 0
@@ -43,14 +48,16 @@ def torch_gpu_buffers(stage: int, params: int, layer_params: int, root_params: i
         return {"peak_beyond_states_and_activations": max(copies - gradient_bytes, step - activation_bytes)}
     m = moments
     # the backward start (its two fp32 scalars: the loss and its gradient's seed) or the optimizer step
-    candidates = [copies - gradient_bytes + m["scalars"], step - activation_bytes]
-    # every other moment replaces the backward start's recompute working set
+    # (eager attention's causal mask, counted among the activations, is freed when the decoder's forward ends)
+    candidates = [copies - gradient_bytes + m["scalars"] - m["eager_mask"], step - activation_bytes]
+    # every other moment replaces the backward start's recompute working set (and its loss terms)
     replaced = m["working_set"] + m["output_and_loss"]
     if stage == 2:
-        candidates.append(copies - gradient_bytes - m["working_set"] + layer_params * c
+        candidates.append(copies - gradient_bytes - m["working_set"] - m["eager_mask"] + layer_params * c
                           + m["loss_forward_beyond_backward_start"])
         candidates.append(copies - gradient_bytes + 2 * layer_params * c - m["layer"] + m["hidden_state"]
                           + m["position_ids"] - m["kept_position_ids"] - replaced)
+    replaced += m["eager_mask"]
     if stage in (0, 1, 2, 3):
         layers, layer = m["layers"], m["layer"]
         # replicate() keeps each finished layer's fp32 gradients whole; FSDP2 reduce-scatters them
