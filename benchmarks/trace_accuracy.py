@@ -21,9 +21,10 @@ import time
 FAMILIES = {
     "llama": {"model_type": "llama", "hidden_size": 256, "intermediate_size": 688, "num_attention_heads": 8,
               "num_key_value_heads": 2, "num_hidden_layers": 8, "vocab_size": 1000, "max_position_embeddings": 8192},
+    # no sliding window, as Mistral-7B-v0.2/v0.3 (v0.1's 4096 window falls back to Megatron's formula)
     "mistral": {"model_type": "mistral", "hidden_size": 256, "intermediate_size": 704, "num_attention_heads": 8,
                 "num_key_value_heads": 4, "num_hidden_layers": 8, "vocab_size": 1000,
-                "max_position_embeddings": 8192},
+                "max_position_embeddings": 8192, "sliding_window": None},
     "qwen2": {"model_type": "qwen2", "hidden_size": 256, "intermediate_size": 688, "num_attention_heads": 8,
               "num_key_value_heads": 2, "num_hidden_layers": 8, "vocab_size": 1000, "max_position_embeddings": 8192},
     "gpt2": {"model_type": "gpt2", "n_embd": 256, "n_head": 8, "n_layer": 8, "vocab_size": 1000, "n_positions": 8192,
@@ -74,8 +75,8 @@ def main(argv: list[str] | None = None) -> int:
     print(f"command: python benchmarks/trace_accuracy.py {' '.join(argv if argv is not None else sys.argv[1:])}; "
           f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}; {platform.machine()} {os.cpu_count()} CPUs, "
           f"load average {os.getloadavg()[0]:.1f} at start\n")
-    print("| family | precision | recompute | seq | world | stage | trace | estimate | error | peak phase |")
-    print("|---|---|---|---:|---:|---:|---:|---:|---:|---|")
+    print("| family | precision | recompute | seq | world | stage | trace | estimate | error | peak phase | activations |")
+    print("|---|---|---|---:|---:|---:|---:|---:|---:|---|---|")
     for family, precision, recompute, seq, world, stage in rows(args.quick, args.seed):
         if time.perf_counter() - started > args.limit_seconds:
             break
@@ -87,7 +88,7 @@ def main(argv: list[str] | None = None) -> int:
                "activation_model": result.activation_model}
         results.append(row)
         print(f"| {family} | {precision} | {recompute} | {seq} | {world} | {stage} | {row['trace']:,} | "
-              f"{row['estimate']:,} | {row['error']:+.1%} | {row['phase']} |", flush=True)
+              f"{row['estimate']:,} | {row['error']:+.1%} | {row['phase']} | {row['activation_model']} |", flush=True)
     worst = max(results, key=lambda r: abs(r["error"]))
     print(f"\n{len(results)} rows; worst |error| {abs(worst['error']):.1%} ({worst['family']}, stage {worst['stage']}, "
           f"{worst['precision']}, recompute {worst['recompute']}, seq {worst['seq']}); "
