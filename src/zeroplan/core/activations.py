@@ -430,7 +430,7 @@ def _candidates(room: int, model: ModelSpec, config: ActivationConfig) -> range:
 
 def transformers_peak_moments(model: ModelSpec, config: ActivationConfig) -> dict[str, int] | None:
     """Bytes transformers' code holds at the step's other candidate peak moments, beside the backward start that
-    activation_memory counts (None where they are not derived: not a llama-style family, recompute, tp/pp).
+    activation_memory counts (None where they are not derived: not a llama-style family, selective-op, tp/pp).
 
     Read off torch's tracker on traces of the real code (docs/trace.md, every storage live at the peak with the
     module and op that made it); exact to the byte on the shapes tested (tests/test_trace.py):
@@ -456,8 +456,8 @@ def transformers_peak_moments(model: ModelSpec, config: ActivationConfig) -> dic
     the checkpoints keep the int64 positions alive for the whole step ("kept_position_ids").
     Stage 3 with full recompute peaks low in the backward (a layer's activations are only its input, while
     the sharded gradients grow), so every layer j is a candidate; j = 0 prefetches nothing."""
-    if applied_implementation(model, config)[0] != "transformers":
-        return None
+    if applied_implementation(model, config)[0] != "transformers" or config.recompute not in ("none", "selective", "full"):
+        return None  # op-level selective checkpointing is not traced
     shape = _shape(model)
     if shape.family not in LLAMA_STYLE_FAMILIES:
         return None
