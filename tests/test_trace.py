@@ -75,12 +75,12 @@ def test_estimate_equals_the_trace_at_its_peak_moment(config_path, stage, precis
 
 def test_a_sliding_window_as_long_as_the_sequence_falls_back_to_megatron():
     from zeroplan.core.activations import applied_implementation
-    from zeroplan.core.model import ModelSpec
+    from zeroplan.core.model import ModelShape, ModelSpec
 
     def mistral(window):
         config = {"model_type": "mistral", "sliding_window": window}
-        return ModelSpec(params=10**6, name="m", layers=2, hidden=64, heads=4, kv_heads=2, ffn=160, vocab=128,
-                         family="mistral", extra={"hf_config": config})
+        shape = ModelShape.of(layers=2, hidden=64, heads=4, kv_heads=2, ffn=160, vocab=128, family="mistral")
+        return ModelSpec(params=10**6, name="m", shape=shape, extra={"hf_config": config})
 
     short = ActivationConfig(seq_len=SEQ, flash_attention=True, implementation="transformers")
     assert applied_implementation(mistral(SEQ + 1), short) == ("transformers", "")
