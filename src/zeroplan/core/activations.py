@@ -473,8 +473,8 @@ def transformers_peak_moments(model: ModelSpec, config: ActivationConfig) -> dic
             "mlp_weight_gradient": h * f * e, "head_gradients": (v * h + h) * e, "scalars": 2 * _FP32_BYTES,
             "module_buffers": 2 * _FP32_BYTES * (shape.head_dim // 2),
             "hidden_state": tokens * h * e, "position_ids": _TOKEN_ID_BYTES * config.seq_len,
-            "norm_backward_temporaries": (tokens * h * e + 5 * _FP32_BYTES * tokens * h + h * e if e < _FP32_BYTES
-                                          else None),
+            "norm_backward_traced": int(e < _FP32_BYTES),  # the norm's backward moment is derived in 16 bits only
+            "norm_backward_temporaries": tokens * h * e + 5 * _FP32_BYTES * tokens * h + h * e,
             "norm_backward_freed": 4 * tokens * f * e + 2 * e * tokens * h + _FP32_BYTES * tokens,
             "working_set": terms["activations/recompute_working_set"],
             # eager attention's causal mask lives through the decoder's forward only (counted in the embedding)

@@ -64,7 +64,7 @@ def torch_gpu_buffers(stage: int, params: int, layer_params: int, root_params: i
         layer_gradient_shard = -(-_REDUCE_BYTES * layer_params // (world if stage >= 2 else 1))
         in_layer = [m["recomputed_layer"] + m["head_gradients"] + m["scalars"] - replaced + m["mlp_weight_gradient"]
                     + m["mlp_backward_temporaries"] - m["mlp_backward_freed"]]
-        if m["norm_backward_temporaries"] is not None:
+        if m["norm_backward_traced"]:
             in_layer.append(m["recomputed_layer"] + m["head_gradients"] + m["scalars"] - replaced
                             + 3 * m["mlp_weight_gradient"] + m["norm_backward_temporaries"] - m["norm_backward_freed"])
         for j in range(layers):
