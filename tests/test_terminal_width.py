@@ -24,6 +24,8 @@ TABLES = [
     ["estimate", "--params", "13e9", "--gpus", "8", "--explain"],
     ["plan", "--model", "llama-2-7b", "--gpus", "8", "--global-batch", "8"],
     ["check", str(DEEPSPEED / "bad_fp16_bf16.json"), str(DEEPSPEED / "bad_unknown_keys.json")],
+    ["presets", "list"],
+    ["trace", "--help"],
 ]
 HELP = [["--help"], ["estimate", "--help"], ["plan", "--help"], ["sweep", "--help"], ["check", "--help"],
         ["export", "deepspeed", "--help"], ["export", "plan", "--help"], ["validate", "--help"],

@@ -32,12 +32,15 @@ def list_presets(output: OutputInputs, hardware: HardwareInputs) -> None:
     if output_format == "json":
         write_text(json.dumps(listing, indent=2) + "\n", None)
         return
-    lines = []
+    from zeroplan.render.terminal import Canvas
+
+    canvas = Canvas.for_output(to_file=False)
     for category, entries in listing.items():
-        lines.append(f"{category}:")
+        canvas.line(f"{category}:")
         width = max(len(name) for name in entries)
-        lines += [f"  {name:<{width}}  {description}" for name, description in entries.items()]
-    write_text("\n".join(lines) + "\n", None)
+        for name, description in entries.items():  # wrapped under the description column, whole words
+            canvas.wrapped(description, first=f"  {name:<{width}}  ")
+    write_text(canvas.text(), None)
 
 
 @presets_app.command("show")
