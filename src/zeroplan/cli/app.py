@@ -9,9 +9,10 @@ from __future__ import annotations
 import os
 import sys
 
-from typing import Annotated, Protocol, TypeGuard
+from typing import TYPE_CHECKING, Any, Protocol, TypeGuard
 
-import typer
+if TYPE_CHECKING:
+    import typer
 
 from zeroplan import __version__
 from zeroplan.cli.help_layout import keep_option_names_whole
@@ -57,6 +58,8 @@ COMMANDS = ("estimate", "plan", "sweep", "check", "export", "bench", "validate",
 
 
 def _print_version(value: bool) -> None:
+    import typer
+
     if value:
         sys.stdout.write(f"zeroplan {__version__}\n")
         raise typer.Exit(0)
@@ -64,6 +67,8 @@ def _print_version(value: bool) -> None:
 
 def build_app(only: str | None = None, help_requested: bool = True) -> typer.Typer:
     """The whole CLI, or just one command of it (still invoked by name, as `zeroplan NAME ...`)."""
+    import typer
+
     if help_requested:
         keep_option_names_whole()  # imports typer.rich_utils (~0.1 s): only when a help screen is drawn
     # markdown: help paragraphs are re-wrapped to the terminal (rich mode kept the docstrings' line breaks)
@@ -73,9 +78,11 @@ def build_app(only: str | None = None, help_requested: bool = True) -> typer.Typ
                       rich_markup_mode="markdown", pretty_exceptions_enable=False)
 
     @app.callback()
-    def _group(version: Annotated[bool, typer.Option(
-            "--version", help="Print zeroplan's version and exit.", is_eager=True,
-            callback=_print_version)] = False) -> None:
+    # The option as a default value: typer is imported here, not at module level, so an annotation naming it
+    # could not be resolved from the module's globals.
+    def _group(version: bool = typer.Option(  # noqa: B008 - typer's declaration style
+            False, "--version", help="Print zeroplan's version and exit.", is_eager=True,
+            callback=_print_version)) -> None:
         """Keeps commands as subcommands even when only one is registered."""
 
     for name in COMMANDS if only is None else (only,):
@@ -114,6 +121,23 @@ def _error_line(exc: BaseException) -> tuple[str, int]:
     return f"internal error: {type(exc).__name__}: {exc} (rerun with --debug and report it)", 1
 
 
+def _run(args: list[str], only: str | None, help_requested: bool) -> Any:
+    """The command: `estimate` with a plain command line straight from its declarations (cli/fast_path.py,
+    no typer import), everything else through typer."""
+    if only == "estimate" and not help_requested and "-h" not in args:
+        from zeroplan.cli.estimate_cmd import estimate
+        from zeroplan.cli.fast_path import parse
+
+        given = parse(estimate, args[1:])
+        if given is not None:
+            return estimate(**given)
+    import typer
+
+    command = typer.main.get_command(build_app(only, help_requested))
+    # standalone_mode=False hands a raised typer.Exit(n) back as the return value n.
+    return command.main(args=args, prog_name="zeroplan", standalone_mode=False)
+
+
 def main(argv: list[str] | None = None) -> None:
     make_streams_safe()
     args = list(sys.argv[1:] if argv is None else argv)
@@ -131,10 +155,8 @@ def main(argv: list[str] | None = None) -> None:
     help_requested = ("--help" in args or len(args) < 2
                       or (only in ("export", "presets") and len(args) < 3 and args[1:] != ["list"])
                       or any(key.startswith("_ZEROPLAN_COMPLETE") for key in os.environ))
-    command = typer.main.get_command(build_app(only, help_requested))
     try:
-        # standalone_mode=False hands a raised typer.Exit(n) back as the return value n.
-        returned = command.main(args=args, prog_name="zeroplan", standalone_mode=False)
+        returned = _run(args, only, help_requested)
     except BaseException as exc:  # noqa: BLE001 - the one place every error becomes one line
         if isinstance(exc, SystemExit):
             raise
