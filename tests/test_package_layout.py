@@ -31,14 +31,14 @@ def _imported(node: ast.AST, parts: tuple[str, ...]) -> list[str]:
 def _package_edges() -> dict[str, set[str]]:
     edges: dict[str, set[str]] = {}
     for path, parts, tree in _modules():
-        if len(parts) < 3 or path.name == "__main__.py":
-            continue
+        if len(parts) < 2 or path.name == "__main__.py" or parts[1] == "__init__":
+            continue  # zeroplan/__init__.py only loads the API lazily; top-level modules (api) count as packages
         here = parts[1]
         for node in ast.walk(tree):
             for name in _imported(node, parts):
                 pieces = name.split(".")
                 if len(pieces) > 1 and pieces[0] == "zeroplan" and pieces[1] != here and \
-                        (SRC / pieces[1]).is_dir():
+                        ((SRC / pieces[1]).is_dir() or (SRC / f"{pieces[1]}.py").is_file()):
                     edges.setdefault(here, set()).add(pieces[1])
     return edges
 

@@ -16,7 +16,7 @@ def __getattr__(name: str):
 
         return importlib.import_module(f"zeroplan.{name}")
     if name == "plan":
-        from zeroplan.api import plan
+        from zeroplan.search.api import plan
 
         return plan
     if name in ("InputError", "RunFailed", "ZeroplanError"):

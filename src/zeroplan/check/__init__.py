@@ -14,7 +14,7 @@ class _CallableModule(_types.ModuleType):
     importing a subpackage makes it the attribute `zeroplan.check`, so the package itself is callable."""
 
     def __call__(self, *args, **kwargs):
-        from zeroplan.api import check
+        from zeroplan.check.api import check
 
         return check(*args, **kwargs)
 

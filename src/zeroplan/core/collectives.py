@@ -19,10 +19,11 @@ from __future__ import annotations
 
 import math
 import statistics
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Final, Literal, Sequence
 
 from zeroplan.core.errors import InputError
+from zeroplan.core.hardware import Link
 
 CollectiveName = Literal["all_gather", "reduce_scatter", "all_reduce"]
 ALL_GATHER: Final = "all_gather"
@@ -209,3 +210,67 @@ def fit_alpha_beta(collective: str, ranks: int, sizes: Sequence[int], seconds: S
         max_relative_residual=max(abs(p - t) / t for t, p in zip(seconds, predicted)),
         points=len(sizes),
     )
+
+
+# ---- a collective on the links a group crosses (what `zeroplan plan` and `estimate` price ZeRO's traffic with) ----
+# Links: NVLink reaches ~0.78 of its rate in a ring (8×A100 AllReduce busbw 235 of 300 GB/s, 8×H200 AllGather
+# 361 of 450 GB/s: stas00/ml-engineering network/README.md); InfiniBand/RoCE ~0.9 (Calculon's a100/h100 systems).
+NVLINK_EFFICIENCY = 0.78
+NIC_EFFICIENCY = 0.9
+NCCL_LAUNCH_S = 8.4e-6  # NCCL's base latency of a Simple-protocol collective (src/graph/tuning.cc baseLat)
+
+
+@dataclass(frozen=True)
+class LinkTable:
+    """Links by span, with optional measured ones per collective ("all_reduce/intra_node")."""
+
+    intra_node: Link
+    inter_node: Link
+    measured: dict[str, Link] = field(default_factory=dict)
+
+    def link(self, collective: str, intra_node: bool) -> Link:
+        span = "intra_node" if intra_node else "inter_node"
+        return self.measured.get(f"{collective}/{span}") or (self.intra_node if intra_node else self.inter_node)
+
+
+def link_bandwidth(link: Link, intra_node: bool) -> float:
+    """What a ring reaches on a link: measured links as measured, preset rates at the documented efficiency."""
+    if link.source != "preset":
+        return link.bandwidth_bytes_per_s
+    return link.bandwidth_bytes_per_s * (NVLINK_EFFICIENCY if intra_node else NIC_EFFICIENCY)
+
+
+def group_bandwidth(links: LinkTable, collective: str, ranks_per_node: int, intra_node: bool) -> float:
+    """Bus bandwidth of a ring over a group: the GPU link inside a node; across nodes one NIC per rank (the
+    per-GPU network bandwidth; the fit on the calibration set's ZeRO-3 runs supports no more), capped by the
+    GPU link. ranks_per_node only shapes the latency (hops inside a node versus across)."""
+    intra = link_bandwidth(links.link(collective, True), True)
+    if intra_node:
+        return intra
+    return min(intra, link_bandwidth(links.link(collective, False), False))
+
+
+def collective_seconds(kind: str, buffer_bytes: float, ranks: int, links: LinkTable, ranks_per_node: int,
+                       calls: int = 1) -> float:
+    """NCCL-like time of one collective phase (kind all_reduce, all_gather or reduce_scatter) on a buffer of
+    buffer_bytes split into `calls` buckets: bandwidth (n-1)/n·S (2× for AllReduce) on the group's bus
+    bandwidth; the ring's hop latencies once (pipelined chunks), NCCL_LAUNCH_S per bucket; AllReduce takes the
+    tree's latency when lower. See the module docstring."""
+    if ranks <= 1 or buffer_bytes <= 0:
+        return 0.0
+    per_node = min(ranks, max(1, ranks_per_node))
+    intra_node = per_node >= ranks
+    bandwidth = group_bandwidth(links, kind, per_node, intra_node)
+    factor = 2 if kind == ALL_REDUCE else 1
+    wire_bytes = factor * (ranks - 1) / ranks * buffer_bytes
+    intra_lat = links.link(kind, True).latency_s
+    inter_lat = intra_lat if intra_node else links.link(kind, False).latency_s
+    nodes = -(-ranks // per_node)
+    intra_hops, inter_hops = factor * (ranks - nodes), factor * (nodes - 1 + (0 if intra_node else 1))
+    if kind == ALL_REDUCE:  # NCCL's tree when its latency is lower: 2·(k-1) hops in a node, 2·log2(nodes) across
+        tree_intra, tree_inter = 2 * (per_node - 1), 2 * (nodes - 1).bit_length()
+        if tree_intra * intra_lat + tree_inter * inter_lat < intra_hops * intra_lat + inter_hops * inter_lat:
+            intra_hops, inter_hops = tree_intra, tree_inter
+    # core.collectives' one α-β price, with the network hops and a launch per bucket on top
+    return (alpha_beta_seconds(intra_hops, wire_bytes, intra_lat, bandwidth) + inter_hops * inter_lat
+            + calls * NCCL_LAUNCH_S)

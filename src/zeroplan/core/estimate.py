@@ -26,7 +26,7 @@ from zeroplan.core.parallel import ParallelDims
 from zeroplan.core.precision import BytesPerParam
 from zeroplan.core.units import ceil_div, format_count
 from zeroplan.core.pipeline import shard_params
-from zeroplan.core.step_time import LinkTable
+from zeroplan.core.collectives import LinkTable
 from zeroplan.core.traffic import offload_serial_seconds, offload_traffic
 
 

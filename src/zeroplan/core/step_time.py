@@ -50,7 +50,7 @@ GPU optimizer step: memory bound, reading and writing the optimizer states once 
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from math import ceil
 from typing import TYPE_CHECKING, NamedTuple
 
@@ -58,7 +58,10 @@ from zeroplan.core.errors import InputError
 from zeroplan.core.hardware import Link
 from zeroplan.core.model import ModelSpec
 from zeroplan.core.pipeline import layers_per_stage
-from zeroplan.core.collectives import ALL_GATHER, ALL_REDUCE, alpha_beta_seconds, ring_time
+from zeroplan.core.collectives import (  # noqa: F401 - collective pricing lives there; re-exported for callers
+    ALL_GATHER, ALL_REDUCE, NCCL_LAUNCH_S, NIC_EFFICIENCY, NVLINK_EFFICIENCY, LinkTable, alpha_beta_seconds,
+    collective_seconds, group_bandwidth, link_bandwidth, ring_time,
+)
 
 if TYPE_CHECKING:
     from zeroplan.core.traffic import DpSeconds, OffloadSeconds
@@ -85,12 +88,7 @@ FLASH_ATTENTION_EFFICIENCY = 0.55
 # by tp without sequence parallelism), each written once and read once.
 ELEMENTWISE_BYTES_PER_TOKEN_HIDDEN = 68
 LOGIT_BYTES = 12  # cross entropy over the vocabulary: fp32 logits written, read, gradient written
-# Links: NVLink reaches ~0.78 of its rate in a ring (8×A100 AllReduce busbw 235 of 300 GB/s, 8×H200 AllGather
-# 361 of 450 GB/s: stas00/ml-engineering network/README.md); InfiniBand/RoCE ~0.9 (Calculon's a100/h100 systems).
-NVLINK_EFFICIENCY = 0.78
-NIC_EFFICIENCY = 0.9
 DP_OVERLAP = 0.29  # share of a pass's compute that DP collectives can hide behind (fitted, see above)
-NCCL_LAUNCH_S = 8.4e-6  # NCCL's base latency of a Simple-protocol collective (src/graph/tuning.cc baseLat)
 # DeepSpeed CPU Adam, per node: the step is memory bound (~30 bytes per parameter read or written), so a
 # two-socket server streaming 50-100 GB/s manages a few 1e9 parameters/s; the ZeRO-Offload paper's CPU-Adam
 # latencies sit near 1 s per 1e9 parameters. 1e9 per node is the conservative default (--cpu-adam-rate).
@@ -184,19 +182,6 @@ def stage_flops(flops: FlopModel, seq_len: int, recompute: str, pp: int) -> Stag
 
 
 @dataclass(frozen=True)
-class LinkTable:
-    """Links by span, with optional measured ones per collective ("all_reduce/intra_node")."""
-
-    intra_node: Link
-    inter_node: Link
-    measured: dict[str, Link] = field(default_factory=dict)
-
-    def link(self, collective: str, intra_node: bool) -> Link:
-        span = "intra_node" if intra_node else "inter_node"
-        return self.measured.get(f"{collective}/{span}") or (self.intra_node if intra_node else self.inter_node)
-
-
-@dataclass(frozen=True)
 class Machine:
     """The throughput side of the hardware."""
 
@@ -216,49 +201,6 @@ class Machine:
     @property
     def flops_per_s(self) -> float:
         return self.peak_flops * self.efficiency
-
-
-def link_bandwidth(link: Link, intra_node: bool) -> float:
-    """What a ring reaches on a link: measured links as measured, preset rates at the documented efficiency."""
-    if link.source != "preset":
-        return link.bandwidth_bytes_per_s
-    return link.bandwidth_bytes_per_s * (NVLINK_EFFICIENCY if intra_node else NIC_EFFICIENCY)
-
-
-def group_bandwidth(links: LinkTable, collective: str, ranks_per_node: int, intra_node: bool) -> float:
-    """Bus bandwidth of a ring over a group: the GPU link inside a node; across nodes one NIC per rank (the
-    per-GPU network bandwidth; the fit on the calibration set's ZeRO-3 runs supports no more), capped by the
-    GPU link. ranks_per_node only shapes the latency (hops inside a node versus across)."""
-    intra = link_bandwidth(links.link(collective, True), True)
-    if intra_node:
-        return intra
-    return min(intra, link_bandwidth(links.link(collective, False), False))
-
-
-def collective_seconds(kind: str, buffer_bytes: float, ranks: int, links: LinkTable, ranks_per_node: int,
-                       calls: int = 1) -> float:
-    """NCCL-like time of one collective phase (kind all_reduce, all_gather or reduce_scatter) on a buffer of
-    buffer_bytes split into `calls` buckets: bandwidth (n-1)/n·S (2× for AllReduce) on the group's bus
-    bandwidth; the ring's hop latencies once (pipelined chunks), NCCL_LAUNCH_S per bucket; AllReduce takes the
-    tree's latency when lower. See the module docstring."""
-    if ranks <= 1 or buffer_bytes <= 0:
-        return 0.0
-    per_node = min(ranks, max(1, ranks_per_node))
-    intra_node = per_node >= ranks
-    bandwidth = group_bandwidth(links, kind, per_node, intra_node)
-    factor = 2 if kind == ALL_REDUCE else 1
-    wire_bytes = factor * (ranks - 1) / ranks * buffer_bytes
-    intra_lat = links.link(kind, True).latency_s
-    inter_lat = intra_lat if intra_node else links.link(kind, False).latency_s
-    nodes = -(-ranks // per_node)
-    intra_hops, inter_hops = factor * (ranks - nodes), factor * (nodes - 1 + (0 if intra_node else 1))
-    if kind == ALL_REDUCE:  # NCCL's tree when its latency is lower: 2·(k-1) hops in a node, 2·log2(nodes) across
-        tree_intra, tree_inter = 2 * (per_node - 1), 2 * (nodes - 1).bit_length()
-        if tree_intra * intra_lat + tree_inter * inter_lat < intra_hops * intra_lat + inter_hops * inter_lat:
-            intra_hops, inter_hops = tree_intra, tree_inter
-    # core.collectives' one α-β price, with the network hops and a launch per bucket on top
-    return (alpha_beta_seconds(intra_hops, wire_bytes, intra_lat, bandwidth) + inter_hops * inter_lat
-            + calls * NCCL_LAUNCH_S)
 
 
 def ring_seconds(buffer_bytes: float, ranks: int, link: Link, allreduce: bool) -> float:

@@ -11,14 +11,19 @@ core.step_time's module note). Standard library only.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from dataclasses import dataclass
 
 from zeroplan.core.comm import Collective, dp_collectives
 from zeroplan.core.options import Option
 from zeroplan.core.precision import BytesPerParam
-from zeroplan.core.step_time import LinkTable, Machine, collective_seconds
+from zeroplan.core.collectives import LinkTable, collective_seconds
 from zeroplan.core.buffers import BufferConfig, bucket_calls
 from zeroplan.core.model_states import HOST_GRADIENT_BYTES, sharded
+
+if TYPE_CHECKING:
+    from zeroplan.core.step_time import Machine  # annotations only: the estimate path never loads step_time
 
 
 @dataclass(frozen=True)

@@ -10,7 +10,7 @@ class _CallableModule(_types.ModuleType):
     importing a subpackage makes it the attribute `zeroplan.estimate`, so the package itself is callable."""
 
     def __call__(self, *args, **kwargs):
-        from zeroplan.api import estimate
+        from zeroplan.estimate.api import estimate
 
         return estimate(*args, **kwargs)
 

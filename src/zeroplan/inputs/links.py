@@ -7,7 +7,7 @@ both take them from measured_links and look them up through core.step_time.LinkT
 from __future__ import annotations
 
 from zeroplan.core.hardware import Link
-from zeroplan.core.step_time import LinkTable
+from zeroplan.core.collectives import LinkTable
 
 CALIBRATED_COLLECTIVES = ("all_reduce", "all_gather", "reduce_scatter")
 SPANS = (("intra_node", True), ("inter_node", False))
