@@ -46,7 +46,7 @@ def measure(gpus: int, global_batch: int, runs: int) -> tuple[float, float, int,
     result = None
     for _ in range(runs):
         start = time.perf_counter()
-        resolved = resolve(PlanInputs(gpus=gpus, global_batch=global_batch, seq_len=2048, model="gpt3-175b",
+        resolved = resolve(PlanInputs.of(gpus=gpus, global_batch=global_batch, seq_len=2048, model="gpt3-175b",
                                       cluster="dgx-a100"))
         middle = time.perf_counter()
         result = search(resolved.request)
@@ -89,7 +89,7 @@ def main() -> None:
 
 
 def llama_request():
-    return resolve(PlanInputs(**LLAMA_405B)).request
+    return resolve(PlanInputs.of(**LLAMA_405B)).request
 
 
 def llama(runs: int) -> None:

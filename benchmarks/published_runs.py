@@ -103,17 +103,17 @@ def published_step(run: dict, layout: dict, model) -> float:
     if kind == "tokens_per_s_per_gpu":
         return tokens / (value * gpus)
     if kind in ("nar_tflops", "hw_tflops"):
-        flops = narayanan_flops_per_iteration(batch, seq, model.layers, model.hidden, model.vocab)
+        flops = narayanan_flops_per_iteration(batch, seq, model.shape.layers, model.shape.hidden, model.shape.vocab)
         return flops / (value * 1e12 * gpus)
     if kind == "bloom_tflops":
         return 8 * metric.get("params", model.params) * tokens / (value * 1e12 * gpus)
     if kind == "tflops_per_gpu":
         counting = run.get("counting", "")
         if "hardware" in counting.lower() or "recompute" in run.get("name", "").lower() or "NeoX" in run["id"]:
-            flops = narayanan_flops_per_iteration(batch, seq, model.layers, model.hidden, model.vocab)
+            flops = narayanan_flops_per_iteration(batch, seq, model.shape.layers, model.shape.hidden, model.shape.vocab)
         else:  # model FLOPs: 6N + attention (12·L·w·s per token), no recompute
-            width = model.heads * (model.head_dim or model.hidden // model.heads)
-            flops = tokens * (6 * model.params + 12 * model.layers * width * seq)
+            width = model.shape.heads * (model.shape.head_dim or model.shape.hidden // model.shape.heads)
+            flops = tokens * (6 * model.params + 12 * model.shape.layers * width * seq)
         return flops / (value * 1e12 * gpus)
     raise ValueError(f"unknown metric kind {kind}")
 
@@ -146,7 +146,7 @@ def plan_inputs(run: dict, layout: dict) -> PlanInputs:
         extra["cp"] = str(layout["cp"])
     if layout["stage"] >= 2 and layout["pp"] > 1:
         extra["fsdp_pipeline"] = True
-    return PlanInputs(gpus=run["gpus"], global_batch=layout["batch"], seq_len=run.get("seq"), model=str(path),
+    return PlanInputs.of(gpus=run["gpus"], global_batch=layout["batch"], seq_len=run.get("seq"), model=str(path),
                       cluster=run["cluster"], stages=str(layout["stage"]), offload=False,
                       recompute=layout["recompute"], sequence_parallel="on" if layout["sp"] else "off",
                       virtual_stages=str(layout["v"]), micro_batches=str(layout["mb"]), tp=str(layout["tp"]),
@@ -192,7 +192,7 @@ def free_inputs(run: dict, layout: dict) -> PlanInputs:
     pinned = plan_inputs(run, layout)
     virtual = sorted({1, 2, 4, layout["v"]})
     cp = sorted({1, layout["cp"]})
-    return PlanInputs(gpus=pinned.gpus, global_batch=pinned.global_batch, seq_len=pinned.seq_len, model=pinned.model,
+    return PlanInputs.of(gpus=pinned.gpus, global_batch=pinned.global_batch, seq_len=pinned.seq_len, model=pinned.model,
                       cluster=pinned.cluster, flash_attention=layout["flash"], fsdp_pipeline=True,
                       virtual_stages=",".join(map(str, virtual)), cp=",".join(map(str, cp)),
                       **{k: getattr(pinned, k) for k in ("inter_node_bandwidth", "intra_node_bandwidth", "gpu",
