@@ -10,8 +10,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 
-from zeroplan.core.collectives import ALLREDUCE_THEN_CHUNK, REDUCE_SCATTER, RING, Implementation, fit_alpha_beta
-from zeroplan.inputs.calibration import Calibration, CollectiveName, Fits, FitRecord, Measurement, SpanName
+from zeroplan.inputs.calibration import Calibration, Fits, Measurement, build_fits
 
 
 @dataclass(frozen=True)
@@ -29,25 +28,6 @@ class BenchRun:
         return cls(Calibration.model_validate(data["calibration"]), tuple(data["mean_s"]))
 
 
-def fits_on_mean(measurements: list[Measurement], mean_s: list[float],
-                 backend: str) -> Fits:
-    """One α-β fit per (collective, span) with at least two sizes, on the mean times. Nominal ring
-    factors, so a Link reproduces what the backend really took (gloo's ReduceScatter shows slower)."""
-    groups: dict[tuple[CollectiveName, SpanName], list[tuple[Measurement, float]]] = {}
-    for measurement, mean in zip(measurements, mean_s, strict=True):
-        groups.setdefault((measurement.collective, measurement.span), []).append((measurement, mean))
-    fits: Fits = {}
-    for (collective, span), points in groups.items():
-        if len({m.size_bytes for m, _ in points}) < 2:
-            continue
-        fit = fit_alpha_beta(collective, points[0][0].ranks, [m.size_bytes for m, _ in points],
-                             [mean for _, mean in points])
-        implementation: Implementation = (ALLREDUCE_THEN_CHUNK if (backend == "gloo" and collective == REDUCE_SCATTER)
-                                          else RING)
-        fits.setdefault(collective, {})[span] = FitRecord(
-            ranks=fit.ranks, latency_s=fit.latency_s,
-            bandwidth_bytes_per_s=round(fit.bandwidth_bytes_per_s) if fit.bandwidth_bytes_per_s else None,
-            r_squared=fit.r_squared, max_relative_residual=fit.max_relative_residual, points=fit.points,
-            implementation=implementation,
-        )
-    return fits
+def fits_on_mean(measurements: list[Measurement], mean_s: list[float], backend: str) -> Fits:
+    """The α-β fits on the mean times (what a loop of collectives sees), by the profile's one fitter."""
+    return build_fits(measurements, backend, times=mean_s)

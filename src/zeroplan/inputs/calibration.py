@@ -82,18 +82,23 @@ class Calibration(_Strict):
 Fits = dict[CollectiveName, dict[SpanName, FitRecord]]
 
 
-def build_fits(measurements: Sequence[Measurement], backend: str) -> Fits:
-    """One α-β fit per (collective, span) with at least two sizes. Nominal ring factors are used, so
-    a Link reproduces what the backend really took (gloo's ReduceScatter shows as a slower link)."""
-    groups: dict[tuple[CollectiveName, SpanName], list[Measurement]] = {}
-    for m in measurements:
-        groups.setdefault((m.collective, m.span), []).append(m)
+def build_fits(measurements: Sequence[Measurement], backend: str, times: Sequence[float] | None = None) -> Fits:
+    """One α-β fit per (collective, span) with at least two sizes, on `times` (one per measurement; by
+    default each measurement's median; bench passes the means, what a loop of collectives sees). Nominal
+    ring factors are used, so a Link reproduces what the backend really took (gloo's ReduceScatter shows as
+    a slower link)."""
+    seconds = [m.time_s_median for m in measurements] if times is None else list(times)
+    if len(seconds) != len(measurements):
+        raise ValueError("build_fits: one time per measurement")
+    groups: dict[tuple[CollectiveName, SpanName], list[tuple[Measurement, float]]] = {}
+    for m, time_s in zip(measurements, seconds):
+        groups.setdefault((m.collective, m.span), []).append((m, time_s))
     fits: Fits = {}
     for (collective, span), points in groups.items():
-        if len({p.size_bytes for p in points}) < 2:
+        if len({m.size_bytes for m, _ in points}) < 2:
             continue
-        fit = fit_alpha_beta(collective, points[0].ranks, [p.size_bytes for p in points],
-                             [p.time_s_median for p in points])
+        fit = fit_alpha_beta(collective, points[0][0].ranks, [m.size_bytes for m, _ in points],
+                             [time_s for _, time_s in points])
         implementation: Implementation = (ALLREDUCE_THEN_CHUNK if (backend == "gloo" and collective == "reduce_scatter")
                                           else RING)
         fits.setdefault(collective, {})[span] = FitRecord(
