@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, ClassVar
 
 from zeroplan.core.errors import InputError
 from zeroplan.core.estimate import EstimateRequest, evaluate_options
@@ -16,8 +16,8 @@ from zeroplan.core.parallel import ParallelDims
 from zeroplan.core.recommend import fewest_gpus
 from zeroplan.inputs.lists import parse_int_list
 from zeroplan.inputs.command_sections import GridInputs
-from zeroplan.inputs.sections import (BudgetInputs, HardwareInputs, ModelInputs, ParallelInputs, StepInputs, flag_of,
-                                      Section, split)
+from zeroplan.inputs.sections import (CommandInputs, BudgetInputs, HardwareInputs, ModelInputs, ParallelInputs, StepInputs, flag_of,
+                                      Section)
 
 PART_NAMES = ("params", "gradients", "optimizer_states", "activations", "buffers")
 
@@ -33,17 +33,14 @@ FIELDS: dict[type[Section], tuple[str, ...]] = {
 
 
 @dataclass
-class SweepInputs:
+class SweepInputs(CommandInputs):
     grid: GridInputs = field(default_factory=GridInputs)
     parallel: ParallelInputs = field(default_factory=ParallelInputs)
     hardware: HardwareInputs = field(default_factory=HardwareInputs)
     step: StepInputs = field(default_factory=StepInputs)
     budget: BudgetInputs = field(default_factory=BudgetInputs)
     units: str = "iec"
-
-    @classmethod
-    def of(cls, units: str = "iec", **values: Any) -> SweepInputs:
-        return cls(units=units, **split(values, FIELDS))
+    FIELDS: ClassVar[dict[Any, tuple[str, ...]]] = FIELDS
 
     def echo(self) -> dict[str, Any]:
         values = {name: getattr(getattr(self, section.key), name) for section, names in FIELDS.items()

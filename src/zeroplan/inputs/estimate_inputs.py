@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, ClassVar
 
-from zeroplan.inputs.sections import (BudgetInputs, BufferInputs, ConventionInputs, HardwareInputs, ModelInputs,
-                                      ParallelInputs, Section, StepInputs, split)
+from zeroplan.inputs.sections import (
+    BudgetInputs, BufferInputs, CommandInputs, ConventionInputs, HardwareInputs, ModelInputs, ParallelInputs, Section, StepInputs,
+)
 
 # The fields `zeroplan estimate` takes from each section (the CLI's options, and the report's "inputs").
 FIELDS: dict[type[Section], tuple[str, ...]] = {
@@ -35,7 +36,7 @@ ECHO_ORDER = ("gpus", "params", "model", "gpu", "cluster", "gpus_per_node", "tp"
 
 
 @dataclass
-class EstimateInputs:
+class EstimateInputs(CommandInputs):
     """Everything `zeroplan estimate` accepts, by section."""
 
     model: ModelInputs = field(default_factory=ModelInputs)
@@ -46,13 +47,6 @@ class EstimateInputs:
     convention: ConventionInputs = field(default_factory=ConventionInputs)
     buffers: BufferInputs = field(default_factory=BufferInputs)
     units: str = "iec"
+    FIELDS: ClassVar[dict[Any, tuple[str, ...]]] = FIELDS
+    ECHO_ORDER: ClassVar[tuple[str, ...]] = ECHO_ORDER
 
-    @classmethod
-    def of(cls, units: str = "iec", **values: Any) -> EstimateInputs:
-        """From keyword values by field name (gpus=8, model="llama-2-7b", ...), each to its section."""
-        return cls(units=units, **split(values, FIELDS))
-
-    def echo(self) -> dict[str, Any]:
-        """The inputs as given, flat, for the report."""
-        owner = {name: section.key for section, names in FIELDS.items() for name in names}
-        return {**{name: getattr(getattr(self, owner[name]), name) for name in ECHO_ORDER}, "units": self.units}

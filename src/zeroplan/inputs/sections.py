@@ -228,6 +228,25 @@ def split(values: dict[str, Any], fields: dict[Any, tuple[str, ...]]) -> dict[st
     return {section.key: section(**given) for section, given in by_section.items()}
 
 
+class CommandInputs:
+    """A command's inputs, one section per field; FIELDS says which section takes each keyword (a mixin for
+    the dataclasses EstimateInputs, PlanInputs and SweepInputs)."""
+
+    FIELDS: ClassVar[dict[Any, tuple[str, ...]]]
+    ECHO_ORDER: ClassVar[tuple[str, ...]] = ()
+    units: str
+
+    @classmethod
+    def of(cls, units: str = "iec", **values: Any) -> Any:
+        """From keyword values by field name (gpus=8, model="llama-2-7b", ...), each to its section."""
+        return cls(units=units, **split(values, cls.FIELDS))  # type: ignore[call-arg]  # the dataclass's init
+
+    def echo(self) -> dict[str, Any]:
+        """The inputs as given, flat, in ECHO_ORDER, for the report."""
+        owner = {name: section.key for section, names in self.FIELDS.items() for name in names}
+        return {**{name: getattr(getattr(self, owner[name]), name) for name in self.ECHO_ORDER}, "units": self.units}
+
+
 # ---- the sections -------------------------------------------------------------------------------------------
 
 @dataclass(init=False, repr=False, eq=False)

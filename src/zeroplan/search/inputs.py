@@ -7,7 +7,7 @@ Model, hardware and memory budget go through the same resolvers as `zeroplan est
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, ClassVar
 
 from zeroplan.core.activations import RECOMPUTE_MODES, DEFAULT_SEQ_LEN_CAP, default_seq_len
 from zeroplan.core.errors import InputError
@@ -25,7 +25,7 @@ from zeroplan.core.step_time import (DEFAULT_CPU_ADAM_PARAMS_PER_S, LinkTable, M
                                      gemm_efficiency)
 from zeroplan.core.units import format_count, format_rate
 from zeroplan.inputs.command_sections import SearchInputs
-from zeroplan.inputs.sections import BudgetInputs, HardwareInputs, ModelInputs, Section, StepInputs, split
+from zeroplan.inputs.sections import CommandInputs, BudgetInputs, HardwareInputs, ModelInputs, Section, StepInputs
 
 SEQUENCE_PARALLEL_CHOICES = {"search": (False, True), "on": (True,), "off": (False,)}
 
@@ -54,7 +54,7 @@ ECHO_ORDER = ("gpus", "global_batch", "seq_len", "model", "params", "layers", "h
 
 
 @dataclass
-class PlanInputs:
+class PlanInputs(CommandInputs):
     """Everything `zeroplan plan` accepts, by section, as given (None = not given)."""
 
     model: ModelInputs = field(default_factory=ModelInputs)
@@ -63,16 +63,9 @@ class PlanInputs:
     step: StepInputs = field(default_factory=StepInputs)
     search: SearchInputs = field(default_factory=SearchInputs)
     units: str = "iec"
+    FIELDS: ClassVar[dict[Any, tuple[str, ...]]] = FIELDS
+    ECHO_ORDER: ClassVar[tuple[str, ...]] = ECHO_ORDER
 
-    @classmethod
-    def of(cls, units: str = "iec", **values: Any) -> PlanInputs:
-        """From keyword values by field name (gpus=8, global_batch=64, ...), each to its section."""
-        return cls(units=units, **split(values, FIELDS))
-
-    def echo(self) -> dict[str, Any]:
-        """The inputs as given, flat, for the report."""
-        owner = {name: section.key for section, names in FIELDS.items() for name in names}
-        return {**{name: getattr(getattr(self, owner[name]), name) for name in ECHO_ORDER}, "units": self.units}
 
 
 @dataclass
