@@ -157,3 +157,20 @@ def test_check_names_the_section_and_file_that_are_wrong(tmp_path, capsys):
                           "  deepspeed_config_file: /dev/zero\nnum_processes: 8\n")
     line = _refused(["check", str(accelerate)], capsys)
     assert f"{accelerate}: deepspeed_config_file: /dev/zero: is not a regular file" in line
+
+
+@pytest.mark.parametrize("argv_for", [
+    lambda path: ["check", path],
+    lambda path: ["presets", "validate", path],
+    lambda path: ["estimate", "--params", "1e9", "--calibration", path],
+])
+def test_malformed_or_deep_yaml_is_one_line_with_its_position(argv_for, tmp_path, capsys):
+    """Every YAML input goes through inputs/yaml_text.py: a syntax error names the file and line; nesting
+    thousands deep is refused, not a crash."""
+    bad = tmp_path / "run.plan.yaml"
+    bad.write_text("a: [1, 2\n")
+    line = _refused(argv_for(str(bad)), capsys)
+    assert str(bad) in line and "malformed YAML" in line and ("line 2" in line or ":2:1" in line)
+    bad.write_text("a: " + "[" * 100_000 + "]" * 100_000 + "\n")
+    line = _refused(argv_for(str(bad)), capsys)
+    assert str(bad) in line and "nest" in line

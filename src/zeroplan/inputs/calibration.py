@@ -18,6 +18,7 @@ from zeroplan.core.collectives import (
 )
 from zeroplan.core.errors import InputError
 from zeroplan.inputs.text_files import read_user_text
+from zeroplan.inputs.yaml_text import YamlSyntaxError, load_with_nodes
 from zeroplan.core.hardware import Link
 
 FORMAT_VERSION: Final = 1
@@ -148,14 +149,11 @@ def load_calibration(path: str | Path) -> Calibration:
     source = Path(path)
     name = str(source)
     text = read_user_text(source, "write one with `zeroplan bench --save-calibration FILE`")
-    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
     try:
-        raw = yaml.load(text, Loader=loader)
-        root = yaml.compose(text, Loader=loader)
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        problem = getattr(exc, "problem", None) or "malformed YAML"
-        raise InputError(name, f"{_where(mark)}malformed YAML ({problem})", "fix the calibration file") from None
+        raw, root = load_with_nodes(text)
+    except YamlSyntaxError as exc:
+        where = f"line {exc.line}, column {exc.column}: " if exc.line else ""
+        raise InputError(name, f"{where}malformed YAML ({exc.problem})", "fix the calibration file") from None
     if not isinstance(raw, dict):
         raise InputError(name, "is not a calibration profile (expected a mapping)",
                          "write one with `zeroplan bench --save-calibration FILE`")

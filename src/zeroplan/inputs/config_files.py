@@ -15,6 +15,7 @@ from pathlib import Path
 
 from zeroplan.core.errors import InputError
 from zeroplan.inputs.text_files import read_user_text
+from zeroplan.inputs.yaml_text import YamlSyntaxError, load_with_nodes
 
 
 @dataclass
@@ -72,19 +73,11 @@ def parse_json(path: Path, text: str) -> Source:
 
 
 def parse_yaml(path: Path, text: str) -> Source:
-    import yaml
-
-    loader_class = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
     try:
-        node = yaml.compose(text, Loader=loader_class)
-        data = yaml.load(text, Loader=loader_class)
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
-        problem = getattr(exc, "problem", None) or "syntax error"
-        raise InputError(str(path), f"malformed YAML{where}: {problem}", "fix the syntax") from None
-    except RecursionError:
-        raise InputError(str(path), "is nested too deeply to be a config or plan file", "check the file") from None
+        data, node = load_with_nodes(text)
+    except YamlSyntaxError as exc:
+        where = f" at line {exc.line}, column {exc.column}" if exc.line else ""
+        raise InputError(str(path), f"malformed YAML{where}: {exc.problem}", "fix the syntax") from None
     source = Source(path, text, data, "yaml")
     if node is not None:
         _collect_marks(node, (), source)

@@ -16,12 +16,13 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Callable, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from zeroplan.core.errors import InputError
 from zeroplan.inputs.text_files import read_user_text
+from zeroplan.inputs.yaml_text import YamlSyntaxError, load_with_nodes
 from zeroplan.core.units import parse_bytes, parse_rate
 
 CATEGORIES = ("gpus", "clusters", "models")
@@ -29,22 +30,21 @@ DATA_FILE = Path(__file__).with_name("presets_data.py")
 REGENERATE = "python -m zeroplan.inputs.preset_schema --write"
 
 
-def _size(value: Any) -> Any:
-    if isinstance(value, str):
-        try:
-            parse_bytes(value, "size")
-        except InputError as exc:
-            raise ValueError(exc.problem) from None
-    return value
+def _checked_by(parse: Callable[[Any, str], Any], what: str) -> Callable[[Any], Any]:
+    """A validator keeping a size or rate text as written once `parse` accepts it (the error is parse's)."""
+    def validate(value: Any) -> Any:
+        if isinstance(value, str):
+            try:
+                parse(value, what)
+            except InputError as exc:
+                raise ValueError(exc.problem) from None
+        return value
+
+    return validate
 
 
-def _rate(value: Any) -> Any:
-    if isinstance(value, str):
-        try:
-            parse_rate(value, "rate")
-        except InputError as exc:
-            raise ValueError(exc.problem) from None
-    return value
+_size = _checked_by(parse_bytes, "size")
+_rate = _checked_by(parse_rate, "rate")
 
 
 class _Strict(BaseModel):
@@ -128,20 +128,11 @@ class PresetFileError(InputError):
 
 def _parse(text: str, path: Path) -> tuple[Any, Any]:
     """(data, node): the plain data and the YAML node tree that knows each value's line and column."""
-    import yaml
-
-    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)(text)
     try:
-        node = loader.get_single_node()
-        data = loader.construct_document(node) if node is not None else None
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        problem = getattr(exc, "problem", None) or "malformed YAML"
-        where = f"{path}:{mark.line + 1}:{mark.column + 1}" if mark else str(path)
-        raise PresetFileError(where, f"malformed YAML: {problem}", "fix the YAML syntax") from None
-    finally:
-        loader.dispose()
-    return data, node
+        return load_with_nodes(text)
+    except YamlSyntaxError as exc:
+        where = f"{path}:{exc.line}:{exc.column}" if exc.line else str(path)
+        raise PresetFileError(where, f"malformed YAML: {exc.problem}", "fix the YAML syntax") from None
 
 
 def _where(path: Path, node: Any, loc: tuple, *, key: bool = False) -> str:
