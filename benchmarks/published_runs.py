@@ -10,7 +10,9 @@ Two sets, scored separately (benchmarks/data/):
 Each run goes through the same path as `zeroplan plan`: PlanInputs -> resolve -> layout_search.search with every
 search dimension pinned to the published value (tp, pp, cp, virtual stages, ZeRO stage, micro-batch, recompute,
 sequence parallelism, flash attention); the step time is the evaluated plan's, whether or not zeroplan thinks it
-fits in memory (a "no fit" is reported). A layout zeroplan cannot express or refuses is counted as refused.
+fits in memory (a "no fit" is reported with the plan's GiB per GPU against the usable and the whole memory, and
+the row's memory_note: which of zeroplan's accounting the run did differently, with its source). A layout zeroplan
+cannot express or refuses is counted as refused.
 
 The published metric becomes seconds per optimizer step exactly as the source counts it (see `published_step`).
 Score: |ln(predicted / published)|: mean and worst, per set; for the calibration set also leave-one-out
@@ -127,6 +129,7 @@ class Outcome:
     refused: str | None
     notes: list[str]
     plan: object = None
+    budget: object = None  # the MemoryBudget the plan was judged against
 
     @property
     def error(self) -> float | None:
@@ -184,7 +187,7 @@ def predict(run: dict, request=None, layout=None) -> Outcome:
         return Outcome(run, published, None, None, "refused: " + "; ".join(reasons) or "nothing evaluated",
                        layout["notes"])
     plan = min(plans, key=lambda p: p.time.total)
-    return Outcome(run, published, plan.time.total, plan.fits, None, layout["notes"], plan)
+    return Outcome(run, published, plan.time.total, plan.fits, None, layout["notes"], plan, request.budget)
 
 
 def free_inputs(run: dict, layout: dict) -> PlanInputs:
@@ -275,6 +278,13 @@ def print_free(rows: list[dict]) -> None:
           f"slower, {len(errors)} breaking a layout rule")
 
 
+def memory_text(o: Outcome) -> str:
+    """The pinned plan's GPU bytes against what zeroplan lets a plan use and against the whole GPU."""
+    budget = o.budget
+    return (f"{o.plan.gpu_total / 2**30:.1f} GiB per GPU, {budget.usable_gpu_bytes / 2**30:.1f} usable of "
+            f"{budget.gpu_capacity / 2**30:.1f}")
+
+
 def summary(outcomes: list[Outcome]) -> dict:
     errors = [abs(o.error) for o in outcomes if o.error is not None]
     refused = [o for o in outcomes if o.refused]
@@ -284,7 +294,8 @@ def summary(outcomes: list[Outcome]) -> dict:
     return {"runs": len(outcomes), "scored": len(errors), "refused": len(refused),
             "mean_abs_ln": statistics.fmean(errors), "worst_abs_ln": max(errors),
             "worst_factor": math.exp(max(errors)), "worst_run": worst.run["id"],
-            "within_25pct": sum(e <= math.log(1.25) for e in errors)}
+            "within_25pct": sum(e <= math.log(1.25) for e in errors),
+            "no_fit": [o.run["id"] for o in outcomes if o.fits is False]}
 
 
 def print_runs(title: str, outcomes: list[Outcome], cv: dict[str, float] | None = None) -> None:
@@ -299,8 +310,10 @@ def print_runs(title: str, outcomes: list[Outcome], cv: dict[str, float] | None 
             continue
         ratio = o.predicted / o.published
         cv_text = f"  {cv[o.run['id']]:8.2f}" if cv and o.run["id"] in cv else ("  " + " " * 8 if cv else "")
-        note = "" if o.fits else "  (zeroplan: does not fit in memory)"
+        note = "" if o.fits else f"  (zeroplan: does not fit in memory: {memory_text(o)})"
         print(f"{name:<52} {o.published:11.3f} {o.predicted:11.3f} {ratio:6.2f}{cv_text}{note}")
+        if not o.fits and o.run.get("memory_note"):
+            print(f"{'':<52}   why: {o.run['memory_note']}")
 
 
 def print_summary(label: str, s: dict) -> None:
@@ -309,7 +322,7 @@ def print_summary(label: str, s: dict) -> None:
         return
     print(f"{label}: {s['scored']}/{s['runs']} scored, {s['refused']} refused; mean |ln(pred/pub)| "
           f"{s['mean_abs_ln']:.3f}, worst {s['worst_abs_ln']:.3f} ({s['worst_factor']:.2f}x, {s['worst_run']}); "
-          f"within 25%: {s['within_25pct']}/{s['scored']}")
+          f"within 25%: {s['within_25pct']}/{s['scored']}; judged not to fit in memory: {len(s['no_fit'])}")
 
 
 def cross_validated(runs: list[dict]) -> dict[str, float] | None:
