@@ -266,6 +266,9 @@ def test_framework_overlap_rules_hide_tp_and_interleaved_pp_transfers():
     fast = replace(megatron, peak_flops=MACHINE.peak_flops * 1000, hbm_bytes_per_s=MACHINE.hbm_bytes_per_s * 1000)
     fast_forward, fast_backward, fast_tp, _ = microbatch_seconds(layout(tp=8), flops, 12288, fast)
     assert fast_tp == pytest.approx(tp_comm - fast_forward - fast_backward)
+    # Userbuffers exchange over NVLink: TP across nodes stays exposed.
+    across = layout(tp=8, intra=(False, True, True))
+    assert microbatch_seconds(across, flops, 12288, megatron)[2] == microbatch_seconds(across, flops, 12288, MACHINE)[2]
     # overlap_p2p_comm is the interleaved schedule's: v = 1 still pays the transfers.
     crossing = (True, True, False)
     assert microbatch_seconds(layout(tp=8, pp=4, intra=crossing), flops, 12288, megatron)[3] > 0

@@ -108,8 +108,8 @@ class CommOverlap:
     - megatron: Megatron-Core as NeMo's performance recipes run it (dgxc-benchmarking / NeMo 24.x configs):
       the distributed optimizer with overlap_grad_reduce and overlap_param_gather (Megatron-Core
       distrib_optimizer docs) hides DP collectives like fsdp; tp_comm_overlap (Transformer Engine userbuffers)
-      splits each TP GEMM and pipelines its AllGather/ReduceScatter chunks behind it, so TP collectives hide
-      behind the stage's GEMMs; overlap_p2p_comm hides the interleaved schedule's transfers (v > 1) behind the
+      splits each TP GEMM and pipelines its AllGather/ReduceScatter chunks behind it, so TP collectives inside
+      a node (userbuffers use NVLink) hide behind the stage's GEMMs; overlap_p2p_comm hides the interleaved schedule's transfers (v > 1) behind the
       other chunks' compute. With pp > 1 the gradient reductions still wait for the pipeline flush (every rule)."""
 
     name: str
@@ -362,7 +362,8 @@ def _stage_seconds(layout: Layout, flops: FlopModel, hidden: int,
         tp_per_node = layout.tp if layout.tp_intra_node else min(per_node, max(1, layout.tp // 2))
         tp_seconds = layers * collectives * collective_seconds("all_reduce", message, layout.tp, machine.links,
                                                                tp_per_node)
-        comm += max(0.0, tp_seconds - forward - backward) if machine.tp_hidden else tp_seconds
+        hidden = machine.tp_hidden and layout.tp_intra_node  # userbuffers exchange over NVLink (CUDA IPC) only
+        comm += max(0.0, tp_seconds - forward - backward) if hidden else tp_seconds
     if layout.cp > 1:
         kv_bytes = layout.seq_len * layout.micro_batch * 2 * (flops.kv_width or flops.attention_width) / layout.tp \
             * ACTIVATION_ELEMENT_BYTES
