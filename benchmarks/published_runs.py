@@ -86,9 +86,11 @@ def layout_of(run: dict) -> dict:
         mb = next(b for b in (8, 4, 2, 1) if per_rank % b == 0)
         notes.append(f"micro-batch not published: {mb}")
     recompute = _field(run, "recompute")
+    # Unpublished recompute: selective, except with flash attention, where selective has nothing to redo (Megatron-LM
+    # checkpoints the attention core only on its non-flash path, ParallelAttention.forward) and costs as none does.
     if recompute in (None, "unknown"):
-        recompute = "selective"
-        notes.append("recompute not published: selective")
+        recompute = "none" if _field(run, "flash_attention", False) else "selective"
+        notes.append(f"recompute not published: {recompute}")
     sp = bool(_field(run, "sequence_parallel", False)) and tp > 1
     flash = bool(_field(run, "flash_attention", False))
     return dict(tp=tp, pp=pp, cp=cp, dp=dp, v=v, stage=stage, mb=mb, batch=batch, recompute=recompute, sp=sp,

@@ -36,8 +36,8 @@ Overlap, the same rule for every ZeRO stage: a gradient reduction hides behind t
 produces it and a parameter gather behind the forward pass that needs it, each up to DP_OVERLAP of that
 compute (communication kernels share the GPU and wait on hooks, so overlap is never whole); the rest is
 exposed. DP_OVERLAP is fitted on the calibration runs (DeepSpeed, Megatron-LM 2021-22); frameworks that
-prefetch (FSDP, Megatron-Core's overlapped distributed optimizer) hide up to the whole pass: CommOverlap. Gradients are reduced in the backward of the last micro-batch (stages 0-1) or of every
-micro-batch (2-3); stage 3 gathers parameters for every micro-batch's forward and backward; stages 1-2 gather
+prefetch (FSDP, Megatron-Core's overlapped distributed optimizer) hide up to the whole pass: CommOverlap.
+Gradients are reduced in the backward of the last micro-batch (stages 0-1) or of every micro-batch (2-3); stage 3 gathers parameters for every micro-batch's forward and backward; stages 1-2 gather
 the updated parameters once, hidden behind the next step's first forward. With a pipeline (pp > 1) the
 gradient reductions wait for the flush and parameter gathers of stages 1-2 are exposed (Megatron's and
 DeepSpeed's pipeline engines), stage 3's per-micro-batch gathers still hide behind their stage's forward.
@@ -109,8 +109,9 @@ class CommOverlap:
       the distributed optimizer with overlap_grad_reduce and overlap_param_gather (Megatron-Core
       distrib_optimizer docs) hides DP collectives like fsdp; tp_comm_overlap (Transformer Engine userbuffers)
       splits each TP GEMM and pipelines its AllGather/ReduceScatter chunks behind it, so TP collectives inside
-      a node (userbuffers use NVLink) hide behind the stage's GEMMs; overlap_p2p_comm hides the interleaved schedule's transfers (v > 1) behind the
-      other chunks' compute. With pp > 1 the gradient reductions still wait for the pipeline flush (every rule)."""
+      a node (userbuffers use NVLink) hide behind the stage's GEMMs; overlap_p2p_comm hides the interleaved
+      schedule's transfers (v > 1) behind the other chunks' compute. With pp > 1 the gradient reductions still
+      wait for the pipeline flush (every rule)."""
 
     name: str
     dp_overlap: float | None  # share of a pass's compute DP collectives hide behind; None: the fitted DP_OVERLAP
@@ -132,6 +133,8 @@ def comm_overlap(name: str | None) -> CommOverlap:
         raise InputError("--comm-overlap", f"unknown framework overlap '{name}'",
                          f"use one of {', '.join(COMM_OVERLAPS)}")
     return rule
+
+
 # DeepSpeed CPU Adam, per node: the step is memory bound (~30 bytes per parameter read or written), so a
 # two-socket server streaming 50-100 GB/s manages a few 1e9 parameters/s; the ZeRO-Offload paper's CPU-Adam
 # latencies sit near 1 s per 1e9 parameters. 1e9 per node is the conservative default (--cpu-adam-rate).
