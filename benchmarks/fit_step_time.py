@@ -48,17 +48,20 @@ class Problem:
                 continue
             published = published_runs.published_step(run, layout, request.model)
             share = request.machine.efficiency / step_time.GEMM_SHARE_OF_MAX
-            self.items.append((run["id"], request, published, share))
+            # DP_OVERLAP is the baseline frameworks' (core.step_time.CommOverlap): a run whose framework states its
+            # own overlap (fsdp, megatron) keeps it
+            fitted_overlap = step_time.comm_overlap(run.get("comm_overlap")).dp_overlap is None
+            self.items.append((run["id"], request, published, share, fitted_overlap))
 
     def ratios(self, theta: list[float], skip: str | None = None) -> dict[str, float]:
         share, score_bytes, overlap = theta
         found = {}
-        for run_id, request, published, max_share in self.items:
+        for run_id, request, published, max_share, fitted_overlap in self.items:
             if run_id == skip:
                 continue
             machine = dataclasses.replace(request.machine, efficiency=min(1.0, share * max_share),
                                           attention_score_bytes=score_bytes,
-                                          dp_overlap=overlap)
+                                          dp_overlap=overlap if fitted_overlap else request.machine.dp_overlap)
             result = search(dataclasses.replace(request, machine=machine))
             plans = [p for p in result.plans if not p.option.offloads]
             found[run_id] = min(p.time.total for p in plans) / published

@@ -77,17 +77,20 @@ def layout_of(run: dict) -> dict:
     gpus = run["gpus"]
     dp = gpus // (tp * pp * cp)
     batch = run.get("global_batch")
-    if batch is None:
-        batch = dp * (mb or 1) * max(1, pp * v if pp > 1 else 1)
-        notes.append(f"global batch not published: {batch} (one round of micro-batches)")
+    if batch is None:  # one round: a micro-batch per rank, pp·v of them with a pipeline (mb 1 unless published)
+        mb = mb or 1
+        batch = dp * mb * max(1, pp * v if pp > 1 else 1)
+        notes.append(f"global batch not published: {batch} (one round of micro-batches of {mb})")
     if mb is None:
         per_rank = batch // dp
         mb = next(b for b in (8, 4, 2, 1) if per_rank % b == 0)
         notes.append(f"micro-batch not published: {mb}")
     recompute = _field(run, "recompute")
+    # Unpublished recompute: selective, except with flash attention, where selective has nothing to redo (Megatron-LM
+    # checkpoints the attention core only on its non-flash path, ParallelAttention.forward) and costs as none does.
     if recompute in (None, "unknown"):
-        recompute = "selective"
-        notes.append("recompute not published: selective")
+        recompute = "none" if _field(run, "flash_attention", False) else "selective"
+        notes.append(f"recompute not published: {recompute}")
     sp = bool(_field(run, "sequence_parallel", False)) and tp > 1
     flash = bool(_field(run, "flash_attention", False))
     return dict(tp=tp, pp=pp, cp=cp, dp=dp, v=v, stage=stage, mb=mb, batch=batch, recompute=recompute, sp=sp,
@@ -149,6 +152,8 @@ def plan_inputs(run: dict, layout: dict) -> PlanInputs:
         extra["cp"] = str(layout["cp"])
     if layout["stage"] >= 2 and layout["pp"] > 1:
         extra["fsdp_pipeline"] = True
+    if run.get("comm_overlap"):  # the framework's overlap rule (core.step_time.CommOverlap), with its source
+        extra["comm_overlap"] = run["comm_overlap"]
     return PlanInputs.of(gpus=run["gpus"], global_batch=layout["batch"], seq_len=run.get("seq"), model=str(path),
                       cluster=run["cluster"], stages=str(layout["stage"]), offload=False,
                       recompute=layout["recompute"], sequence_parallel="on" if layout["sp"] else "off",

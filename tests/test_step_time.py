@@ -12,7 +12,7 @@ from zeroplan.core.options import Option
 from zeroplan.core.traffic import (DpSeconds, OffloadSeconds, gpu_optimizer_seconds, offload_seconds, zero_dp_seconds,
                                    offload_traffic)
 from zeroplan.core.precision import bytes_per_param
-from zeroplan.core.step_time import (NCCL_LAUNCH_S, NIC_EFFICIENCY, NVLINK_EFFICIENCY, FlopModel, Layout, LinkTable,
+from zeroplan.core.step_time import (COMM_OVERLAPS, DP_OVERLAP, NCCL_LAUNCH_S, comm_overlap, NIC_EFFICIENCY, NVLINK_EFFICIENCY, FlopModel, Layout, LinkTable,
                                      Machine, check_efficiency, collective_seconds, compose, gemm_efficiency,
                                      layer_seconds, microbatch_seconds, narayanan_flops_per_iteration, pp_intra_node,
                                      ring_seconds, stage_flops, train_seconds)
@@ -247,3 +247,30 @@ def test_op_level_selective_checkpointing_recomputes_only_elementwise_work():
                                                               flash_attention=True, sequence_parallel=True)).total
               for mode in ("none", "selective", "full", "selective-op")}
     assert memory["full"] < memory["selective-op"] < memory["selective"] <= memory["none"]
+
+
+def test_framework_overlap_rules_hide_tp_and_interleaved_pp_transfers():
+    assert comm_overlap(None) is COMM_OVERLAPS["baseline"] and COMM_OVERLAPS["baseline"].dp_overlap is None
+    assert COMM_OVERLAPS["fsdp"].dp_overlap > DP_OVERLAP  # prefetch hides more than the fitted 2021 frameworks
+    with pytest.raises(InputError, match="--comm-overlap"):
+        comm_overlap("nccl")
+    from dataclasses import replace
+    flops = FlopModel.from_model(gpt(layers=8))
+    megatron = replace(MACHINE, tp_hidden=True, pp_hidden=True)
+    forward, backward, tp_comm, _ = microbatch_seconds(layout(tp=8), flops, 12288, MACHINE)
+    assert tp_comm > 0
+    hidden = microbatch_seconds(layout(tp=8), flops, 12288, megatron)
+    assert hidden[:2] == (forward, backward) and hidden[2] == 0.0  # the AllReduces are shorter than the GEMMs
+    # Only what outlasts the stage's compute is exposed: on a GPU 1000x faster the TP time shows again, less the
+    # (now tiny) compute.
+    fast = replace(megatron, peak_flops=MACHINE.peak_flops * 1000, hbm_bytes_per_s=MACHINE.hbm_bytes_per_s * 1000)
+    fast_forward, fast_backward, fast_tp, _ = microbatch_seconds(layout(tp=8), flops, 12288, fast)
+    assert fast_tp == pytest.approx(tp_comm - fast_forward - fast_backward)
+    # Userbuffers exchange over NVLink: TP across nodes stays exposed.
+    across = layout(tp=8, intra=(False, True, True))
+    assert microbatch_seconds(across, flops, 12288, megatron)[2] == microbatch_seconds(across, flops, 12288, MACHINE)[2]
+    # overlap_p2p_comm is the interleaved schedule's: v = 1 still pays the transfers.
+    crossing = (True, True, False)
+    assert microbatch_seconds(layout(tp=8, pp=4, intra=crossing), flops, 12288, megatron)[3] > 0
+    assert microbatch_seconds(layout(tp=8, pp=4, v=2, intra=crossing), flops, 12288, megatron)[3] == 0.0
+    assert microbatch_seconds(layout(tp=8, pp=4, v=2, intra=crossing), flops, 12288, MACHINE)[3] > 0

@@ -23,18 +23,21 @@ NIC bandwidth at NIC_EFFICIENCY (capped by the GPU link). Latency: NCCL pipeline
 collective phase, not per bucket; each further bucket costs NCCL_LAUNCH_S. AllReduce takes the lower of the
 ring's latency and a tree's (2·(k-1) hops in the node + 2·log2(nodes) hops across).
 - TP (Megatron): 4 AllReduces of T·h per layer and micro-batch (6 with full recompute); sequence
-  parallelism replaces each by AllGather + ReduceScatter (same bytes). Not overlapped with compute.
+  parallelism replaces each by AllGather + ReduceScatter (same bytes). Not overlapped with compute, except
+  under the megatron framework rule (CommOverlap: tp_comm_overlap hides them behind the stage's GEMMs).
 - CP (ring / all-gather attention): keys and values of the other cp−1 chunks gathered in forward (again in a
   full recompute), their gradients reduce-scattered in backward; hidden behind the attention core up to its
   time.
 - PP: one activation forward and one gradient backward per boundary per micro-batch (×v with interleaving),
-  point to point; with tp > 1 each rank sends 1/t of it (Megatron's scatter/gather). Not overlapped.
+  point to point; with tp > 1 each rank sends 1/t of it (Megatron's scatter/gather). Not overlapped, except
+  under the megatron rule with interleaving (overlap_p2p_comm).
 - DP: ZeRO's collectives from core.comm over the dp·cp ranks that share the ZeRO partitions.
 Overlap, the same rule for every ZeRO stage: a gradient reduction hides behind the backward pass that
 produces it and a parameter gather behind the forward pass that needs it, each up to DP_OVERLAP of that
 compute (communication kernels share the GPU and wait on hooks, so overlap is never whole); the rest is
-exposed. Gradients are reduced in the backward of the last micro-batch (stages 0-1) or of every
-micro-batch (2-3); stage 3 gathers parameters for every micro-batch's forward and backward; stages 1-2 gather
+exposed. DP_OVERLAP is fitted on the calibration runs (DeepSpeed, Megatron-LM 2021-22); frameworks that
+prefetch (FSDP, Megatron-Core's overlapped distributed optimizer) hide up to the whole pass: CommOverlap.
+Gradients are reduced in the backward of the last micro-batch (stages 0-1) or of every micro-batch (2-3); stage 3 gathers parameters for every micro-batch's forward and backward; stages 1-2 gather
 the updated parameters once, hidden behind the next step's first forward. With a pipeline (pp > 1) the
 gradient reductions wait for the flush and parameter gathers of stages 1-2 are exposed (Megatron's and
 DeepSpeed's pipeline engines), stage 3's per-micro-batch gathers still hide behind their stage's forward.
@@ -89,6 +92,49 @@ FLASH_ATTENTION_EFFICIENCY = 0.55
 ELEMENTWISE_BYTES_PER_TOKEN_HIDDEN = 68
 LOGIT_BYTES = 12  # cross entropy over the vocabulary: fp32 logits written, read, gradient written
 DP_OVERLAP = 0.29  # share of a pass's compute that DP collectives can hide behind (fitted, see above)
+
+
+@dataclass(frozen=True)
+class CommOverlap:
+    """Which communication a training framework hides behind compute (--comm-overlap). The calibration runs
+    (Megatron-LM 2021-22, DeepSpeed, Megatron-DeepSpeed) are all "baseline": DP collectives hide behind a fitted
+    share of a pass's compute, TP and PP transfers are exposed. The others are stated from the frameworks' own
+    documentation, not fitted (no calibration run used them):
+    - fsdp: PyTorch FSDP/FSDP2 prefetch the next layer's AllGather on a separate stream while the current layer
+      computes (forward and backward prefetch) and ReduceScatter each layer's gradients while the backward of the
+      layer before it runs (Zhao et al. 2023, "PyTorch FSDP", arXiv 2304.11277 §3.3-3.4; torch.distributed.fsdp
+      docs, backward_prefetch / forward_prefetch; FSDP2 prefetches implicitly): DP collectives hide behind up to
+      the whole pass that needs or produces them.
+    - megatron: Megatron-Core as NeMo's performance recipes run it (dgxc-benchmarking / NeMo 24.x configs):
+      the distributed optimizer with overlap_grad_reduce and overlap_param_gather (Megatron-Core
+      distrib_optimizer docs) hides DP collectives like fsdp; tp_comm_overlap (Transformer Engine userbuffers)
+      splits each TP GEMM and pipelines its AllGather/ReduceScatter chunks behind it, so TP collectives inside
+      a node (userbuffers use NVLink) hide behind the stage's GEMMs; overlap_p2p_comm hides the interleaved
+      schedule's transfers (v > 1) behind the other chunks' compute. With pp > 1 the gradient reductions still
+      wait for the pipeline flush (every rule)."""
+
+    name: str
+    dp_overlap: float | None  # share of a pass's compute DP collectives hide behind; None: the fitted DP_OVERLAP
+    tp_hidden: bool = False  # TP collectives hide behind the stage's compute
+    pp_hidden: bool = False  # with v > 1, pipeline transfers hide behind the other chunks' compute
+
+
+COMM_OVERLAPS = {rule.name: rule for rule in (
+    CommOverlap("baseline", None),
+    CommOverlap("fsdp", 1.0),
+    CommOverlap("megatron", 1.0, tp_hidden=True, pp_hidden=True),
+)}
+DEFAULT_COMM_OVERLAP = "baseline"
+
+
+def comm_overlap(name: str | None) -> CommOverlap:
+    rule = COMM_OVERLAPS.get(name or DEFAULT_COMM_OVERLAP)
+    if rule is None:
+        raise InputError("--comm-overlap", f"unknown framework overlap '{name}'",
+                         f"use one of {', '.join(COMM_OVERLAPS)}")
+    return rule
+
+
 # DeepSpeed CPU Adam, per node: the step is memory bound (~30 bytes per parameter read or written), so a
 # two-socket server streaming 50-100 GB/s manages a few 1e9 parameters/s; the ZeRO-Offload paper's CPU-Adam
 # latencies sit near 1 s per 1e9 parameters. 1e9 per node is the conservative default (--cpu-adam-rate).
@@ -197,6 +243,8 @@ class Machine:
     flash_efficiency: float = FLASH_ATTENTION_EFFICIENCY
     gpus_per_node: int = 8
     dp_overlap: float = DP_OVERLAP
+    tp_hidden: bool = False  # CommOverlap.tp_hidden
+    pp_hidden: bool = False  # CommOverlap.pp_hidden
 
     @property
     def flops_per_s(self) -> float:
@@ -290,7 +338,8 @@ def microbatch_seconds(layout: Layout, flops: FlopModel, hidden: int, machine: M
         if found is None:
             found = cache[key] = _stage_seconds(layout, flops, hidden, machine)
         forward, backward, comm, per_transfer = found
-    pp_seconds = 2 * layout.virtual_stages * per_transfer if layout.pp > 1 else 0.0
+    hidden_transfers = machine.pp_hidden and layout.virtual_stages > 1  # overlap_p2p_comm: interleaved only
+    pp_seconds = 2 * layout.virtual_stages * per_transfer if layout.pp > 1 and not hidden_transfers else 0.0
     return forward, backward, comm, pp_seconds
 
 
@@ -314,8 +363,10 @@ def _stage_seconds(layout: Layout, flops: FlopModel, hidden: int,
     if layout.tp > 1:
         collectives = 6 if layout.recompute == "full" else 4
         tp_per_node = layout.tp if layout.tp_intra_node else min(per_node, max(1, layout.tp // 2))
-        comm += layers * collectives * collective_seconds("all_reduce", message, layout.tp, machine.links,
-                                                          tp_per_node)
+        tp_seconds = layers * collectives * collective_seconds("all_reduce", message, layout.tp, machine.links,
+                                                               tp_per_node)
+        hidden = machine.tp_hidden and layout.tp_intra_node  # userbuffers exchange over NVLink (CUDA IPC) only
+        comm += max(0.0, tp_seconds - forward - backward) if hidden else tp_seconds
     if layout.cp > 1:
         kv_bytes = layout.seq_len * layout.micro_batch * 2 * (flops.kv_width or flops.attention_width) / layout.tp \
             * ACTIVATION_ELEMENT_BYTES

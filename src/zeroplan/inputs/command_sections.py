@@ -25,6 +25,12 @@ class Attention(str, Enum):
 TRACE = "Trace"
 
 
+class CommOverlapChoice(str, Enum):  # core.step_time.COMM_OVERLAPS' names
+    BASELINE = "baseline"
+    FSDP = "fsdp"
+    MEGATRON = "megatron"
+
+
 class Style(str, Enum):
     GPT2 = "gpt2"
     LLAMA = "llama"
@@ -55,8 +61,13 @@ class SearchInputs(Section):
     allow_cross_node_tp: bool = flag("--allow-cross-node-tp", help="Let tensor parallelism span nodes.",
                                      panel=SEARCH, kind=bool, default=False)
     efficiency: float | None = flag("--efficiency", help="Share of the GPU's dense bf16 peak a large GEMM reaches "
-                                    "(default: fitted per GPU, 0.75 on A100, 0.69 on H100).", panel=TIMING,
+                                    "(default: fitted per GPU, 0.65 on A100, 0.60 on H100).", panel=TIMING,
                                     kind=float)
+    comm_overlap: str | None = flag("--comm-overlap", help="Which communication the training framework hides behind "
+                                    "compute: baseline (DeepSpeed, Megatron-LM without overlap options; the "
+                                    "default), fsdp (PyTorch FSDP/FSDP2 prefetch) or megatron (Megatron-Core with "
+                                    "its DP, TP and pipeline overlap options on, as NeMo runs it).", panel=TIMING,
+                                    parse=one_of(CommOverlapChoice))
     cpu_adam_rate: str | None = flag("--cpu-adam-rate", help="CPU optimizer parameters per second per node "
                                      "(default 1e9).", panel=TIMING, parse=as_count)
     cp: str | None = flag("--cp", help="Context-parallel degrees to try, e.g. 1,2,4 (default 1; needs the sequence "

@@ -21,8 +21,8 @@ from zeroplan.core.layout_space import SearchSpace
 from zeroplan.core.precision import bytes_per_param
 from zeroplan.core.fit import parse_fraction
 from zeroplan.core.layout_search import DEFAULT_TIE_TOLERANCE, SearchRequest
-from zeroplan.core.step_time import (DEFAULT_CPU_ADAM_PARAMS_PER_S, LinkTable, Machine, check_efficiency,
-                                     gemm_efficiency)
+from zeroplan.core.step_time import (DEFAULT_CPU_ADAM_PARAMS_PER_S, DP_OVERLAP, LinkTable, Machine, check_efficiency,
+                                     comm_overlap, gemm_efficiency)
 from zeroplan.core.units import format_count, format_rate
 from zeroplan.inputs.command_sections import SearchInputs
 from zeroplan.inputs.sections import CommandInputs, BudgetInputs, HardwareInputs, ModelInputs, Section, StepInputs
@@ -44,13 +44,13 @@ FIELDS[HardwareInputs] += ("calibration",)
 FIELDS[SearchInputs] = ("efficiency", "cpu_adam_rate", "stages", "offload", "recompute", "sequence_parallel",
                         "virtual_stages", "micro_batches", "tp", "pp", "allow_cross_node_tp")
 FIELDS[StepInputs] += ("flash_attention",)
-FIELDS[SearchInputs] += ("cp", "fsdp_pipeline", "top", "tie_tolerance")
+FIELDS[SearchInputs] += ("cp", "fsdp_pipeline", "top", "tie_tolerance", "comm_overlap")
 ECHO_ORDER = ("gpus", "global_batch", "seq_len", "model", "params", "layers", "hidden", "heads", "kv_heads", "vocab",
               "ffn", "gpu", "cluster", "gpus_per_node", "cpu_memory", "nvme", "nvme_bandwidth", "intra_node_bandwidth",
               "inter_node_bandwidth", "gpu_memory", "runtime_reserve", "fragmentation", "host_reserve", "precision",
               "optimizer", "tokens", "calibration", "efficiency", "cpu_adam_rate", "stages", "offload", "recompute",
               "sequence_parallel", "virtual_stages", "micro_batches", "tp", "pp", "allow_cross_node_tp",
-              "flash_attention", "cp", "fsdp_pipeline", "top", "tie_tolerance")
+              "flash_attention", "cp", "fsdp_pipeline", "top", "tie_tolerance", "comm_overlap")
 
 
 @dataclass
@@ -196,13 +196,16 @@ def resolve(inputs: PlanInputs) -> ResolvedPlan:
                 else inputs.search.parsed("cpu_adam_rate"))
     check_whole_nodes(ParallelDims(space.gpus, gpus_per_node=cluster.gpus_per_node))
     check_precision_on_gpu(inputs.step.precision, cluster.gpu.name, cluster.gpu.supports_bf16)
+    overlap = comm_overlap(inputs.search.comm_overlap)
     machine = Machine(peak_flops=cluster.gpu.bf16_flops, hbm_bytes_per_s=cluster.gpu.hbm_bandwidth_bytes_per_s,
                       pcie_bytes_per_s=cluster.pcie_bandwidth_bytes_per_s,
                       nvme_bytes_per_s=cluster.nvme_bandwidth_bytes_per_s,
                       links=_links(inputs, cluster, assumptions),
                       efficiency=(gemm_efficiency(cluster.gpu.name) if inputs.search.efficiency is None
                                   else inputs.search.efficiency),
-                      cpu_adam_params_per_s=cpu_rate, gpus_per_node=cluster.gpus_per_node)
+                      cpu_adam_params_per_s=cpu_rate, gpus_per_node=cluster.gpus_per_node,
+                      dp_overlap=DP_OVERLAP if overlap.dp_overlap is None else overlap.dp_overlap,
+                      tp_hidden=overlap.tp_hidden, pp_hidden=overlap.pp_hidden)
     tolerance = (DEFAULT_TIE_TOLERANCE if inputs.search.tie_tolerance is None
                  else float(parse_fraction(inputs.search.tie_tolerance, "--tie-tolerance")))
     request = SearchRequest(model=model, cluster=cluster, per_param=per_param, budget=budget, space=space,
@@ -230,8 +233,11 @@ def model_notes(inputs: PlanInputs, request: SearchRequest) -> list[str]:
         "latencies once per phase and a launch per bucket; TP: 4 AllReduces of s·b·h per layer and micro-batch "
         "(6 with full recompute), not overlapped; PP: one activation and one gradient per boundary and "
         "micro-batch (1/t each with tp > 1)",
-        f"overlap (every ZeRO stage): gradient reductions hide behind backward, parameter gathers behind forward, "
-        f"up to {machine.dp_overlap:.0%} of that compute; with pp > 1 reductions wait for the pipeline flush",
+        f"overlap (every ZeRO stage; {comm_overlap(inputs.search.comm_overlap).name} framework rule, "
+        f"--comm-overlap): gradient reductions hide behind backward, parameter gathers behind forward, "
+        f"up to {machine.dp_overlap:.0%} of that compute; with pp > 1 reductions wait for the pipeline flush"
+        f"{'; TP collectives hide behind the GEMMs' if machine.tp_hidden else ''}"
+        f"{'; interleaved pipeline transfers hide behind compute' if machine.pp_hidden else ''}",
         f"offload: PCIe {format_rate(cluster.pcie_bandwidth_bytes_per_s)} per GPU, CPU Adam "
         f"{format_count(int(machine.cpu_adam_params_per_s))} parameters/s per node"
         f"{' (an estimate; --cpu-adam-rate)' if inputs.search.cpu_adam_rate is None else ''}",
