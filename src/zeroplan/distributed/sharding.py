@@ -19,13 +19,12 @@ Where the two commands differ, a field of Sharding says so rather than a second 
                  are torch.nn.parallel.DistributedDataParallel (gradient_as_bucket_view=True) and stage 1's
                  optimizer is torch's ZeroRedundancyOptimizer, which partitions across the live ranks itself.
   world="rank0"  only rank 0 runs, in a world of torch's "fake" backend whose collectives do nothing (trace).
-                 ZeroRedundancyOptimizer cannot partition for ranks that do not run, and DDP's C++ reducer
-                 does not run under FakeTensorMode, so stages 0-1 are replicate() (FSDP2's own data
-                 parallelism, per layer and on the root, with MixedPrecisionPolicy) and stage 1's optimizer
+                 Stages 0-1 are replicate() (FSDP2's own data parallelism, which torch's FSDPMemTracker is
+                 written for; per layer and on the root, with MixedPrecisionPolicy), and stage 1's optimizer
                  steps only the parameters the most loaded rank owns under ZeroRedundancyOptimizer's
-                 partition (the rank whose bytes zeroplan predicts).
+                 partition (the rank zeroplan predicts; ZeroRedundancyOptimizer on rank 0 would step rank 0's).
   reshard_root   stage 3 only: whether the root group (embeddings, final norm, head) is resharded after
-                 forward too (validate: yes, as fully_shard's default; trace: no, as torchtitan).
+                 forward too (validate: yes, as each block; trace: no, as torchtitan).
   cpu_offload    stages 2-3: FSDP2's CPUOffloadPolicy(pin_memory=True) (validate --cpu-offload).
 """
 

@@ -3,10 +3,10 @@ ZeroRedundancyOptimizer and FSDP2, measure what every rank holds, and compare it
 
 Layout: shape (the tiny model's shape and parameter list, no torch), config (validated options, no torch),
 predict (model states from core.framework_partition, activations and CUDA peak, no torch), model (the torch
-module), wrappers (DDP / ZeRO-1 / FSDP2 and the optimizer), measure (storage bytes, saved tensors, CUDA
-peaks), worker (one rank, started by zeroplan.distributed's launcher or in-process under torchrun),
-report (compare and render), runner (all of it). Importing this package does not import torch; the run
-paths do.
+module), wrappers (DDP / ZeRO-1 / FSDP2 and the optimizer, from zeroplan.distributed.sharding), measure
+(storage bytes, saved tensors, CUDA peaks), worker (one rank, started by zeroplan.distributed's launcher or
+in-process under torchrun), report (compare and render), runner (all of it). Importing this package does
+not import torch; the run paths do.
 """
 
 from __future__ import annotations
