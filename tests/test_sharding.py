@@ -166,3 +166,12 @@ def test_stage_1_traces_the_rank_estimate_and_validate_call_most_loaded(tmp_path
     elements, tensors = result.trace["zero1_owned"]
     assert result.trace["forward_end"]["optimizer_states"] == 8 * elements + 4 * tensors
     assert result.trace["forward_end"]["optimizer_states"] == result.estimate["optimizer_states"]
+
+
+def test_importing_the_sharding_module_does_not_import_torch():
+    import subprocess
+    import sys
+
+    code = "import sys, zeroplan.distributed.sharding; print('torch' in sys.modules)"
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert done.stdout.strip() == "False"

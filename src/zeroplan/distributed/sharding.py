@@ -35,6 +35,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Iterable, Sequence
 
 from zeroplan.core.framework_partition import framework_partition, params_from_shapes, zero1_owners
+from zeroplan.core.framework_states import TORCH_STEP_TENSOR_BYTES
 from zeroplan.core.precision import bytes_per_param
 
 if TYPE_CHECKING:
@@ -45,8 +46,8 @@ STAGES = (0, 1, 2, 3)
 PRECISIONS = ("mixed", "fp32")
 RECOMPUTES = ("none", "selective", "full")
 WORLDS = ("ranks", "rank0")
-# torch's Adam/AdamW keep a 4-byte fp32 `step` per parameter beside exp_avg and exp_avg_sq (8 B/element).
-ADAM_STEP_BYTES = 4
+# torch's AdamW keeps a 4-byte fp32 `step` per parameter beside exp_avg and exp_avg_sq (8 B/element).
+ADAM_STEP_BYTES = TORCH_STEP_TENSOR_BYTES["adamw"]
 
 
 @dataclass(frozen=True)

@@ -12,9 +12,10 @@ not import torch; the run paths do.
 from __future__ import annotations
 
 from zeroplan.core.errors import RunFailed
+from zeroplan.core.framework_states import FRAMEWORK_BY_STAGE
 
-# Each stage runs as the torch framework that behaves like it (see docs/accuracy.md).
-STAGE_FRAMEWORKS = {0: "ddp", 1: "torch-zero1", 2: "fsdp2-zero2", 3: "fsdp2-zero3"}
+# Each stage runs as the torch framework that behaves like it (see docs/accuracy.md), as estimate predicts it.
+STAGE_FRAMEWORKS = FRAMEWORK_BY_STAGE["torch"]
 FRAMEWORK_LABELS = {
     "ddp": "DistributedDataParallel",
     "torch-zero1": "DDP + ZeroRedundancyOptimizer",
