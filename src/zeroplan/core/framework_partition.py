@@ -118,14 +118,15 @@ def fsdp2_rows(param: ParamSpec, world_size: int, rank: int) -> tuple[int, int]:
 
 
 def _elements(params: list[ParamSpec], world_size: int, framework: str, rank: int, stage: int | None,
-              offload: bool) -> dict[str, tuple[str, int, int]]:
-    """component -> (tier, elements, stepped tensors) for one rank."""
+              offload: bool, owners: Sequence[int] = ()) -> dict[str, tuple[str, int, int]]:
+    """component -> (tier, elements, stepped tensors) for one rank; owners: zero1_owners(params, world_size)
+    (torch-zero1 only), computed once by the caller rather than once per rank."""
     total = sum(p.numel for p in params)
     count = len(params)
     if framework == "ddp":
         return {"params": ("gpu", total, 0), "gradients": ("gpu", total, 0), "optimizer_states": ("gpu", total, count)}
     if framework == "torch-zero1":
-        owned = [p for p, owner in zip(params, zero1_owners(params, world_size)) if owner == rank]
+        owned = [p for p, owner in zip(params, owners) if owner == rank]
         return {"params": ("gpu", total, 0), "gradients": ("gpu", total, 0),
                 "optimizer_states": ("gpu", sum(p.numel for p in owned), len(owned))}
     if framework.startswith("fsdp2"):
@@ -168,12 +169,13 @@ def framework_partition(params: Sequence[ParamSpec], world_size: int, per_param:
     element_bytes = {"params": per_param.params, "gradients": per_param.gradients,
                      "optimizer_states": per_param.optimizer_states}
     breakdown: dict[str, int] = {}
+    owners = zero1_owners(owned, world_size) if framework == "torch-zero1" else ()
     for rank in range(world_size):
         for tier in TIERS:
             for component in COMPONENTS:
                 breakdown[f"rank{rank}/{tier}/{component}"] = 0
         for component, (tier, elements, tensors) in _elements(owned, world_size, framework, rank, stage,
-                                                              offload).items():
+                                                              offload, owners).items():
             breakdown[f"rank{rank}/{tier}/{component}"] = (elements * element_bytes[component]
                                                            + tensors * per_tensor_state_bytes * (
                                                                component == "optimizer_states"))

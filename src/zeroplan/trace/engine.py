@@ -4,14 +4,11 @@ The Hugging Face model code, torch's sharding wrappers and AdamW run in one CPU 
 a `world_size` world (torch's "fake" backend), under FakeTensorMode (no tensor data is ever allocated),
 while torch's FSDPMemTracker counts every storage by category. Bytes are exact storage sizes of rank 0.
 
-Sharding by ZeRO stage:
-  0  replicate() per decoder layer and on the root (torch's FSDP2-based DDP)
-  1  replicate() + AdamW over only the parameters the most loaded rank owns under
-     ZeroRedundancyOptimizer's partition (FSDP2 has no optimizer-only sharding)
-  2  fully_shard(reshard_after_forward=False) per decoder layer and on the root
-  3  fully_shard(reshard_after_forward=True) per decoder layer, the root without resharding (torchtitan)
-Precision "mixed": fp32 sharded parameters, MixedPrecisionPolicy(param_dtype=bf16, reduce_dtype=fp32);
-"fp32": everything fp32. AdamW(foreach=True), the CUDA default. The peak is taken over the last step.
+Sharding by ZeRO stage, precision and recompute: zeroplan.distributed.sharding, the one place validate uses
+too, as rank 0 of a fake world (world="rank0": replicate() for stages 0-1, stage 1's AdamW over the
+parameters the most loaded rank owns under ZeroRedundancyOptimizer's partition) with the stage-3 root left
+unsharded after forward (reshard_root=False, as torchtitan). AdamW(foreach=True), the CUDA default. The
+peak is taken over the last step. prepare_step and training_step are the step `--real` runs too (trace/real.py).
 
 Large models: `layers_to_trace=k` traces k, k+1 and k+2 decoder layers and extrapolates each phase's
 peak and categories as a + b·L; the third point checks every value to the byte.
@@ -24,20 +21,23 @@ import copy
 import time
 import warnings
 from dataclasses import asdict, dataclass
+from typing import TYPE_CHECKING
 
 import torch
 import torch.distributed as dist
 
 from zeroplan.core.errors import InputError, RunFailed
+from zeroplan.distributed.sharding import (
+    ADAM_STEP_BYTES, PRECISIONS, RECOMPUTES, STAGES, Sharding, make_optimizer, shard_model, zero1_most_loaded_owned,
+)
 from zeroplan.trace.hf_model import build_model, decoder_layers, layer_count, real_masking
 from zeroplan.trace.tracker import CATEGORIES, snapshot_categories, tracker_class
 
-STAGES = (0, 1, 2, 3)
-PRECISIONS = ("mixed", "fp32")
-RECOMPUTES = ("none", "selective", "full")
+if TYPE_CHECKING:
+    from transformers import PreTrainedModel
+
 ATTENTION = ("sdpa", "eager")
-ADAM_STATE_BYTES_PER_ELEMENT = 8  # exp_avg + exp_avg_sq, fp32
-ADAM_STEP_BYTES = 4  # the per-tensor `step`
+ADAM_STATE_BYTES_PER_ELEMENT = 8  # exp_avg + exp_avg_sq, fp32 (and ADAM_STEP_BYTES per tensor)
 
 
 class TraceFailed(RunFailed):
@@ -81,44 +81,51 @@ def fake_world(world_size: int):
         dist.destroy_process_group()
 
 
-def zero1_partition(sizes: list[int], world_size: int) -> list[list[int]]:
-    """ZeroRedundancyOptimizer._partition_parameters: largest first (stable), each to the least loaded rank."""
-    order = sorted(range(len(sizes)), key=lambda i: -sizes[i])
-    totals = [0] * world_size
-    parts: list[list[int]] = [[] for _ in range(world_size)]
-    for index in order:
-        rank = min(range(world_size), key=lambda r: (totals[r], r))
-        parts[rank].append(index)
-        totals[rank] += sizes[index]
-    return parts
+def sharding_for(settings: TraceSettings) -> Sharding:
+    """The trace's sharding: rank 0 of a fake world, the stage-3 root kept unsharded after forward (torchtitan)."""
+    return Sharding(stage=settings.stage, precision=settings.precision, recompute=settings.recompute, world="rank0",
+                    reshard_root=False)
 
 
-def _most_loaded_part(sizes: list[int], world_size: int) -> list[int]:
-    parts = zero1_partition(sizes, world_size)
-    loads = [sum(sizes[i] for i in part) for part in parts]
-    return sorted(parts[max(range(world_size), key=lambda r: (loads[r], -r))])
+def sharded_model(config: dict, settings: TraceSettings, num_layers: int | None, device_type: str) -> PreTrainedModel:
+    """The model with num_layers decoder layers (None: all) on the meta device, sharded (inside fake_world)."""
+    model = build_model(config, num_layers, settings.attention, torch.float32, settings.recompute)
+    shard_model(model, decoder_layers(model), sharding_for(settings), device_type)
+    return model
 
 
-def _shard(model: torch.nn.Module, settings: TraceSettings, device_type: str = "cpu") -> None:
-    from torch.distributed._composable.replicate_with_fsdp import replicate
-    from torch.distributed.device_mesh import init_device_mesh
-    from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
+def zero1_owned(params: list, world_size: int) -> tuple[int, int]:
+    """(elements, tensors) the most loaded rank's ZeroRedundancyOptimizer partition steps."""
+    mine = zero1_most_loaded_owned([tuple(p.shape) for p in params], world_size)
+    return sum(params[i].numel() for i in mine), len(mine)
 
-    if settings.precision == "mixed":
-        policy = MixedPrecisionPolicy(param_dtype=torch.bfloat16, reduce_dtype=torch.float32)
-    else:
-        policy = MixedPrecisionPolicy()
-    layers = decoder_layers(model)
-    if settings.stage in (0, 1):
-        mesh = init_device_mesh(device_type, (settings.world_size,), mesh_dim_names=("replicate",))
-        for layer in layers:
-            replicate(layer, mesh=mesh, mp_policy=policy)
-        replicate(model, mesh=mesh, mp_policy=policy)
-    else:
-        mesh = init_device_mesh(device_type, (settings.world_size,))
-        for layer in layers:
-            fully_shard(layer, mesh=mesh, mp_policy=policy, reshard_after_forward=settings.stage == 3)
-        fully_shard(model, mesh=mesh, mp_policy=policy, reshard_after_forward=False)
+
+def prepare_step(model: PreTrainedModel, settings: TraceSettings, device: torch.device | str) -> tuple:
+    """Materialise the sharded model on device (uninitialised values: memory does not depend on them) and make
+    the optimizer and one micro-batch of token ids and labels: (optimizer, ids, labels). Under FakeTensorMode
+    all of it is fake."""
+    model.to_empty(device=device)
+    params = [p for p in model.parameters() if p.requires_grad]
+    optimizer = make_optimizer(params, sharding_for(settings), torch.optim.AdamW, device, lr=1e-4, foreach=True)
+    vocab = model.config.vocab_size
+    size = (settings.micro_batch, settings.seq_len)
+    return optimizer, torch.randint(0, vocab, size, device=device), torch.randint(0, vocab, size, device=device)
+
+
+def training_step(model: PreTrainedModel, optimizer, ids, labels, after_forward=None) -> None:
+    """One step, the same in the fake trace and --real: forward with the loss, backward, optimizer step, and
+    every gradient cleared (stage 1: also those the rank's optimizer does not own). after_forward() runs
+    while forward's outputs are alive."""
+    out = model(input_ids=ids, labels=labels)
+    loss = out.loss
+    if after_forward is not None:
+        after_forward()
+    del out
+    loss.backward()
+    del loss
+    optimizer.step()
+    optimizer.zero_grad(set_to_none=True)
+    model.zero_grad(set_to_none=True)
 
 
 def _untraceable(exc: BaseException) -> bool:
@@ -139,23 +146,18 @@ def trace_once(config: dict, settings: TraceSettings, num_layers: int | None = N
     owned = None
     warnings.filterwarnings("ignore")
     with fake_world(settings.world_size), real_masking():
-        model = build_model(config, layers, settings.attention, torch.float32, settings.recompute)
-        _shard(model, settings)
-        vocab = model.config.vocab_size
+        model = sharded_model(config, settings, layers, "cpu")
         with FakeTensorMode(allow_non_fake_inputs=True):
-            model.to_empty(device="cpu")
-            params = [p for p in model.parameters() if p.requires_grad]
+            optimizer, ids, labels = prepare_step(model, settings, "cpu")
             if settings.stage == 1:
-                sizes = [p.numel() for p in params]
-                mine = _most_loaded_part(sizes, settings.world_size)
-                owned = (sum(sizes[i] for i in mine), len(mine))
-                params = [params[i] for i in mine] or [torch.nn.Parameter(torch.empty(0))]
-            optimizer = torch.optim.AdamW(params, lr=1e-4, foreach=True)
-            ids = torch.randint(0, vocab, (settings.micro_batch, settings.seq_len))
-            labels = torch.randint(0, vocab, (settings.micro_batch, settings.seq_len))
+                owned = zero1_owned([p for p in model.parameters() if p.requires_grad], settings.world_size)
             tracker = tracker_class()(model, optimizer)
             tracker.track_inputs((ids, labels))
             after_forward: dict = {}
+
+            def snapshot_after_forward() -> None:
+                after_forward.update(copy.deepcopy(tracker.get_tracker_snapshot("current")))
+
             try:
                 with tracker:
                     for step in range(settings.steps):
@@ -164,16 +166,7 @@ def trace_once(config: dict, settings: TraceSettings, num_layers: int | None = N
                         if last:  # steady state: optimizer states exist from the start of the step
                             tracker._peak_mem, tracker._peak_mem_snap, tracker.peak_where = {}, {}, {}
                             tracker.record_phases = True
-                        out = model(input_ids=ids, labels=labels)
-                        loss = out.loss
-                        if last:
-                            after_forward = copy.deepcopy(tracker.get_tracker_snapshot("current"))
-                        del out
-                        loss.backward()
-                        del loss
-                        optimizer.step()
-                        optimizer.zero_grad(set_to_none=True)
-                        model.zero_grad(set_to_none=True)  # stage 1: the gradients this rank's optimizer does not own
+                        training_step(model, optimizer, ids, labels, snapshot_after_forward if last else None)
                         if not last:
                             tracker.reset_mod_stats()
             except Exception as exc:
@@ -300,6 +293,4 @@ def trace_peak(config: dict, settings: TraceSettings, layers_to_trace: int | Non
 def _owned_by_most_loaded_rank(config: dict, layers: int, world_size: int) -> tuple[int, int]:
     """(elements, tensors) the most loaded rank owns under ZeroRedundancyOptimizer, from the meta model."""
     model = build_model(config, layers, "sdpa", torch.float32, "none")
-    sizes = [p.numel() for p in model.parameters() if p.requires_grad]
-    mine = _most_loaded_part(sizes, world_size)
-    return sum(sizes[i] for i in mine), len(mine)
+    return zero1_owned([p for p in model.parameters() if p.requires_grad], world_size)

@@ -1,5 +1,5 @@
-"""The Hugging Face model a trace runs: built on the meta device from the config.json dict, with the
-recompute mode applied and transformers' masking made to behave as it does for real tensors (imports torch).
+"""The Hugging Face model a trace runs: built on the meta device from the config.json dict, with selective
+recompute's attention and transformers' masking made to behave as it does for real tensors (imports torch).
 """
 
 from __future__ import annotations
@@ -95,7 +95,9 @@ def _checkpointed_attention(base: str) -> str:
 
 def build_model(config: dict, num_layers: int | None, attn_implementation: str, dtype: torch.dtype,
                 recompute: str) -> PreTrainedModel:
-    """The causal LM on the meta device with num_layers decoder layers (None: all), in train mode."""
+    """The causal LM on the meta device with num_layers decoder layers (None: all), in train mode. recompute
+    "selective" is an attention implementation, chosen here; "full" wraps the layers when the model is sharded
+    (zeroplan.distributed.sharding)."""
     from transformers import AutoModelForCausalLM
 
     implementation = _checkpointed_attention(attn_implementation) if recompute == "selective" else attn_implementation
@@ -104,12 +106,6 @@ def build_model(config: dict, num_layers: int | None, attn_implementation: str, 
         model = AutoModelForCausalLM.from_config(cfg, attn_implementation=implementation, dtype=dtype)
     model.config.use_cache = False
     model.train()
-    if recompute == "full":
-        from torch.distributed.algorithms._checkpoint.checkpoint_wrapper import CheckpointImpl, checkpoint_wrapper
-
-        layers = decoder_layers(model)
-        for index in range(len(layers)):
-            layers[index] = checkpoint_wrapper(layers[index], checkpoint_impl=CheckpointImpl.NO_REENTRANT)
     return model
 
 

@@ -24,12 +24,13 @@ from dataclasses import replace
 
 from zeroplan.core.activations import ActivationConfig, activation_memory
 from zeroplan.core.framework_partition import FrameworkPartition, ParamSpec, framework_partition
+from zeroplan.core.framework_states import TORCH_STEP_TENSOR_BYTES
 from zeroplan.core.precision import BytesPerParam, bytes_per_param
 from zeroplan.core.units import ceil_div
 from zeroplan.validate import STAGE_FRAMEWORKS
 from zeroplan.validate.config import ValidateConfig
 
-STEP_TENSOR_BYTES = {"adam": 4, "adamw": 4}  # a 0-dim fp32 `step` per parameter
+STEP_TENSOR_BYTES = TORCH_STEP_TENSOR_BYTES  # a 0-dim fp32 `step` per parameter
 ADAM_TEMPORARY_BYTES = 4
 FP32_BYTES = 4
 

@@ -1,4 +1,5 @@
-"""Wrap the tiny GPT as each stage's torch framework, with its optimizer (imports torch).
+"""Wrap the tiny GPT as each stage's torch framework, with its optimizer (imports torch). The wrappers are
+zeroplan.distributed.sharding's (the ones `zeroplan trace` applies), with every rank running (world="ranks").
 
 What "mixed" means here, because it is what torch really does:
 - stages 0 and 1 (DDP, ZeroRedundancyOptimizer): torch.autocast(bf16) around forward and loss. Parameters,
@@ -16,13 +17,13 @@ a second copy. Adam/AdamW run with capturable=True on CUDA (unless offloaded), s
 
 from __future__ import annotations
 
-import contextlib
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import torch
 from torch import nn
 
+from zeroplan.distributed.sharding import Sharding, make_optimizer, shard_model
 from zeroplan.validate.config import ValidateConfig
 
 if TYPE_CHECKING:
@@ -37,12 +38,10 @@ class Wrapped:
     module: nn.Module  # what forward is called on
     inner: nn.Module  # the TinyGpt itself (parameters live here)
     optimizer: torch.optim.Optimizer
-    autocast: bool
+    sharding: Sharding
 
     def forward_context(self, device: torch.device):
-        if self.autocast:
-            return torch.autocast(device.type, dtype=torch.bfloat16)
-        return contextlib.nullcontext()
+        return self.sharding.forward_context(device.type)
 
 
 def _optimizer_class(name: str, capturable: bool) -> tuple[type[torch.optim.Optimizer], dict[str, Any]]:
@@ -55,42 +54,17 @@ def _optimizer_class(name: str, capturable: bool) -> tuple[type[torch.optim.Opti
     return torch.optim.SGD, {"lr": LEARNING_RATE, "momentum": momentum}
 
 
-def _ddp(model: nn.Module, device: torch.device) -> nn.Module:
-    from torch.nn.parallel import DistributedDataParallel
-
-    device_ids = [device.index] if device.type == "cuda" else None
-    return DistributedDataParallel(model, device_ids=device_ids, gradient_as_bucket_view=True)
-
-
-def _fsdp2(model: TinyGpt, config: ValidateConfig, device: torch.device, reshard: bool) -> nn.Module:
-    from torch.distributed import get_world_size
-    from torch.distributed.device_mesh import init_device_mesh
-    from torch.distributed.fsdp import CPUOffloadPolicy, MixedPrecisionPolicy, fully_shard
-
-    mesh = init_device_mesh(device.type, (get_world_size(),))
-    kwargs: dict[str, Any] = {"mesh": mesh, "reshard_after_forward": reshard}
-    if config.precision == "mixed":
-        kwargs["mp_policy"] = MixedPrecisionPolicy(param_dtype=torch.bfloat16, reduce_dtype=torch.float32)
-    if config.cpu_offload:
-        kwargs["offload_policy"] = CPUOffloadPolicy(pin_memory=True)
-    for block in model.blocks:
-        fully_shard(block, **kwargs)
-    fully_shard(model, **kwargs)  # the root group: embeddings, final norm, (untied) head
-    return model
+def sharding_for(stage: int, config: ValidateConfig) -> Sharding:
+    """validate's sharding: every rank runs (DDP, ZeroRedundancyOptimizer), the stage-3 root resharded too."""
+    return Sharding(stage=stage, precision=config.precision, world="ranks", reshard_root=True,
+                    cpu_offload=config.cpu_offload)
 
 
 def wrap(model: TinyGpt, stage: int, config: ValidateConfig, device: torch.device) -> Wrapped:
     """model must already be on device (all ranks built it from the same seed)."""
     capturable = device.type == "cuda" and not config.cpu_offload
     optimizer_class, kwargs = _optimizer_class(config.optimizer, capturable)
-    if stage in (0, 1):
-        module = _ddp(model, device)
-        if stage == 0:
-            optimizer = optimizer_class(model.parameters(), **kwargs)
-        else:
-            from torch.distributed.optim import ZeroRedundancyOptimizer
-
-            optimizer = ZeroRedundancyOptimizer(model.parameters(), optimizer_class=optimizer_class, **kwargs)
-        return Wrapped(module, model, optimizer, autocast=config.precision == "mixed")
-    module = _fsdp2(model, config, device, reshard=stage == 3)
-    return Wrapped(module, model, optimizer_class(module.parameters(), **kwargs), autocast=False)
+    sharding = sharding_for(stage, config)
+    module = shard_model(model, model.blocks, sharding, device)
+    optimizer = make_optimizer(list(model.parameters()), sharding, optimizer_class, device, **kwargs)
+    return Wrapped(module, model, optimizer, sharding)
