@@ -58,6 +58,7 @@ ACTIVATION_DTYPE_BYTES = (1, 2, 4)
 _TOKEN_ID_BYTES = 8  # int64 input ids, as Megatron counts them
 _MASK_BYTES = 1  # one byte per dropout-mask element
 _FP32_BYTES = 4  # router probabilities and the logits fed to the loss
+_GPT2_POSITIONS = 1024  # GPT-2's n_positions when a config leaves it out
 BREAKDOWN_KEYS = ("activations/layers", "activations/embedding", "activations/output_and_loss",
                   "activations/recompute_working_set")
 
@@ -136,6 +137,8 @@ class _Shape:
     family: str | None = None
     dropout: bool = False  # the config.json trains with dropout (GPT-2's default p = 0.1)
     sliding_window: int | None = None  # attention window of the config.json (mistral's default 4096), if any
+    tied: bool = False  # the LM head shares the input embedding's weight (GPT-2's default)
+    position_rows: int = 0  # rows of a learned position table (GPT-2's n_positions); 0 for rotary positions
 
 
 def _shape(model: ModelSpec) -> _Shape:
@@ -149,7 +152,9 @@ def _shape(model: ModelSpec) -> _Shape:
         experts=experts if experts and per_token else 0, experts_per_token=per_token if experts and per_token else 1,
         family=shape.family,
         dropout=_trains_with_dropout(model.extra.get("hf_config") or {}),
-        sliding_window=_sliding_window(model.extra.get("hf_config") or {}))
+        sliding_window=_sliding_window(model.extra.get("hf_config") or {}),
+        tied=shape.tied_embeddings if shape.tied_embeddings is not None else shape.family == "gpt2",
+        position_rows=(shape.max_seq_len or _GPT2_POSITIONS) if shape.family == "gpt2" else 0)
 
 
 def _sliding_window(config: dict) -> int | None:
@@ -230,8 +235,8 @@ def _transformers_layer_bytes(shape: _Shape, config: ActivationConfig) -> int:
 
 def _transformers_terms(shape: _Shape, config: ActivationConfig) -> dict[str, int]:
     """The breakdown at the step's peak moment, the start of backward: every layer's activations; the
-    embedding side (int64 ids and labels, rotary cos/sin or learned positions' nothing, the eager causal
-    mask); the final norm, fp32 log-softmax output and the two fp32 vocabulary-wide temporaries of the loss
+    embedding side (int64 ids and labels, rotary cos/sin or the learned positions' int64 indices (one row,
+    broadcast over the micro-batch), the eager causal mask); the final norm, fp32 log-softmax output and the two fp32 vocabulary-wide temporaries of the loss
     gradient (the 16-bit logits are freed by then); with full recompute, the excess of the last layer's
     recomputed working set over the loss temporaries it follows."""
     tokens, e, seq, b = config.seq_len * config.micro_batch, config.dtype_bytes, config.seq_len, config.micro_batch
@@ -240,6 +245,7 @@ def _transformers_terms(shape: _Shape, config: ActivationConfig) -> dict[str, in
     embedding = 2 * _TOKEN_ID_BYTES * tokens
     if shape.family == "gpt2":
         final_norm = 2 * e * h + 2 * e
+        embedding += _TOKEN_ID_BYTES * seq  # the learned positions' int64 indices, kept for their backward
     else:
         final_norm = 4 * h + 4 + 2 * e * h
         embedding += 2 * tokens * d * e  # rotary cos and sin, shared by all layers
@@ -430,56 +436,80 @@ def _candidates(room: int, model: ModelSpec, config: ActivationConfig) -> range:
 
 def transformers_peak_moments(model: ModelSpec, config: ActivationConfig) -> dict[str, int] | None:
     """Bytes transformers' code holds at the step's other candidate peak moments, beside the backward start that
-    activation_memory counts (None where they are not derived: not a llama-style family, selective-op, tp/pp).
+    activation_memory counts (None where they are not derived: not a derived family, selective-op, tp/pp).
 
     Read off torch's tracker on traces of the real code (docs/trace.md, every storage live at the peak with the
-    module and op that made it); exact to the byte on the shapes tested (tests/test_trace.py):
+    module and op that made it); exact to the byte on the shapes tested (tests/test_trace.py). Llama-style layers
+    (RMSNorm, rotary, SwiGLU) and GPT-2's block (LayerNorm with bias, Conv1D with bias, gelu_new, learned
+    positions, tied head) have the same moments with their own sizes:
     - "loss_forward_beyond_backward_start": the end of the forward pass, inside the loss, minus the backward
       start's loss term: logits in the compute dtype T·V·e (plus their fp32 upcast in 16 bits), the fp32
       log-softmax T·V·4, the shifted labels 8·b·(s+1), two fp32 scalars; the backward start's 12·T·V replaced.
-    - a decoder layer's MLP backward, after the two products of SwiGLU's gradient: the layer's down_proj input
-      (T·f·e) is freed ("mlp_backward_freed"); alive are the residual gradient T·h·e, the down_proj input
-      gradient and the two product gradients 3·T·f·e ("mlp_backward_temporaries"), the down_proj weight gradient
-      h·f·e ("mlp_weight_gradient"), and from the loss side the head and final-norm weight gradients
-      (V·h + h)·e ("head_gradients") and two fp32 scalars; the final norm and the loss are freed
+    - a decoder layer's MLP backward, after the two products of its activation's gradient (SwiGLU's silu(gate)·up;
+      gelu_new's 0.5·x·(1 + tanh(u))): the layer's down-projection input (T·f·e) is freed ("mlp_backward_freed");
+      alive are the residual gradient T·h·e, the down-projection input gradient and the two product gradients
+      3·T·f·e ("mlp_backward_temporaries"), the down-projection weight gradient h·f·e and GPT-2's bias gradient
+      h·e ("mlp_weight_gradient"), and from the loss side the head and final-norm gradients (V·h + h)·e, GPT-2's
+      LayerNorm (V·h + 2·h)·e ("head_gradients"), and two fp32 scalars; the final norm and the loss are freed
       ("output_and_loss", "layer", "layers" give the backward-start terms they replace).
-    - with 16-bit compute, the post-attention RMSNorm's backward in the same layer, after the MLP's: its
-      fp32 input kept, the rest of its activations and the MLP's freed ("norm_backward_freed"); alive are the
+    - llama-style with 16-bit compute, the post-attention RMSNorm's backward in the same layer, after the MLP's:
+      its fp32 input kept, the rest of its activations and the MLP's freed ("norm_backward_freed"); alive are the
       residual gradient, five fp32 T·h temporaries of the norm's gradient and its weight gradient
-      ("norm_backward_temporaries") and the three MLP weight gradients (3·h·f·e);
+      ("norm_backward_temporaries") and the three MLP weight gradients (3·h·f·e); GPT-2's fused LayerNorm
+      backward makes no such temporaries;
     - the forward of the last decoder layer, when its parameters have just been gathered: the activations of
-      the layers before it, the hidden state T·h·e ("hidden_state") and the int64 positions ("position_ids");
+      the layers before it, the hidden state T·h·e ("hidden_state") and, llama-style, the int64 positions
+      ("position_ids"; GPT-2's are kept for the whole step by its position embedding, an activation);
     - at every moment: the rotary embedding's two fp32 module buffers (inv_freq and its original), d/2 each.
     Selective recompute changes only the attention core's activations (the layer's bytes); full recompute keeps
-    each layer's input ("layer") and, inside a layer's backward, that layer recomputed whole
+    each layer's input ("layer") and, inside a layer's backward, that layer recomputed whole but for the input
+    its first norm reads, the checkpoint itself (not in 16-bit llama, whose RMSNorm upcasts a copy)
     ("recomputed_layer"); the backward start's "working_set" is replaced at every other moment. With either,
-    the checkpoints keep the int64 positions alive for the whole step ("kept_position_ids").
+    llama-style checkpoints keep the int64 positions alive for the whole step ("kept_position_ids").
     Stage 3 with full recompute peaks low in the backward (a layer's activations are only its input, while
     the sharded gradients grow), so every layer j is a candidate; j = 0 prefetches nothing."""
     if applied_implementation(model, config)[0] != "transformers" or config.recompute not in ("none", "selective", "full"):
         return None  # op-level selective checkpointing is not traced
     shape = _shape(model)
-    if shape.family not in LLAMA_STYLE_FAMILIES:
+    if shape.family not in TRANSFORMERS_FAMILIES:
         return None
+    gpt2 = shape.family == "gpt2"
     tokens, e = config.seq_len * config.micro_batch, config.dtype_bytes
     h, f, v = shape.hidden, shape.ffn, shape.vocab
     terms = _transformers_terms(shape, config)
     loss_forward = tokens * v * (e + (_FP32_BYTES if e < _FP32_BYTES else 0) + _FP32_BYTES)
     loss_forward += _TOKEN_ID_BYTES * config.micro_batch * (config.seq_len + 1) + 2 * _FP32_BYTES
+    norm_params = 2 * h if gpt2 else h  # LayerNorm's weight and bias; RMSNorm's weight
+    positions = 0 if gpt2 else _TOKEN_ID_BYTES * config.seq_len  # beyond the activations: GPT-2 counts them there
+    # the first norm reads the checkpoint itself, except a 16-bit RMSNorm, which upcasts a copy to fp32
+    norm_reads_checkpoint = gpt2 or e == _FP32_BYTES
+    # the decoder's forward keeps its embedding outputs in locals: GPT-2's token and position embeddings (the first
+    # block reads their sum), llama-style's token embeddings where the first RMSNorm keeps an fp32 copy instead
+    # (not with full recompute: they are the first layer's checkpoint)
+    if gpt2:
+        forward_locals = tokens * h * e + config.seq_len * h * e
+    else:
+        forward_locals = 0 if norm_reads_checkpoint or config.recompute == "full" else tokens * h * e
+    # the root's unsharded gradients (compute dtype): embedding (and head, untied), learned positions, final norm
+    root_gradients = (v * h * (1 if shape.tied else 2) + shape.position_rows * h + norm_params) * e
     return {"loss_forward_beyond_backward_start": loss_forward - 3 * _FP32_BYTES * tokens * v,
             "layer": _transformers_layer_bytes(shape, config), "layers": shape.layers,
             "output_and_loss": terms["activations/output_and_loss"],
             "mlp_backward_freed": tokens * f * e, "mlp_backward_temporaries": tokens * h * e + 3 * tokens * f * e,
-            "mlp_weight_gradient": h * f * e, "head_gradients": (v * h + h) * e, "scalars": 2 * _FP32_BYTES,
-            "module_buffers": 2 * _FP32_BYTES * (shape.head_dim // 2),
-            "hidden_state": tokens * h * e, "position_ids": _TOKEN_ID_BYTES * config.seq_len,
-            "norm_backward_traced": int(e < _FP32_BYTES),  # the norm's backward moment is derived in 16 bits only
+            "mlp_weight_gradient": (h * f + (h if gpt2 else 0)) * e, "head_gradients": (v * h + norm_params) * e,
+            "scalars": 2 * _FP32_BYTES, "inputs": 2 * _TOKEN_ID_BYTES * tokens,
+            "root_gradients": root_gradients,
+            "embedding_backward_gradients": root_gradients + (2 * v * h * e if shape.tied else 0),
+            "last_root_gradient": (norm_params // 2 if shape.tied else v * h) * e,
+            "module_buffers": 0 if gpt2 else 2 * _FP32_BYTES * (shape.head_dim // 2),
+            "hidden_state": tokens * h * e, "position_ids": positions,
+            "embedding": terms["activations/embedding"], "forward_locals": forward_locals,
+            "norm_backward_traced": int(e < _FP32_BYTES and not gpt2),  # derived for a 16-bit RMSNorm only
             "norm_backward_temporaries": tokens * h * e + 5 * _FP32_BYTES * tokens * h + h * e,
             "norm_backward_freed": 4 * tokens * f * e + 2 * e * tokens * h + _FP32_BYTES * tokens,
             "working_set": terms["activations/recompute_working_set"],
             # eager attention's causal mask lives through the decoder's forward only (counted in the embedding)
             "eager_mask": 0 if config.flash_attention else config.micro_batch * config.seq_len ** 2 * e,
-            "kept_position_ids": _TOKEN_ID_BYTES * config.seq_len if config.recompute != "none" else 0,
-            # in fp32 the first norm's fp32 input is the layer's input itself: the checkpoint, already counted
+            "kept_position_ids": positions if config.recompute != "none" else 0,
             "recomputed_layer": (_transformers_layer_bytes(shape, replace(config, recompute="none"))
-                                 - (tokens * h * e if e == _FP32_BYTES else 0) if config.recompute == "full" else 0)}
+                                 - (tokens * h * e if norm_reads_checkpoint else 0) if config.recompute == "full" else 0)}

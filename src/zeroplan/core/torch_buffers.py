@@ -20,6 +20,7 @@ the previous layer's reduce-scatter buffer). Their maximum is the peak.
 from __future__ import annotations
 
 _REDUCE_BYTES = 4  # FSDP2's reduce-scatter runs in fp32 (MixedPrecisionPolicy(reduce_dtype=fp32) and fp32)
+_STEP_TEMPORARY_BYTES = 4  # foreach AdamW's fp32 temporary, per element it steps
 
 
 def torch_gpu_buffers(stage: int, params: int, layer_params: int, root_params: int, compute_bytes: int,
@@ -49,14 +50,25 @@ def torch_gpu_buffers(stage: int, params: int, layer_params: int, root_params: i
     m = moments
     # the backward start (its two fp32 scalars: the loss and its gradient's seed) or the optimizer step
     # (eager attention's causal mask, counted among the activations, is freed when the decoder's forward ends)
-    candidates = [copies - gradient_bytes + m["scalars"] - m["eager_mask"], step - activation_bytes]
+    # (the optimizer step keeps only the int64 ids and labels of the activations: the checkpoints' positions are
+    # freed with the graph; its foreach temporary is 4 B per element, stage 0's every element, without the
+    # 4-byte step tensors the states count: the other stages count those at 2 B per tensor over)
+    if stage == 0 and optimizer in ("adam", "adamw"):
+        step = _STEP_TEMPORARY_BYTES * params
+    candidates = [copies - gradient_bytes + m["scalars"] - m["eager_mask"],
+                  step - activation_bytes + m["inputs"] - m["kept_position_ids"]]
     # every other moment replaces the backward start's recompute working set (and its loss terms)
     replaced = m["working_set"] + m["output_and_loss"]
     if stage == 2:
         candidates.append(copies - gradient_bytes - m["working_set"] - m["eager_mask"] + layer_params * c
                           + m["loss_forward_beyond_backward_start"])
         candidates.append(copies - gradient_bytes + 2 * layer_params * c - m["layer"] + m["hidden_state"]
-                          + m["position_ids"] - m["kept_position_ids"] - replaced)
+                          + m["forward_locals"] + m["position_ids"] - m["kept_position_ids"] - replaced)
+    if stage in (2, 3):
+        # the first layer's forward just gathered: the root's all-gather buffer and copies, the layer's; of the
+        # activations, the embedding side, its outputs and the positions
+        candidates.append(2 * (root_params + layer_params) * c - gradient_bytes - activation_bytes + m["embedding"]
+                          + m["hidden_state"] + m["forward_locals"] + m["position_ids"] - m["kept_position_ids"])
     replaced += m["eager_mask"]
     if stage in (0, 1, 2, 3):
         layers, layer = m["layers"], m["layer"]
@@ -76,5 +88,17 @@ def torch_gpu_buffers(stage: int, params: int, layer_params: int, root_params: i
             held = (gathered + done * layer_gradient_shard - gradient_bytes
                     + (_REDUCE_BYTES * layer_params if done else 0) - done * layer)
             candidates.extend(held + extra for extra in in_layer)
+        # the end of backward, every layer done: their gradients kept (sharded by FSDP2, whole under replicate) and
+        # the activations freed but for the inputs and the loss scalars; the root's unsharded gradients alive
+        end = (layers * layer_gradient_shard - gradient_bytes - activation_bytes + m["inputs"] + m["scalars"]
+               - m["kept_position_ids"])
+        root_gradient_shard = -(-_REDUCE_BYTES * root_params // (world if stage >= 2 else 1))
+        # the input embedding's backward (a tied weight: its gradient and the head's summed): the root's compute
+        # copy and layer 0's reduce-scatter (all-reduce) input still alive
+        candidates.append(end + root_params * c + _REDUCE_BYTES * layer_params + m["embedding_backward_gradients"])
+        # the root's reduction, copy-in: its compute copy freed, the fp32 reduce-scatter input beside the gradients
+        candidates.append(end + _REDUCE_BYTES * root_params + m["root_gradients"])
+        # then its output (the root's gradient): the gradients freed but the last parameter's
+        candidates.append(end + _REDUCE_BYTES * root_params + root_gradient_shard + m["last_root_gradient"])
     # at every moment: the rotary module buffers; with recompute, the positions the checkpoints keep
     return {"peak_beyond_states_and_activations": max(candidates) + m["module_buffers"] + m["kept_position_ids"]}
