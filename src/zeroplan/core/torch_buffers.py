@@ -19,13 +19,15 @@ the previous layer's reduce-scatter buffer). Their maximum is the peak.
 
 from __future__ import annotations
 
+from typing import Any
+
 _REDUCE_BYTES = 4  # FSDP2's reduce-scatter runs in fp32 (MixedPrecisionPolicy(reduce_dtype=fp32) and fp32)
 _STEP_TEMPORARY_BYTES = 4  # foreach AdamW's fp32 temporary, per element it steps
 
 
 def torch_gpu_buffers(stage: int, params: int, layer_params: int, root_params: int, compute_bytes: int,
                       optimizer_state_bytes: int, gradient_bytes: int, activation_bytes: int,
-                      optimizer: str, world: int = 1, moments: dict[str, int] | None = None) -> dict[str, int]:
+                      optimizer: str, world: int = 1, moments: dict[str, Any] | None = None) -> dict[str, int]:
     """gpu/buffers entries (bytes) for torch's DDP/ZeroRedundancyOptimizer/FSDP2 at the peak moment.
 
     params, layer_params, root_params: elements as FSDP2 gathers them (each tensor padded to a multiple of the
@@ -74,11 +76,9 @@ def torch_gpu_buffers(stage: int, params: int, layer_params: int, root_params: i
         layers, layer = m["layers"], m["layer"]
         # replicate() keeps each finished layer's fp32 gradients whole; FSDP2 reduce-scatters them
         layer_gradient_shard = -(-_REDUCE_BYTES * layer_params // (world if stage >= 2 else 1))
-        in_layer = [m["recomputed_layer"] + m["head_gradients"] + m["scalars"] - replaced + m["mlp_weight_gradient"]
-                    + m["mlp_backward_temporaries"] - m["mlp_backward_freed"]]
-        if m["norm_backward_traced"]:
-            in_layer.append(m["recomputed_layer"] + m["head_gradients"] + m["scalars"] - replaced
-                            + 3 * m["mlp_weight_gradient"] + m["norm_backward_temporaries"] - m["norm_backward_freed"])
+        # each moment the family's code shows inside the layer's backward: its excess over the layer's activations
+        in_layer = [m["recomputed_layer"] + m["head_gradients"] + m["scalars"] - replaced + excess
+                    for excess in m["layer_backward_moments"]]
         for j in range(layers):
             done = layers - 1 - j  # layers whose backward is done: sharded gradients kept, activations freed
             if stage == 3:
