@@ -247,7 +247,7 @@ def _transformers_terms(shape: _Shape, config: ActivationConfig) -> dict[str, in
     gradient (the 16-bit logits are freed by then); with full recompute, the excess of the last layer's
     recomputed working set over the loss temporaries it follows."""
     tokens, e, seq, b = config.seq_len * config.micro_batch, config.dtype_bytes, config.seq_len, config.micro_batch
-    h, d, v = shape.hidden, shape.head_dim, shape.vocab
+    d, v = shape.head_dim, shape.vocab
     layers = shape.layers * _transformers_layer_bytes(shape, config)
     embedding = 2 * _TOKEN_ID_BYTES * tokens
     final_norm = _norm_bytes_per_token(shape, e)

@@ -12,9 +12,10 @@ freed). With the model states counted in full, what the peak adds beyond them an
 max(copies − gradients, temporary − activations): negative when the gradients counted among the model
 states do not exist yet at the peak (stages 0-1 at the start of backward).
 For the families whose transformers code is derived (core.activations.transformers_peak_moments) the traces
-show more moments that can hold the peak, modelled exactly: the loss at the end of the forward pass, the last
-layer's forward, and inside a decoder layer's backward (its gradient temporaries, the next layer prefetched,
-the previous layer's reduce-scatter buffer). Their maximum is the peak.
+show more moments that can hold the peak, modelled exactly: the loss at the end of the forward pass, the first
+and last layers' forward, inside a decoder layer's backward (its gradient temporaries, the next layer
+prefetched, the previous layer's reduce-scatter buffer) and at the end of backward (the embeddings' backward,
+the root's gradient reduction). Their maximum is the peak.
 """
 
 from __future__ import annotations
@@ -37,12 +38,16 @@ def torch_gpu_buffers(stage: int, params: int, layer_params: int, root_params: i
     - stage 2, the loss at the end of the forward pass: every compute copy, one all-gather buffer still alive,
       the logits and fp32 log-softmax instead of the backward's temporaries;
     - stage 2, the last layer's forward just gathered: its all-gather buffer and the previous layer's alive;
-    - inside the backward of layer j (its MLP's or, in 16 bits, its post-attention norm's): the compute copies
+    - stages 2-3, the first layer's forward just gathered: the root's all-gather buffer and copy, the layer's;
+    - inside the backward of layer j (each of the family's layer_backward_moments): the compute copies
       (stage 3: the root's, layer j's and the next layer prefetched, none for j = 0; stages 0-2: all but the
       layers done, freed after their backward), the previous layer's fp32 reduce-scatter (replicate: all-reduce)
       input, the gradients of the layers after j only (sharded by FSDP2, whole under replicate; not all of
       them, as the model states count), the head's unsharded gradients and layer j's gradient temporaries;
-      the layers after j and the loss freed.
+      the layers after j and the loss freed;
+    - the end of backward, every layer done: the input embedding's backward (the root's compute copy, layer 0's
+      reduce-scatter input), the root's reduction (its fp32 input beside the root's unsharded gradients, then
+      beside its output); of the activations only the inputs and the loss scalars.
     Verified to the byte against `zeroplan trace` (tests/test_trace.py, docs/accuracy.md)."""
     c = compute_bytes
     copies = (root_params + layer_params) * c if stage == 3 else params * c
