@@ -6,6 +6,7 @@ extrapolated, exact), and prints a Markdown table for docs/accuracy.md with the 
 about 30 rows on a loaded 2-core machine); --quick runs a handful of rows.
 
     PYTHONPATH=src python benchmarks/trace_accuracy.py [--quick] [--limit-seconds 900] [--out rows.json]
+        [--families gpt2,llama]
 """
 
 from __future__ import annotations
@@ -37,9 +38,10 @@ WORLDS = (8, 64, 1024)
 STAGES = (0, 1, 2, 3)
 
 
-def rows(quick: bool, seed: int) -> list[tuple]:
+def rows(quick: bool, seed: int, families: tuple[str, ...] = ()) -> list[tuple]:
     """The grid shuffled, then dealt round-robin over (family, stage, recompute), so that a run cut short by
-    --limit-seconds still covers every family, stage and recompute mode before repeating one."""
+    --limit-seconds still covers every family, stage and recompute mode before repeating one. families keeps
+    those families' rows only, in the same order (a family's rows are the ones a whole run would trace)."""
     grid = list(itertools.product(FAMILIES, PRECISIONS, RECOMPUTES, SEQS, WORLDS, STAGES))
     random.Random(seed).shuffle(grid)
     groups: dict[tuple, list[tuple]] = {}
@@ -48,6 +50,7 @@ def rows(quick: bool, seed: int) -> list[tuple]:
     keys = list(groups)
     random.Random(seed).shuffle(keys)
     dealt = [groups[key][i] for i in range(max(map(len, groups.values()))) for key in keys if i < len(groups[key])]
+    dealt = [row for row in dealt if not families or row[0] in families]
     return dealt[:6] if quick else dealt
 
 
@@ -57,7 +60,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=12)
     parser.add_argument("--limit-seconds", type=float, default=900.0)
     parser.add_argument("--out", default=None)
+    parser.add_argument("--families", default="", help=f"comma-separated, of {', '.join(FAMILIES)} (default: all)")
     args = parser.parse_args(argv)
+    families = tuple(name.strip() for name in args.families.split(",") if name.strip())
+    unknown = [name for name in families if name not in FAMILIES]
+    if unknown:
+        parser.error(f"--families: unknown {', '.join(unknown)} (known: {', '.join(FAMILIES)})")
 
     import tempfile
     from pathlib import Path
@@ -77,7 +85,7 @@ def main(argv: list[str] | None = None) -> int:
           f"load average {os.getloadavg()[0]:.1f} at start\n")
     print("| family | precision | recompute | seq | world | stage | trace | estimate | error | peak phase | activations |")
     print("|---|---|---|---:|---:|---:|---:|---:|---:|---|---|")
-    for family, precision, recompute, seq, world, stage in rows(args.quick, args.seed):
+    for family, precision, recompute, seq, world, stage in rows(args.quick, args.seed, families):
         if time.perf_counter() - started > args.limit_seconds:
             break
         result = compare.run(compare.TraceRequest(model=str(paths[family]), gpus=world, stage=stage,

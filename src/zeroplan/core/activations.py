@@ -33,6 +33,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from fractions import Fraction
 from math import ceil
+from typing import Any
 
 from zeroplan.core.errors import InputError
 from zeroplan.core.layout_rules import MAX_SEQ_LEN
@@ -58,6 +59,7 @@ ACTIVATION_DTYPE_BYTES = (1, 2, 4)
 _TOKEN_ID_BYTES = 8  # int64 input ids, as Megatron counts them
 _MASK_BYTES = 1  # one byte per dropout-mask element
 _FP32_BYTES = 4  # router probabilities and the logits fed to the loss
+_GPT2_POSITIONS = 1024  # GPT-2's n_positions when a config leaves it out
 BREAKDOWN_KEYS = ("activations/layers", "activations/embedding", "activations/output_and_loss",
                   "activations/recompute_working_set")
 
@@ -136,6 +138,8 @@ class _Shape:
     family: str | None = None
     dropout: bool = False  # the config.json trains with dropout (GPT-2's default p = 0.1)
     sliding_window: int | None = None  # attention window of the config.json (mistral's default 4096), if any
+    tied: bool = False  # the LM head shares the input embedding's weight (GPT-2's default)
+    position_rows: int = 0  # rows of a learned position table (GPT-2's n_positions); 0 for rotary positions
 
 
 def _shape(model: ModelSpec) -> _Shape:
@@ -149,7 +153,9 @@ def _shape(model: ModelSpec) -> _Shape:
         experts=experts if experts and per_token else 0, experts_per_token=per_token if experts and per_token else 1,
         family=shape.family,
         dropout=_trains_with_dropout(model.extra.get("hf_config") or {}),
-        sliding_window=_sliding_window(model.extra.get("hf_config") or {}))
+        sliding_window=_sliding_window(model.extra.get("hf_config") or {}),
+        tied=shape.tied_embeddings if shape.tied_embeddings is not None else shape.family == "gpt2",
+        position_rows=(shape.max_seq_len or _GPT2_POSITIONS) if shape.family == "gpt2" else 0)
 
 
 def _sliding_window(config: dict) -> int | None:
@@ -197,6 +203,13 @@ def _transformers_gap(shape: _Shape, config: ActivationConfig) -> str:
     return ""
 
 
+def _norm_bytes_per_token(shape: _Shape, e: int) -> int:
+    """What one of transformers' norms keeps per token: GPT-2's LayerNorm its input, mean and rstd (e each on CPU
+    kernels) and output; an RMSNorm its fp32 input (an upcast copy in 16 bits), fp32 rsqrt, x and x·weight."""
+    h = shape.hidden
+    return 2 * e * h + 2 * e if shape.family == "gpt2" else 4 * h + 4 + 2 * e * h
+
+
 def _transformers_layer_bytes(shape: _Shape, config: ActivationConfig) -> int:
     """Bytes one decoder layer keeps for one micro-batch in transformers' code (exact on CPU kernels).
 
@@ -214,11 +227,10 @@ def _transformers_layer_bytes(shape: _Shape, config: ActivationConfig) -> int:
     h, a, k, d, f = shape.hidden, shape.heads, shape.kv_heads, shape.head_dim, shape.ffn
     if config.recompute == "full":
         return tokens * e * h
+    norm = _norm_bytes_per_token(shape, e)
     if shape.family == "gpt2":
-        norm = 2 * e * h + 2 * e
         core = 4 * e * h + (4 * a if config.recompute == "none" else 0)
         return tokens * (2 * norm + core + 5 * e * f)
-    norm = 4 * h + 4 + 2 * e * h
     if config.recompute == "selective":
         core = 2 * e * a * d + 2 * e * k * d
     elif config.flash_attention:
@@ -230,18 +242,18 @@ def _transformers_layer_bytes(shape: _Shape, config: ActivationConfig) -> int:
 
 def _transformers_terms(shape: _Shape, config: ActivationConfig) -> dict[str, int]:
     """The breakdown at the step's peak moment, the start of backward: every layer's activations; the
-    embedding side (int64 ids and labels, rotary cos/sin or learned positions' nothing, the eager causal
-    mask); the final norm, fp32 log-softmax output and the two fp32 vocabulary-wide temporaries of the loss
+    embedding side (int64 ids and labels, rotary cos/sin or the learned positions' int64 indices (one row,
+    broadcast over the micro-batch), the eager causal mask); the final norm, fp32 log-softmax output and the two fp32 vocabulary-wide temporaries of the loss
     gradient (the 16-bit logits are freed by then); with full recompute, the excess of the last layer's
     recomputed working set over the loss temporaries it follows."""
     tokens, e, seq, b = config.seq_len * config.micro_batch, config.dtype_bytes, config.seq_len, config.micro_batch
-    h, d, v = shape.hidden, shape.head_dim, shape.vocab
+    d, v = shape.head_dim, shape.vocab
     layers = shape.layers * _transformers_layer_bytes(shape, config)
     embedding = 2 * _TOKEN_ID_BYTES * tokens
+    final_norm = _norm_bytes_per_token(shape, e)
     if shape.family == "gpt2":
-        final_norm = 2 * e * h + 2 * e
+        embedding += _TOKEN_ID_BYTES * seq  # the learned positions' int64 indices, kept for their backward
     else:
-        final_norm = 4 * h + 4 + 2 * e * h
         embedding += 2 * tokens * d * e  # rotary cos and sin, shared by all layers
         if not config.flash_attention:
             embedding += b * seq * seq * e  # the eager causal mask
@@ -428,58 +440,114 @@ def _candidates(room: int, model: ModelSpec, config: ActivationConfig) -> range:
     return range(low, low + 1) if low else range(0)
 
 
-def transformers_peak_moments(model: ModelSpec, config: ActivationConfig) -> dict[str, int] | None:
+def transformers_peak_moments(model: ModelSpec, config: ActivationConfig) -> dict[str, Any] | None:
     """Bytes transformers' code holds at the step's other candidate peak moments, beside the backward start that
-    activation_memory counts (None where they are not derived: not a llama-style family, selective-op, tp/pp).
+    activation_memory counts (None where they are not derived: not a derived family, selective-op, tp/pp).
 
     Read off torch's tracker on traces of the real code (docs/trace.md, every storage live at the peak with the
-    module and op that made it); exact to the byte on the shapes tested (tests/test_trace.py):
+    module and op that made it); exact to the byte on the shapes tested (tests/test_trace.py). Llama-style layers
+    (RMSNorm, rotary, SwiGLU) and GPT-2's block (LayerNorm with bias, Conv1D with bias, gelu_new, learned
+    positions, tied head) have the same moments with their own sizes:
     - "loss_forward_beyond_backward_start": the end of the forward pass, inside the loss, minus the backward
       start's loss term: logits in the compute dtype T·V·e (plus their fp32 upcast in 16 bits), the fp32
       log-softmax T·V·4, the shifted labels 8·b·(s+1), two fp32 scalars; the backward start's 12·T·V replaced.
-    - a decoder layer's MLP backward, after the two products of SwiGLU's gradient: the layer's down_proj input
-      (T·f·e) is freed ("mlp_backward_freed"); alive are the residual gradient T·h·e, the down_proj input
-      gradient and the two product gradients 3·T·f·e ("mlp_backward_temporaries"), the down_proj weight gradient
-      h·f·e ("mlp_weight_gradient"), and from the loss side the head and final-norm weight gradients
-      (V·h + h)·e ("head_gradients") and two fp32 scalars; the final norm and the loss are freed
-      ("output_and_loss", "layer", "layers" give the backward-start terms they replace).
-    - with 16-bit compute, the post-attention RMSNorm's backward in the same layer, after the MLP's: its
-      fp32 input kept, the rest of its activations and the MLP's freed ("norm_backward_freed"); alive are the
-      residual gradient, five fp32 T·h temporaries of the norm's gradient and its weight gradient
-      ("norm_backward_temporaries") and the three MLP weight gradients (3·h·f·e);
+    - inside a decoder layer's backward ("layer_backward_moments", each the excess of the layer's gradient
+      temporaries and weight gradients over its activations freed by then; core.torch_buffers adds the head's
+      gradients (V·h + h)·e, GPT-2's LayerNorm (V·h + 2·h)·e ("head_gradients"), two fp32 scalars, the layer
+      recomputed and the layers done, and frees the final norm and the loss ("output_and_loss")):
+      (a) the MLP's, after the two products of its activation's gradient (SwiGLU's silu(gate)·up, gelu_new's
+          0.5·x·(1 + tanh(u))): the down-projection input (T·f·e) freed; alive the residual gradient T·h·e, the
+          down-projection input gradient and the two product gradients 3·T·f·e, the down-projection weight
+          gradient h·f·e (GPT-2: and its bias's h·e);
+      (b) llama-style in 16 bits, the post-attention RMSNorm's, after the MLP's: its fp32 input kept, the rest of
+          its activations and the MLP's freed; alive the residual gradient, five fp32 T·h temporaries of the
+          norm's gradient, its weight gradient and the three MLP weight gradients (GPT-2's fused LayerNorm
+          backward makes no such temporaries);
+      (c) llama-style with eager attention, the softmax's backward: of the layer's activations only the first
+          norm's, q, the repeat_kv'd k and the fp32 softmax output kept (selective recompute: q, k and v kept,
+          the softmax output and the repeat_kv'd k recomputed); alive the residual gradient T·h·e, the gradient
+          of the repeat_kv'd v T·a·d·e, the fp32 gradient of the probabilities and the softmax gradient
+          (2·4·a·s per token), the MLP's, the norm's and o_proj's weight gradients.
     - the forward of the last decoder layer, when its parameters have just been gathered: the activations of
-      the layers before it, the hidden state T·h·e ("hidden_state") and the int64 positions ("position_ids");
+      the layers before it, the hidden state T·h·e ("hidden_state"), the embedding outputs the decoder's forward
+      keeps in locals ("forward_locals") and, llama-style, the int64 positions ("position_ids"; GPT-2's are kept
+      for the whole step by its position embedding, an activation); the first layer's: the embedding side's
+      activations ("embedding") with the same hidden state, locals and positions;
+    - the end of backward: the root's unsharded gradients ("root_gradients": embeddings, untied head, learned
+      positions, final norm), at the input embedding's backward with a tied weight's two gradients beside
+      their sum ("embedding_backward_gradients"), and after the root's reduction the last of them
+      ("last_root_gradient": an untied head's, else the final norm's last parameter); the inputs ("inputs") and
+      the two fp32 scalars alive, as at the optimizer step;
     - at every moment: the rotary embedding's two fp32 module buffers (inv_freq and its original), d/2 each.
     Selective recompute changes only the attention core's activations (the layer's bytes); full recompute keeps
-    each layer's input ("layer") and, inside a layer's backward, that layer recomputed whole
+    each layer's input ("layer") and, inside a layer's backward, that layer recomputed whole but for the input
+    its first norm reads, the checkpoint itself (not in 16-bit llama, whose RMSNorm upcasts a copy)
     ("recomputed_layer"); the backward start's "working_set" is replaced at every other moment. With either,
-    the checkpoints keep the int64 positions alive for the whole step ("kept_position_ids").
+    llama-style checkpoints keep the int64 positions alive for the whole step ("kept_position_ids"); with full
+    recompute they keep eager attention's causal mask too.
     Stage 3 with full recompute peaks low in the backward (a layer's activations are only its input, while
     the sharded gradients grow), so every layer j is a candidate; j = 0 prefetches nothing."""
     if applied_implementation(model, config)[0] != "transformers" or config.recompute not in ("none", "selective", "full"):
         return None  # op-level selective checkpointing is not traced
     shape = _shape(model)
-    if shape.family not in LLAMA_STYLE_FAMILIES:
+    if shape.family not in TRANSFORMERS_FAMILIES:
         return None
-    tokens, e = config.seq_len * config.micro_batch, config.dtype_bytes
-    h, f, v = shape.hidden, shape.ffn, shape.vocab
+    gpt2 = shape.family == "gpt2"
+    tokens, e, seq = config.seq_len * config.micro_batch, config.dtype_bytes, config.seq_len
+    h, f, v, a, d = shape.hidden, shape.ffn, shape.vocab, shape.heads, shape.head_dim
     terms = _transformers_terms(shape, config)
     loss_forward = tokens * v * (e + (_FP32_BYTES if e < _FP32_BYTES else 0) + _FP32_BYTES)
-    loss_forward += _TOKEN_ID_BYTES * config.micro_batch * (config.seq_len + 1) + 2 * _FP32_BYTES
+    loss_forward += _TOKEN_ID_BYTES * config.micro_batch * (seq + 1) + 2 * _FP32_BYTES
+    norm_params = 2 * h if gpt2 else h  # LayerNorm's weight and bias; RMSNorm's weight
+    positions = 0 if gpt2 else _TOKEN_ID_BYTES * seq  # beyond the activations: GPT-2 counts them there
+    # the first norm reads the checkpoint itself, except a 16-bit RMSNorm, which upcasts a copy to fp32
+    norm_reads_checkpoint = gpt2 or e == _FP32_BYTES
+    layer = _transformers_layer_bytes(shape, config)
+    whole_layer = _transformers_layer_bytes(shape, replace(config, recompute="none"))
+    recomputed_layer = whole_layer - (tokens * h * e if norm_reads_checkpoint else 0) if config.recompute == "full" else 0
+    # the layer's activations alive when its backward begins: its own (none, selective) or recomputed ones (full)
+    layer_at_backward = recomputed_layer if config.recompute == "full" else layer
+    mlp_weights = h * f * e + (h * e if gpt2 else 0)  # the down projection's weight (and bias) gradient
+    moments = [mlp_weights + tokens * h * e + 3 * tokens * f * e - tokens * f * e]
+    if not gpt2 and e < _FP32_BYTES:
+        moments.append(3 * h * f * e + tokens * h * e + 5 * _FP32_BYTES * tokens * h + h * e
+                       - (4 * tokens * f * e + 2 * e * tokens * h + _FP32_BYTES * tokens))
+    if not gpt2 and not config.flash_attention:
+        probabilities = _FP32_BYTES * tokens * a * seq  # one fp32 a·s·s tensor
+        if config.recompute == "selective":
+            # the layer's q, k and v kept (k, v: KV heads) and the core recomputed: its fp32 softmax output and,
+            # with grouped-query attention, its repeat_kv'd k
+            kept = tokens * (_norm_bytes_per_token(shape, e) + e * a * d + 2 * e * shape.kv_heads * d)
+            kept += probabilities + (tokens * e * a * d if shape.kv_heads < a else 0)
+        else:
+            kept = tokens * (_norm_bytes_per_token(shape, e) + 2 * e * a * d) + probabilities
+            if config.recompute == "full" and norm_reads_checkpoint:
+                kept -= tokens * h * e  # the first norm's fp32 input is the checkpoint, not recomputed
+        weights = (3 * h * f + h + h * a * d) * e  # the MLP's, the post-attention norm's, o_proj's
+        moments.append(weights + tokens * h * e + tokens * a * d * e + 2 * probabilities - (layer_at_backward - kept))
+    # the decoder's forward keeps its embedding outputs in locals: GPT-2's token and position embeddings (the first
+    # block reads their sum), llama-style's token embeddings where the first RMSNorm keeps an fp32 copy instead
+    # (not with full recompute: they are the first layer's checkpoint)
+    if gpt2:
+        forward_locals = tokens * h * e + seq * h * e
+    else:
+        forward_locals = 0 if norm_reads_checkpoint or config.recompute == "full" else tokens * h * e
+    # the root's unsharded gradients (compute dtype): embedding (and head, untied), learned positions, final norm
+    root_gradients = (v * h * (1 if shape.tied else 2) + shape.position_rows * h + norm_params) * e
     return {"loss_forward_beyond_backward_start": loss_forward - 3 * _FP32_BYTES * tokens * v,
-            "layer": _transformers_layer_bytes(shape, config), "layers": shape.layers,
-            "output_and_loss": terms["activations/output_and_loss"],
-            "mlp_backward_freed": tokens * f * e, "mlp_backward_temporaries": tokens * h * e + 3 * tokens * f * e,
-            "mlp_weight_gradient": h * f * e, "head_gradients": (v * h + h) * e, "scalars": 2 * _FP32_BYTES,
-            "module_buffers": 2 * _FP32_BYTES * (shape.head_dim // 2),
-            "hidden_state": tokens * h * e, "position_ids": _TOKEN_ID_BYTES * config.seq_len,
-            "norm_backward_traced": int(e < _FP32_BYTES),  # the norm's backward moment is derived in 16 bits only
-            "norm_backward_temporaries": tokens * h * e + 5 * _FP32_BYTES * tokens * h + h * e,
-            "norm_backward_freed": 4 * tokens * f * e + 2 * e * tokens * h + _FP32_BYTES * tokens,
+            "layer": layer, "layers": shape.layers, "output_and_loss": terms["activations/output_and_loss"],
+            "layer_backward_moments": moments, "head_gradients": (v * h + norm_params) * e,
+            "scalars": 2 * _FP32_BYTES, "inputs": 2 * _TOKEN_ID_BYTES * tokens,
+            "root_gradients": root_gradients,
+            "embedding_backward_gradients": root_gradients + (2 * v * h * e if shape.tied else 0),
+            "last_root_gradient": (norm_params // 2 if shape.tied else v * h) * e,
+            "module_buffers": 0 if gpt2 else 2 * _FP32_BYTES * (d // 2),
+            "hidden_state": tokens * h * e, "position_ids": positions,
+            "embedding": terms["activations/embedding"], "forward_locals": forward_locals,
             "working_set": terms["activations/recompute_working_set"],
-            # eager attention's causal mask lives through the decoder's forward only (counted in the embedding)
-            "eager_mask": 0 if config.flash_attention else config.micro_batch * config.seq_len ** 2 * e,
-            "kept_position_ids": _TOKEN_ID_BYTES * config.seq_len if config.recompute != "none" else 0,
-            # in fp32 the first norm's fp32 input is the layer's input itself: the checkpoint, already counted
-            "recomputed_layer": (_transformers_layer_bytes(shape, replace(config, recompute="none"))
-                                 - (tokens * h * e if e == _FP32_BYTES else 0) if config.recompute == "full" else 0)}
+            # eager attention's causal mask lives through the decoder's forward only (counted in the embedding),
+            # unless the checkpoints of full recompute keep it
+            "eager_mask": (0 if config.flash_attention or config.recompute == "full"
+                           else config.micro_batch * seq ** 2 * e),
+            "kept_position_ids": positions if config.recompute != "none" else 0,
+            "recomputed_layer": recomputed_layer}
