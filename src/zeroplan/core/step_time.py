@@ -466,8 +466,10 @@ def exposed_seconds(passes: PassTimes, dp: DpSeconds, offload: OffloadSeconds, s
 def step_time(passes: PassTimes, dp_total: float, exposed: tuple[float, float], optimizer_seconds: float) -> StepTime:
     """compose's second half: the passes, the exposed DP and offload time (exposed_seconds) and the optimizer."""
     dp_exposed, offload_exposed = exposed
-    return StepTime(passes.compute, passes.tp_comm, passes.pp_comm, passes.bubble, dp_total, dp_exposed,
-                    offload_exposed, optimizer_seconds, passes.passes + dp_exposed + offload_exposed + optimizer_seconds)
+    # StepTime(...) without the named tuple's keyword layer (the plan search builds one per plan): fields in order
+    return tuple.__new__(StepTime, (passes.compute, passes.tp_comm, passes.pp_comm, passes.bubble, dp_total, dp_exposed,
+                                    offload_exposed, optimizer_seconds,
+                                    passes.passes + dp_exposed + offload_exposed + optimizer_seconds))
 
 
 def compose(layout: Layout, micro: tuple[float, float, float, float], dp: DpSeconds, offload: OffloadSeconds,
