@@ -5,7 +5,8 @@ from cold caches) and plans evaluated per second. The target is the 1024-GPU sea
 core; the script reports it and asserts nothing.
 Then llama-3.1-405b on 16,384 H100s (dgx-h100), seq 8192, global batch 2048, with context parallelism
 (--cp 1,2,4,8,16), interleaving (--virtual-stages 1,2,4) and ZeRO-2/3 with the pipeline (--fsdp-with-pp):
-target ≤ 1 s on one core; reported, not asserted. The equivalent command is printed with it.
+target ≤ 1 s on one core, judged on CPU time (wall time on a shared core also counts waiting for it); reported,
+not asserted. The equivalent command is printed with it.
 Usage: python benchmarks/plan_search.py [--runs 3] [--global-batch 1536] [--scale-batch] [--llama-only]
        [--profile] [--before REV] [--outputs REV]
 --scale-batch grows the global batch with the GPUs (max(1536, 2 × GPUs)) so every count keeps data parallelism.
@@ -75,7 +76,7 @@ def main() -> None:
     if args.worker:
         return worker()
     if args.dump_to:
-        return dump(Path(args.dump_to), args.global_batch)
+        return dump(Path(args.dump_to), output_cases(args.global_batch))
     if args.outputs:
         return compare_outputs(args.outputs, args.global_batch)
     if args.profile:
@@ -103,16 +104,19 @@ def llama_request():
 
 
 def llama(runs: int) -> None:
-    best = float("inf")
+    """Best wall and best CPU seconds of `runs` searches; the verdict is on CPU time, what the search costs its
+    core (on a shared core wall time also counts the waits for it: the load average says how many)."""
+    best = best_cpu = float("inf")
     request = llama_request()
     for _ in range(runs):
-        start = time.perf_counter()
+        start, cpu = time.perf_counter(), time.process_time()
         result = search(request)
-        best = min(best, time.perf_counter() - start)
-    verdict = "meets" if best <= 1.0 else "MISSES"
+        best, best_cpu = min(best, time.perf_counter() - start), min(best_cpu, time.process_time() - cpu)
+    verdict = "meets" if best_cpu <= 1.0 else "MISSES"
     print(f"llama-3.1-405b, 16384 H100, cp 1-16, v 1,2,4, FSDP with pp: {result.layouts_total} layouts, "
-          f"{len(result.plans)} plans, {len(result.feasible)} fit, {best:.3f} s ({len(result.plans) / best:,.0f} "
-          f"plans/s, load average {os.getloadavg()[0]:.1f}); target ≤ 1 s: {verdict}")
+          f"{len(result.plans)} plans, {len(result.feasible)} fit, {best:.3f} s wall, {best_cpu:.3f} s CPU "
+          f"({len(result.plans) / best_cpu:,.0f} plans/CPU s, load average {os.getloadavg()[0]:.1f}); target ≤ 1 s "
+          f"on one core: {verdict}")
     print(f"  command: {LLAMA_405B_COMMAND}")
 
 
@@ -164,12 +168,12 @@ def output_cases(global_batch: int) -> dict[str, dict]:
     return cases
 
 
-def dump(folder: Path, global_batch: int) -> None:
-    """Every case's `zeroplan plan` JSON (the search's timing blanked) and CSV, into folder."""
+def dump(folder: Path, cases: dict[str, dict]) -> None:
+    """Each case's `zeroplan plan` JSON (the search's timing blanked) and CSV, into folder."""
     from zeroplan.search import report
     from zeroplan.search.run import run_plan
 
-    for name, case in output_cases(global_batch).items():
+    for name, case in cases.items():
         outcome = run_plan(PlanInputs.of(**case), show_progress=False)
         document = report.plan_document(outcome)
         document["search"].update(seconds=None, plans_per_second=None, summary=None)
