@@ -347,14 +347,13 @@ def _stage_seconds(layout: Layout, flops: FlopModel, hidden: int, machine: Machi
                    cache: dict | None = None) -> tuple[float, float, float, float]:
     """microbatch_seconds without the interleaving degree: the last entry is one pipeline transfer. cache:
     microbatch_seconds', which also keeps _layer_pieces for every pp."""
-    if cache is None:
+    key = ("layer", layout.tp, layout.cp, layout.micro_batch, layout.seq_len, layout.recompute,
+           layout.sequence_parallel, layout.tp_intra_node, layout.flash_attention)
+    pieces = None if cache is None else cache.get(key)
+    if pieces is None:
         pieces = _layer_pieces(layout, flops, hidden, machine)
-    else:
-        key = ("layer", layout.tp, layout.cp, layout.micro_batch, layout.seq_len, layout.recompute,
-               layout.sequence_parallel, layout.tp_intra_node, layout.flash_attention)
-        pieces = cache.get(key)
-        if pieces is None:
-            pieces = cache[key] = _layer_pieces(layout, flops, hidden, machine)
+        if cache is not None:
+            cache[key] = pieces
     forward_layer, backward_layer, core, recompute, head_forward, head_backward, message, tp_each, gather = pieces
     counts = layers_per_stage(flops.layers, layout.pp)
     candidates = [(counts[0], 0.0, 0.0) if layout.pp > 1 else (counts[0], head_forward, head_backward),
