@@ -152,6 +152,24 @@ def test_matches_megatron_theoretical_formula(b: int, t: int, p: int, v: int | N
     assert ceil(expected) <= activation_memory(GPT3, config).total <= ceil(expected) + len(BREAKDOWN_KEYS) - 1
 
 
+def test_terms_do_not_depend_on_what_was_asked_before() -> None:
+    """activation_terms keeps one micro-batch's terms, each pipeline's load and the last model's shape (a plan search
+    asks for thousands of pipelines): asked for two models in turn, pipelines in any order, every answer is still
+    Megatron's formula for that model and step."""
+    half_h, half_l = H // 2, L // 2
+    half = ModelSpec(params=87_000_000_000, name="half", shape=ModelShape.of(layers=half_l, hidden=half_h, heads=A // 2,
+                                                                            vocab=V, ffn=4 * half_h))
+    steps = [(b, t, p, v, m) for b in (1, 2) for t in (2, 8) for p in (1, 4, 8)
+             for v, m in ((None, None), (None, 2), (2, None), (3, 6)) if p > 1 or (v, m) == (None, None)]
+    for order in (steps, steps[::-1]):
+        for b, t, p, v, m in order:
+            config = ActivationConfig(seq_len=S, micro_batch=b, tp=t, pp=p, virtual_stages=v or 1,
+                                      num_micro_batches=m, recompute="selective", sequence_parallel=True)
+            for model, h, layers in ((GPT3, H, L), (half, half_h, half_l)):
+                expected = megatron_sp_selective(S, b, h, 4 * h, layers, V, t, p, v, m)
+                assert sum(activation_terms(model, config).values()) == expected, (model.name, b, t, p, v, m)
+
+
 def test_gpt3_175b_first_stage_bytes() -> None:
     """t = p = 8, SP + selective: 96 layers' worth of 34·s·h/8 plus 8 micro-batches of embedding input."""
     estimate = activation_memory(GPT3, ActivationConfig(seq_len=S, tp=8, pp=8, recompute="selective",

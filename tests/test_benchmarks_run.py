@@ -4,6 +4,7 @@ them without any other test noticing): each one's cheapest real path, not its ti
 from __future__ import annotations
 
 import importlib.util
+import json
 import sys
 from pathlib import Path
 
@@ -30,6 +31,15 @@ def test_plan_search_builds_the_llama_405b_request_and_measures_one_size():
     assert search.llama_request() is not None
     seconds, total, layouts, plans, fitting = search.measure(64, 1536, 1)
     assert plans > 0 and 0 < fitting <= plans
+
+
+def test_plan_search_dumps_what_plan_prints_without_its_timing(tmp_path):
+    search = _load("plan_search")
+    search.dump(tmp_path, {"small": dict(model="llama-2-7b", gpus=8, global_batch=16, seq_len=2048)})
+    document = json.loads((tmp_path / "small.json").read_text())
+    assert document["search"]["seconds"] is None and document["search"]["plans_evaluated"] > 0
+    rows = (tmp_path / "small.csv").read_text().splitlines()
+    assert len(rows) == 1 + document["search"]["plans_evaluated"]  # a header, then every plan
 
 
 def test_the_other_scripts_import():

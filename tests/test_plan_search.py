@@ -4,6 +4,7 @@ layout of the GPUs and the batch, and everything not evaluated is counted under 
 from __future__ import annotations
 
 import dataclasses
+import gc
 import random
 
 import pytest
@@ -209,3 +210,15 @@ def test_faster_because_names_what_the_layout_saves():
     text = faster_because(fast, slow)
     assert text.startswith(f"{saving / slow.time.total:.0%} faster: -") and "compute (no recompute needed" in text
     assert faster_because(slow, fast).endswith("slower")
+
+
+@pytest.mark.parametrize("collecting", [True, False])
+def test_search_leaves_the_garbage_collector_as_it_found_it(collecting):
+    request = resolve(PlanInputs.of(model="llama-2-7b", gpus=8, global_batch=16, seq_len=2048)).request
+    was = gc.isenabled()
+    try:
+        (gc.enable if collecting else gc.disable)()
+        assert search(request).plans
+        assert gc.isenabled() is collecting
+    finally:
+        (gc.enable if was else gc.disable)()

@@ -123,6 +123,11 @@ CASES = {
     # offload tiers against small host memory and NVMe: host limits, every offload path
     "tight host memory": dict(model="llama-2-13b", gpus=8, global_batch=32, seq_len=2048, cpu_memory="120GB",
                               nvme="300GB", micro_batches="1,2", recompute="none,full"),
+    # pipelines deeper than the accumulation (fewer micro-batches in flight than stages), interleaving with its
+    # skip reasons, cp up to 8, an uneven split ruled out: the pieces the search keeps per micro-batch and pipeline
+    "deep pipelines": dict(model="llama-2-13b", cluster="dgx-h100", gpus=64, global_batch=32, seq_len=4096,
+                           cp="1,2,8", virtual_stages="1,2,4", fsdp_pipeline=True, micro_batches="1,2",
+                           recompute="none,full", tp="2", stages="1,3"),
     # no flash attention, a workstation without NVLink between nodes
     "gpt2 workstation": dict(model="gpt2", cluster="workstation-4x3090", gpus=4, global_batch=16, seq_len=1024,
                              flash_attention=False, recompute="none,selective,full"),

@@ -30,9 +30,11 @@ Assumptions, where the sources leave a choice:
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, fields, replace
 from fractions import Fraction
+from functools import lru_cache
 from math import ceil
+from operator import attrgetter
 from typing import Any
 
 from zeroplan.core.errors import InputError
@@ -156,6 +158,21 @@ def _shape(model: ModelSpec) -> _Shape:
         sliding_window=_sliding_window(model.extra.get("hf_config") or {}),
         tied=shape.tied_embeddings if shape.tied_embeddings is not None else shape.family == "gpt2",
         position_rows=(shape.max_seq_len or _GPT2_POSITIONS) if shape.family == "gpt2" else 0)
+
+
+_remembered: tuple[ModelSpec, _Shape] | None = None
+
+
+def _last_shape(model: ModelSpec) -> _Shape:
+    """_shape(model), remembered for the last model asked by identity (ModelSpec is frozen; the config.json in its
+    extra is read once, never changed): the plan search asks for one model's activation terms thousands of times."""
+    global _remembered
+    remembered = _remembered  # one read: another thread may replace it
+    if remembered is not None and remembered[0] is model:
+        return remembered[1]
+    shape = _shape(model)
+    _remembered = (model, shape)
+    return shape
 
 
 def _sliding_window(config: dict) -> int | None:
@@ -337,7 +354,10 @@ def layers_on_first_stage(layers: int, config: ActivationConfig) -> int:
 
 def layer_bytes(model: ModelSpec, config: ActivationConfig) -> Fraction:
     """Exact bytes one layer stores for one micro-batch under config.recompute (Table 2's row)."""
-    shape = _shape(model)
+    return _row_bytes(_shape(model), config)
+
+
+def _row_bytes(shape: _Shape, config: ActivationConfig) -> Fraction:
     if config.recompute == "full":
         return _checkpoint_bytes(shape, config)
     if config.recompute == "selective-op":
@@ -347,28 +367,59 @@ def layer_bytes(model: ModelSpec, config: ActivationConfig) -> Fraction:
 
 def activation_terms(model: ModelSpec, config: ActivationConfig) -> dict[str, Fraction]:
     """Exact (fractional) bytes of each breakdown entry, before rounding up."""
-    shape = _shape(model)
-    in_flight = micro_batches_in_flight(config)
+    shape = _last_shape(model)
+    layer, embedding, output_and_loss, working_set = _micro_batch_terms(shape, config)
+    in_flight, layer_micro_batches = _first_stage_load(shape.layers, config.pp, config.virtual_stages,
+                                                       config.num_micro_batches)
+    # with a pipeline the output layer sits on the last, less loaded stage
+    return dict(zip(BREAKDOWN_KEYS, (layer * layer_micro_batches, embedding * in_flight,
+                                     output_and_loss if config.pp == 1 else Fraction(0), working_set)))
+
+
+@lru_cache(maxsize=1024)
+def _first_stage_load(layers: int, pp: int, virtual_stages: int,
+                      num_micro_batches: int | None) -> tuple[Fraction, Fraction]:
+    """(micro-batches in flight, layers × micro-batches) on the first stage, for the pipeline fields they read."""
+    pipeline = ActivationConfig(seq_len=1, pp=pp, virtual_stages=virtual_stages, num_micro_batches=num_micro_batches)
+    in_flight = micro_batches_in_flight(pipeline)
     # With 1F1B the first stage holds in_flight micro-batches of its L/p layers: L layers' worth.
-    layer_micro_batches = layers_on_first_stage(shape.layers, config) * in_flight
+    return in_flight, layers_on_first_stage(layers, pipeline) * in_flight
+
+
+# The terms of one micro-batch read every ActivationConfig field but the pipeline's, which only say how many
+# micro-batches and layers the first stage holds: a plan search asks for thousands of pipelines over a few
+# hundred of these, so they are kept, keyed by the shape and every other field (a field added later is in the key).
+_PIPELINE_FIELDS = ("pp", "virtual_stages", "num_micro_batches")
+_micro_batch_key = attrgetter(*(f.name for f in fields(ActivationConfig) if f.name not in _PIPELINE_FIELDS))
+_MICRO_BATCH_TERMS: dict[tuple, tuple[Fraction, Fraction, Fraction, Fraction]] = {}
+_MICRO_BATCH_TERMS_KEPT = 4096
+
+
+def _micro_batch_terms(shape: _Shape, config: ActivationConfig) -> tuple[Fraction, Fraction, Fraction, Fraction]:
+    """One micro-batch's (layer row, embedding, output and loss on the stage that holds them, recompute working
+    set), whatever the pipeline."""
+    key = (shape, _micro_batch_key(config))
+    found = _MICRO_BATCH_TERMS.get(key)
+    if found is not None:
+        return found
     tokens = config.seq_len * config.micro_batch
     # Embedding stage: input token ids and the embedding dropout mask, per micro-batch in flight.
-    embedding = Fraction(tokens * (_TOKEN_ID_BYTES + _MASK_BYTES * shape.hidden)) * in_flight
+    embedding = Fraction(tokens * (_TOKEN_ID_BYTES + _MASK_BYTES * shape.hidden))
     if config.sequence_parallel:
         embedding /= config.tp
-    output_and_loss = Fraction(0)
-    if config.pp == 1:  # with a pipeline the output layer sits on the last, less loaded stage
-        hidden_inputs = Fraction(2 * config.dtype_bytes * tokens * shape.hidden)  # final norm + head inputs
-        if config.sequence_parallel:
-            hidden_inputs /= config.tp
-        output_and_loss = hidden_inputs + Fraction(_FP32_BYTES * tokens * shape.vocab, config.tp)
+    hidden_inputs = Fraction(2 * config.dtype_bytes * tokens * shape.hidden)  # final norm + head inputs
+    if config.sequence_parallel:
+        hidden_inputs /= config.tp
+    output_and_loss = hidden_inputs + Fraction(_FP32_BYTES * tokens * shape.vocab, config.tp)
     working_set = Fraction(0)
     if config.recompute == "full":
         working_set = _layer_bytes(shape, config, keep_scores=True)
     elif config.recompute == "selective-op":  # one layer's recomputed pointwise outputs, live in its backward
         working_set = max(Fraction(0), _layer_bytes(shape, config, keep_scores=False) - _op_saved_bytes(shape, config))
-    return dict(zip(BREAKDOWN_KEYS, (layer_bytes(model, config) * layer_micro_batches, embedding,
-                                     output_and_loss, working_set)))
+    if len(_MICRO_BATCH_TERMS) >= _MICRO_BATCH_TERMS_KEPT:
+        _MICRO_BATCH_TERMS.clear()
+    found = _MICRO_BATCH_TERMS[key] = (_row_bytes(shape, config), embedding, output_and_loss, working_set)
+    return found
 
 
 @dataclass(frozen=True)

@@ -229,8 +229,12 @@ class LinkTable:
     measured: dict[str, Link] = field(default_factory=dict)
 
     def link(self, collective: str, intra_node: bool) -> Link:
-        span = "intra_node" if intra_node else "inter_node"
-        return self.measured.get(f"{collective}/{span}") or (self.intra_node if intra_node else self.inter_node)
+        if self.measured:  # most tables measure nothing: no key to build
+            span = "intra_node" if intra_node else "inter_node"
+            found = self.measured.get(f"{collective}/{span}")
+            if found:
+                return found
+        return self.intra_node if intra_node else self.inter_node
 
 
 def link_bandwidth(link: Link, intra_node: bool) -> float:

@@ -9,6 +9,7 @@ one-sequence activation terms once per step shape, DP time once per (option, acc
 
 from __future__ import annotations
 
+import gc
 import time
 from collections import Counter
 from dataclasses import dataclass, field
@@ -140,6 +141,19 @@ class SearchResult:
 
 
 def search(request: SearchRequest, progress: Callable[[int, int], None] | None = None) -> SearchResult:
+    # A search builds a record per plan (about 10^5 for Llama 3 405B on 16,384 GPUs), none in a reference cycle:
+    # the cyclic collector, run every few hundred allocations and now and then over every object alive, would
+    # rescan the growing list of plans (a fifth of the search). Paused for the search, as it was found after.
+    collecting = gc.isenabled()
+    gc.disable()
+    try:
+        return _search(request, progress)
+    finally:
+        if collecting:
+            gc.enable()
+
+
+def _search(request: SearchRequest, progress: Callable[[int, int], None] | None) -> SearchResult:
     start = time.perf_counter()
     space, model = request.space, request.model
     flops = FlopModel.from_model(model)  # also checks the model has a shape
@@ -189,6 +203,7 @@ class _Grid:
         self.left_out = len(options) - len(self.options)
         self._fixed: list[FixedMemory] | None = None
         self.per_step: dict[int, list[tuple]] = {}
+        self._rows: dict[int, list[tuple]] = {}
 
     def fixed(self) -> list[FixedMemory]:
         """Per usable option: its fixed memory, the optimizer step's seconds (see _search_layout)."""
@@ -207,18 +222,36 @@ class _Grid:
         return self._fixed
 
     def dp_and_offload(self, micro_batches: int) -> list[tuple]:
-        """Per usable option (fixed()'s order): (DpSeconds, OffloadSeconds, DP total) at this accumulation,
-        computed once."""
-        found = self.per_step.get(micro_batches)
+        """Per usable option (fixed()'s order): (DpSeconds, OffloadSeconds) at this accumulation, computed once;
+        rows(micro_batches) is what each plan takes from it."""
+        if micro_batches not in self.per_step:
+            self._per_accumulation(micro_batches)
+        return self.per_step[micro_batches]
+
+    def rows(self, micro_batches: int) -> list[tuple]:
+        """Per usable option (fixed()'s order), what a plan at this accumulation takes from it: (option, params,
+        gradients, optimizer states, buffers, the optimizer-step temporary, the GPU bytes that never change
+        (params + gradients + optimizer states + buffers), CPU bytes per node, NVMe bytes per node, its host
+        limits, those limits after "gpu", whether the host was checked, the optimizer step's seconds, the DP
+        seconds in all)."""
+        found = self._rows.get(micro_batches)
         if found is None:
-            parallel, found = self.parallel, []
-            for fixed in self.fixed():
-                dp_time, offload = _per_step(self.request, fixed, self.shard, self.partition, parallel.dp,
-                                             parallel.gpus_in_busiest_node, parallel.dp_intra_node, micro_batches,
-                                             parallel.tp)
-                found.append((dp_time, offload, dp_time.total))
-            self.per_step[micro_batches] = found
+            found = self._per_accumulation(micro_batches)
         return found
+
+    def _per_accumulation(self, micro_batches: int) -> list[tuple]:
+        parallel, steps, rows = self.parallel, [], []
+        for f in self.fixed():
+            dp_time, offload = _per_step(self.request, f, self.shard, self.partition, parallel.dp,
+                                         parallel.gpus_in_busiest_node, parallel.dp_intra_node, micro_batches,
+                                         parallel.tp)
+            steps.append((dp_time, offload))
+            rows.append((f.option, f.params, f.gradients, f.optimizer_states, f.buffers, f.temporary,
+                         f.params + f.gradients + f.optimizer_states + f.buffers, f.cpu_bytes_per_node,
+                         f.nvme_bytes_per_node, f.host_limits, ("gpu",) + f.host_limits, f.host_checked,
+                         self.optimizer[f.option], dp_time.total))
+        self.per_step[micro_batches], self._rows[micro_batches] = steps, rows
+        return rows
 
 
 def _search_layout(request: SearchRequest, grid: _Grid, flops: FlopModel, activations: ActivationTable,
@@ -231,42 +264,44 @@ def _search_layout(request: SearchRequest, grid: _Grid, flops: FlopModel, activa
         skipped[PIPELINE_STAGE] += grid.left_out * len(shapes)
     if not grid.options or not shapes:
         return
-    fixed = grid.fixed()
+    option_count = len(grid.options)
     usable_gpu = request.budget.usable_gpu_bytes
-    placement = (parallel.tp_intra_node, parallel.dp_intra_node, pp_intra_node(parallel.world, parallel.gpus_per_node))
-    # Per option, in evaluate_options' order: its memory record, what never changes in its GPU bytes, its host
-    # limits and its optimizer step
-    per_option = [(f, f.params + f.gradients + f.optimizer_states + f.buffers, f.host_limits, grid.optimizer[f.option])
-                  for f in fixed]
+    tp_intra_node, dp_intra_node = parallel.tp_intra_node, parallel.dp_intra_node
+    pp_intra = pp_intra_node(parallel.world, parallel.gpus_per_node)
     # Interleaving changes neither the accumulation nor the compute DP traffic hides behind: the exposed DP and
     # offload seconds of each option are computed once per (sequence parallelism, recompute, micro-batch).
     exposed_by_shape: dict[tuple[bool, str, int], list[tuple[float, float]]] = {}
-    per_rank = space.global_batch // dp
-    hidden, overlap, append = flops.hidden, machine.dp_overlap, plans.append
+    per_rank, seq_len, flash, layers = space.global_batch // dp, space.seq_len, space.flash_attention, flops.layers
+    hidden, overlap, append, record = flops.hidden, machine.dp_overlap, plans.append, tuple.__new__
     for v, sp, recompute, b in shapes:
         m = per_rank // b
-        issue = interleave_problem(flops.layers, pp, v, m)
+        issue = interleave_problem(layers, pp, v, m)
         if issue:
-            skipped[issue] += len(fixed)
+            skipped[issue] += option_count
             continue
         act = activations.bytes(tp, pp, v, sp, recompute, m, b)
-        layout = Layout(dp, tp, pp, v, space.seq_len, b, m, recompute, sp, *placement, cp=cp,
-                        flash_attention=space.flash_attention)
+        layout = Layout(dp, tp, pp, v, seq_len, b, m, recompute, sp, tp_intra_node, dp_intra_node, pp_intra,
+                        cp, flash)
         passes = pass_times(layout, microbatch_seconds(layout, flops, hidden, machine, micro_cache), overlap)
-        steps = grid.dp_and_offload(m)
+        rows = grid.rows(m)
         exposed = exposed_by_shape.get((sp, recompute, b))
         if exposed is None:
             exposed = exposed_by_shape[(sp, recompute, b)] = [
-                exposed_seconds(passes, dp_time, offload, f.option.stage)
-                for f, (dp_time, offload, _) in zip(fixed, steps)]
-        for (f, states, host_limits, optimizer), (_, _, dp_total), hidden_not in zip(per_option, steps, exposed):
-            # FixedMemory.gpu_parts, inlined: the optimizer step's temporary beyond the activations
-            beyond = f.temporary - act if f.temporary > act else 0
-            limits = ("gpu",) + host_limits if states + act + beyond > usable_gpu else host_limits
-            append(PlanRecord(dp, tp, pp, v, f.option, b, m, recompute, sp,
-                              (f.params, f.gradients, f.optimizer_states, act, f.buffers + beyond),
-                              f.cpu_bytes_per_node, f.nvme_bytes_per_node, limits, f.host_checked,
-                              step_time(passes, dp_total, hidden_not, optimizer), cp))
+                exposed_seconds(passes, dp_time, offload, row[0].stage)
+                for row, (dp_time, offload) in zip(rows, grid.dp_and_offload(m))]
+        for (option, params, gradients, optimizer_states, buffers, temporary, states, cpu, nvme, host_limits,
+             gpu_limits, host_checked, optimizer, dp_total), hidden_not in zip(rows, exposed):
+            # FixedMemory.gpu_parts, inlined: the optimizer step's temporary beyond the activations sits in the
+            # buffers, and the GPU holds the fixed states plus the larger of the two
+            if temporary > act:
+                gpu = (params, gradients, optimizer_states, act, buffers + (temporary - act))
+                limits = gpu_limits if states + temporary > usable_gpu else host_limits
+            else:
+                gpu = (params, gradients, optimizer_states, act, buffers)
+                limits = gpu_limits if states + act > usable_gpu else host_limits
+            # PlanRecord(...) without the named tuple's keyword layer: its fields in order
+            append(record(PlanRecord, (dp, tp, pp, v, option, b, m, recompute, sp, gpu, cpu, nvme, limits,
+                                       host_checked, step_time(passes, dp_total, hidden_not, optimizer), cp)))
 
 
 def _per_step(request: SearchRequest, fixed: FixedMemory, shard: int, partition: int, dp: int, gpus_in_node: int,

@@ -336,42 +336,37 @@ def microbatch_seconds(layout: Layout, flops: FlopModel, hidden: int, machine: M
                layout.sequence_parallel, layout.tp_intra_node, layout.pp_intra_node, layout.flash_attention)
         found = cache.get(key)
         if found is None:
-            found = cache[key] = _stage_seconds(layout, flops, hidden, machine)
+            found = cache[key] = _stage_seconds(layout, flops, hidden, machine, cache)
         forward, backward, comm, per_transfer = found
     hidden_transfers = machine.pp_hidden and layout.virtual_stages > 1  # overlap_p2p_comm: interleaved only
     pp_seconds = 2 * layout.virtual_stages * per_transfer if layout.pp > 1 and not hidden_transfers else 0.0
     return forward, backward, comm, pp_seconds
 
 
-def _stage_seconds(layout: Layout, flops: FlopModel, hidden: int,
-                   machine: Machine) -> tuple[float, float, float, float]:
-    """microbatch_seconds without the interleaving degree: the last entry is one pipeline transfer."""
-    forward_layer, backward_layer, core = layer_seconds(layout, flops, machine)
-    recompute = {"full": forward_layer, "selective": core}.get(layout.recompute, 0.0)
-    if layout.recompute == "selective-op":  # pointwise ops only, memory bound; no GEMM, no TP collective again
-        recompute = elementwise_seconds(layout, flops, machine)
-    head_forward, head_backward = head_seconds(layout, flops, machine)
+def _stage_seconds(layout: Layout, flops: FlopModel, hidden: int, machine: Machine,
+                   cache: dict | None = None) -> tuple[float, float, float, float]:
+    """microbatch_seconds without the interleaving degree: the last entry is one pipeline transfer. cache:
+    microbatch_seconds', which also keeps _layer_pieces for every pp."""
+    key = ("layer", layout.tp, layout.cp, layout.micro_batch, layout.seq_len, layout.recompute,
+           layout.sequence_parallel, layout.tp_intra_node, layout.flash_attention)
+    pieces = None if cache is None else cache.get(key)
+    if pieces is None:
+        pieces = _layer_pieces(layout, flops, hidden, machine)
+        if cache is not None:
+            cache[key] = pieces
+    forward_layer, backward_layer, core, recompute, head_forward, head_backward, message, tp_each, gather = pieces
     counts = layers_per_stage(flops.layers, layout.pp)
     candidates = [(counts[0], 0.0, 0.0) if layout.pp > 1 else (counts[0], head_forward, head_backward),
                   (counts[-1], head_forward, head_backward)]
     layers, forward, backward = max(((n, n * forward_layer + hf, n * (backward_layer + recompute) + hb)
                                      for n, hf, hb in candidates), key=lambda c: c[1] + c[2])
-    tokens = layout.seq_len * layout.micro_batch // layout.cp
-    message = tokens * hidden * ACTIVATION_ELEMENT_BYTES
-    per_node = machine.gpus_per_node
     comm = 0.0
     if layout.tp > 1:
         collectives = 6 if layout.recompute == "full" else 4
-        tp_per_node = layout.tp if layout.tp_intra_node else min(per_node, max(1, layout.tp // 2))
-        tp_seconds = layers * collectives * collective_seconds("all_reduce", message, layout.tp, machine.links,
-                                                               tp_per_node)
+        tp_seconds = layers * collectives * tp_each
         hidden = machine.tp_hidden and layout.tp_intra_node  # userbuffers exchange over NVLink (CUDA IPC) only
         comm += max(0.0, tp_seconds - forward - backward) if hidden else tp_seconds
     if layout.cp > 1:
-        kv_bytes = layout.seq_len * layout.micro_batch * 2 * (flops.kv_width or flops.attention_width) / layout.tp \
-            * ACTIVATION_ELEMENT_BYTES
-        cp_per_node = max(1, per_node // layout.tp) if layout.tp <= per_node else 1
-        gather = collective_seconds("all_gather", kv_bytes, layout.cp, machine.links, cp_per_node)
         passes = 2 if layout.recompute == "full" else 1
         exposed_forward = max(0.0, gather - core)
         exposed_backward = max(0.0, gather - 2 * core)  # ReduceScatter of the key/value gradients
@@ -382,6 +377,30 @@ def _stage_seconds(layout: Layout, flops: FlopModel, hidden: int,
         bandwidth = link_bandwidth(link, layout.pp_intra_node)
         per_transfer = link.latency_s + message / layout.tp / bandwidth
     return forward, backward, comm, per_transfer
+
+
+def _layer_pieces(layout: Layout, flops: FlopModel, hidden: int, machine: Machine) -> tuple:
+    """What _stage_seconds takes from one layer whatever the pipeline: (forward, backward, attention core,
+    recompute seconds of a layer, LM head forward and backward, the activation message's bytes, one TP AllReduce,
+    one CP AllGather)."""
+    forward_layer, backward_layer, core = layer_seconds(layout, flops, machine)
+    recompute = {"full": forward_layer, "selective": core}.get(layout.recompute, 0.0)
+    if layout.recompute == "selective-op":  # pointwise ops only, memory bound; no GEMM, no TP collective again
+        recompute = elementwise_seconds(layout, flops, machine)
+    head_forward, head_backward = head_seconds(layout, flops, machine)
+    tokens = layout.seq_len * layout.micro_batch // layout.cp
+    message = tokens * hidden * ACTIVATION_ELEMENT_BYTES
+    per_node = machine.gpus_per_node
+    tp_each = gather = 0.0
+    if layout.tp > 1:
+        tp_per_node = layout.tp if layout.tp_intra_node else min(per_node, max(1, layout.tp // 2))
+        tp_each = collective_seconds("all_reduce", message, layout.tp, machine.links, tp_per_node)
+    if layout.cp > 1:
+        kv_bytes = layout.seq_len * layout.micro_batch * 2 * (flops.kv_width or flops.attention_width) / layout.tp \
+            * ACTIVATION_ELEMENT_BYTES
+        cp_per_node = max(1, per_node // layout.tp) if layout.tp <= per_node else 1
+        gather = collective_seconds("all_gather", kv_bytes, layout.cp, machine.links, cp_per_node)
+    return forward_layer, backward_layer, core, recompute, head_forward, head_backward, message, tp_each, gather
 
 
 
@@ -466,8 +485,10 @@ def exposed_seconds(passes: PassTimes, dp: DpSeconds, offload: OffloadSeconds, s
 def step_time(passes: PassTimes, dp_total: float, exposed: tuple[float, float], optimizer_seconds: float) -> StepTime:
     """compose's second half: the passes, the exposed DP and offload time (exposed_seconds) and the optimizer."""
     dp_exposed, offload_exposed = exposed
-    return StepTime(passes.compute, passes.tp_comm, passes.pp_comm, passes.bubble, dp_total, dp_exposed,
-                    offload_exposed, optimizer_seconds, passes.passes + dp_exposed + offload_exposed + optimizer_seconds)
+    # StepTime(...) without the named tuple's keyword layer (the plan search builds one per plan): fields in order
+    return tuple.__new__(StepTime, (passes.compute, passes.tp_comm, passes.pp_comm, passes.bubble, dp_total, dp_exposed,
+                                    offload_exposed, optimizer_seconds,
+                                    passes.passes + dp_exposed + offload_exposed + optimizer_seconds))
 
 
 def compose(layout: Layout, micro: tuple[float, float, float, float], dp: DpSeconds, offload: OffloadSeconds,
