@@ -141,25 +141,29 @@ class Outcome:
         return math.log(self.predicted / self.published)
 
 
-def plan_inputs(run: dict, layout: dict) -> PlanInputs:
+def run_values(run: dict) -> dict:
+    """What the run fixes whatever the layout: model, GPUs, sequence, hardware overrides, the framework's rule."""
     path = _CONFIG_DIR / (run["id"].replace("/", "_").replace(" ", "_") + ".json")
     path.write_text(json.dumps(run["model_config"]))
-    overrides = dict(run.get("overrides", {}))
+    values = dict(run.get("overrides", {}))
     if run.get("inter_node_bandwidth"):
-        overrides["inter_node_bandwidth"] = run["inter_node_bandwidth"]
+        values["inter_node_bandwidth"] = run["inter_node_bandwidth"]
+    if run.get("comm_overlap"):  # the framework's overlap rule (core.step_time.CommOverlap), with its source
+        values["comm_overlap"] = run["comm_overlap"]
+    return {"gpus": run["gpus"], "seq_len": run.get("seq"), "model": str(path), "cluster": run["cluster"], **values}
+
+
+def plan_inputs(run: dict, layout: dict) -> PlanInputs:
     extra = {}
     if layout["cp"] > 1:
         extra["cp"] = str(layout["cp"])
     if layout["stage"] >= 2 and layout["pp"] > 1:
         extra["fsdp_pipeline"] = True
-    if run.get("comm_overlap"):  # the framework's overlap rule (core.step_time.CommOverlap), with its source
-        extra["comm_overlap"] = run["comm_overlap"]
-    return PlanInputs.of(gpus=run["gpus"], global_batch=layout["batch"], seq_len=run.get("seq"), model=str(path),
-                      cluster=run["cluster"], stages=str(layout["stage"]), offload=False,
-                      recompute=layout["recompute"], sequence_parallel="on" if layout["sp"] else "off",
-                      virtual_stages=str(layout["v"]), micro_batches=str(layout["mb"]), tp=str(layout["tp"]),
-                      pp=str(layout["pp"]), allow_cross_node_tp=True, flash_attention=layout["flash"],
-                      **overrides, **extra)
+    return PlanInputs.of(global_batch=layout["batch"], stages=str(layout["stage"]), offload=False,
+                         recompute=layout["recompute"], sequence_parallel="on" if layout["sp"] else "off",
+                         virtual_stages=str(layout["v"]), micro_batches=str(layout["mb"]), tp=str(layout["tp"]),
+                         pp=str(layout["pp"]), allow_cross_node_tp=True, flash_attention=layout["flash"],
+                         **run_values(run), **extra)
 
 
 def resolve_run(run: dict):
@@ -197,14 +201,10 @@ def predict(run: dict, request=None, layout=None) -> Outcome:
 
 def free_inputs(run: dict, layout: dict) -> PlanInputs:
     """The run's model, GPUs, batch, sequence and hardware with every layout choice left to the search."""
-    pinned = plan_inputs(run, layout)
     virtual = sorted({1, 2, 4, layout["v"]})
     cp = sorted({1, layout["cp"]})
-    return PlanInputs.of(gpus=pinned.gpus, global_batch=pinned.global_batch, seq_len=pinned.seq_len, model=pinned.model,
-                      cluster=pinned.cluster, flash_attention=layout["flash"], fsdp_pipeline=True,
-                      virtual_stages=",".join(map(str, virtual)), cp=",".join(map(str, cp)),
-                      **{k: getattr(pinned, k) for k in ("inter_node_bandwidth", "intra_node_bandwidth", "gpu",
-                                                          "gpus_per_node", "gpu_memory") if getattr(pinned, k)})
+    return PlanInputs.of(global_batch=layout["batch"], flash_attention=layout["flash"], fsdp_pipeline=True,
+                         virtual_stages=",".join(map(str, virtual)), cp=",".join(map(str, cp)), **run_values(run))
 
 
 def rule_broken(plan, request) -> str | None:

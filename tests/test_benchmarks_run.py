@@ -79,3 +79,12 @@ def test_step_time_holds_issue_13s_bar_on_both_sets():
     assert calibration["mean_abs_ln"] <= 0.10 and calibration["worst_abs_ln"] <= math.log(1.25)
     headline = runs.summary([runs.predict(run) for run in runs.load("heldout") if run["headline"]])
     assert headline["refused"] == 0 and headline["mean_abs_ln"] <= 0.10
+
+
+def test_free_search_of_a_calibration_run_breaks_no_rule():
+    # `published_runs.py --free`: the search with every layout choice open, against the published layout pinned.
+    runs = _load("published_runs")
+    run = next(r for r in runs.load("calibration") if r["id"] == "D/kor-22b-seqsel")
+    row = runs.free_search(run)
+    assert row["broken"] == [] and row["free_s"] > 0 and "ERROR" not in row["verdict"]
+    assert row["free_s"] <= row["pinned_s"]  # the search is exhaustive: the published layout is one of its plans
