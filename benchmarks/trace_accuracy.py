@@ -30,6 +30,18 @@ FAMILIES = {
               "num_key_value_heads": 2, "num_hidden_layers": 8, "vocab_size": 1000, "max_position_embeddings": 8192},
     "gpt2": {"model_type": "gpt2", "n_embd": 256, "n_head": 8, "n_layer": 8, "vocab_size": 1000, "n_positions": 8192,
              "resid_pdrop": 0.0, "embd_pdrop": 0.0, "attn_pdrop": 0.0},
+    # multi-query like gemma-2b, with a head_dim (96) that is not hidden / heads (64); tied head, GeGLU
+    "gemma": {"model_type": "gemma", "hidden_size": 256, "intermediate_size": 688, "num_attention_heads": 4,
+              "num_key_value_heads": 1, "head_dim": 96, "num_hidden_layers": 8, "vocab_size": 1000,
+              "max_position_embeddings": 8192},
+    # multi-head like Phi-3-mini (fused qkv_proj and gate_up_proj), without its 2047 sliding window
+    "phi3": {"model_type": "phi3", "hidden_size": 256, "intermediate_size": 688, "num_attention_heads": 8,
+             "num_key_value_heads": 8, "num_hidden_layers": 8, "vocab_size": 1000, "max_position_embeddings": 8192,
+             "pad_token_id": 0, "bos_token_id": 1, "eos_token_id": 2, "sliding_window": None},
+    # 4 experts, top-2 routing (transformers' default grouped_mm experts), GQA
+    "mixtral": {"model_type": "mixtral", "hidden_size": 256, "intermediate_size": 688, "num_attention_heads": 8,
+                "num_key_value_heads": 2, "num_hidden_layers": 8, "vocab_size": 1000, "max_position_embeddings": 8192,
+                "num_local_experts": 4, "num_experts_per_tok": 2, "sliding_window": None},
 }
 PRECISIONS = ("mixed", "fp32")
 RECOMPUTES = ("none", "selective", "full")

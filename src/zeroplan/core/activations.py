@@ -37,9 +37,11 @@ from math import ceil
 from operator import attrgetter
 from typing import Any
 
+from zeroplan.core import transformers_gated_families as gated
 from zeroplan.core.errors import InputError
 from zeroplan.core.layout_rules import MAX_SEQ_LEN
 from zeroplan.core.model import ModelSpec
+from zeroplan.core.transformers_gated_families import GATED_FAMILIES, GatedTraits, gated_traits
 from zeroplan.core.units import ceil_div
 
 # "selective-op": torch's op-level selective activation checkpointing (torch.utils.checkpoint with a policy, as
@@ -47,9 +49,10 @@ from zeroplan.core.units import ceil_div
 # activation functions, dropout, residual adds) are recomputed in backward from the layer input (_op_saved_bytes).
 RECOMPUTE_MODES = ("none", "selective", "full", "selective-op")
 IMPLEMENTATIONS = ("transformers", "megatron")
-# Families whose transformers decoder layer is derived to the byte (RMSNorm + rotary + SwiGLU; GPT-2's block).
+# Families whose transformers decoder layer is derived to the byte (RMSNorm + rotary + SwiGLU; GPT-2's block;
+# Gemma, Phi-3 and Mixtral in core.transformers_gated_families).
 LLAMA_STYLE_FAMILIES = ("llama", "mistral", "qwen2")
-TRANSFORMERS_FAMILIES = LLAMA_STYLE_FAMILIES + ("gpt2",)
+TRANSFORMERS_FAMILIES = LLAMA_STYLE_FAMILIES + ("gpt2",) + GATED_FAMILIES
 DEFAULT_SEQ_LEN_CAP = 4096  # the default sequence length: the model's context, at most this
 
 
@@ -142,6 +145,7 @@ class _Shape:
     sliding_window: int | None = None  # attention window of the config.json (mistral's default 4096), if any
     tied: bool = False  # the LM head shares the input embedding's weight (GPT-2's default)
     position_rows: int = 0  # rows of a learned position table (GPT-2's n_positions); 0 for rotary positions
+    gated: GatedTraits | None = None  # gemma, phi3, mixtral: what their config.json sets beyond the shape
 
 
 def _shape(model: ModelSpec) -> _Shape:
@@ -157,7 +161,8 @@ def _shape(model: ModelSpec) -> _Shape:
         dropout=_trains_with_dropout(model.extra.get("hf_config") or {}),
         sliding_window=_sliding_window(model.extra.get("hf_config") or {}),
         tied=shape.tied_embeddings if shape.tied_embeddings is not None else shape.family == "gpt2",
-        position_rows=(shape.max_seq_len or _GPT2_POSITIONS) if shape.family == "gpt2" else 0)
+        position_rows=(shape.max_seq_len or _GPT2_POSITIONS) if shape.family == "gpt2" else 0,
+        gated=gated_traits(model.extra.get("hf_config") or {}, shape.family, shape.head_dim))
 
 
 _remembered: tuple[ModelSpec, _Shape] | None = None
@@ -183,6 +188,8 @@ def _sliding_window(config: dict) -> int | None:
         return config.get("sliding_window", 4096)
     if family == "qwen2" and config.get("use_sliding_window"):
         return config.get("sliding_window", 4096)
+    if family in ("mixtral", "phi3"):  # no window unless the config sets one (Phi-3-mini-4k: 2047)
+        return config.get("sliding_window")
     return None
 
 
@@ -214,6 +221,8 @@ def _transformers_gap(shape: _Shape, config: ActivationConfig) -> str:
         return (f"a sliding attention window ({shape.sliding_window}) no shorter than the sequence makes transformers "
                 "build an explicit mask, and sdpa then keeps the attention probabilities on CPU kernels (not derived): "
                 "Megatron's formula is used")
+    if shape.gated is not None and (reason := gated.gap(shape.family or "", shape.gated)):
+        return reason
     if shape.family == "gpt2" and (shape.dropout or not config.flash_attention):
         return ("GPT-2 is derived for sdpa attention without dropout only (its config trains with dropout or eager "
                 "attention was asked): Megatron's formula is used")
@@ -224,6 +233,8 @@ def _norm_bytes_per_token(shape: _Shape, e: int) -> int:
     """What one of transformers' norms keeps per token: GPT-2's LayerNorm its input, mean and rstd (e each on CPU
     kernels) and output; an RMSNorm its fp32 input (an upcast copy in 16 bits), fp32 rsqrt, x and x·weight."""
     h = shape.hidden
+    if shape.family in GATED_FAMILIES:  # Gemma's keeps its fp32 normalised x and a cast output instead
+        return gated.norm_bytes_per_token(shape.family or "", h, e)
     return 2 * e * h + 2 * e if shape.family == "gpt2" else 4 * h + 4 + 2 * e * h
 
 
@@ -244,6 +255,9 @@ def _transformers_layer_bytes(shape: _Shape, config: ActivationConfig) -> int:
     h, a, k, d, f = shape.hidden, shape.heads, shape.kv_heads, shape.head_dim, shape.ffn
     if config.recompute == "full":
         return tokens * e * h
+    if shape.family in GATED_FAMILIES:
+        return gated.layer_bytes(shape.family or "", tokens, seq, e, h, a, k, d, f, shape.experts,
+                                 shape.experts_per_token, config.recompute, config.flash_attention)
     norm = _norm_bytes_per_token(shape, e)
     if shape.family == "gpt2":
         core = 4 * e * h + (4 * a if config.recompute == "none" else 0)
@@ -267,15 +281,20 @@ def _transformers_terms(shape: _Shape, config: ActivationConfig) -> dict[str, in
     d, v = shape.head_dim, shape.vocab
     layers = shape.layers * _transformers_layer_bytes(shape, config)
     embedding = 2 * _TOKEN_ID_BYTES * tokens
-    final_norm = _norm_bytes_per_token(shape, e)
+    final_norm, final_norm_fixed = _norm_bytes_per_token(shape, e), 0
     if shape.family == "gpt2":
         embedding += _TOKEN_ID_BYTES * seq  # the learned positions' int64 indices, kept for their backward
     else:
+        if shape.gated is not None:  # Gemma's norm and scaled embeddings; Phi-3's partial rotary narrows cos and sin
+            final_norm, final_norm_fixed, scale = gated.final_norm_and_embedding_scale(shape.family or "",
+                                                                                       shape.hidden, e)
+            embedding += scale
+            d = shape.gated.rotary_dim
         embedding += 2 * tokens * d * e  # rotary cos and sin, shared by all layers
         if not config.flash_attention:
             embedding += b * seq * seq * e  # the eager causal mask
     loss = 3 * _FP32_BYTES * tokens * v  # log-softmax output + its gradient's two fp32 temporaries
-    output_and_loss = tokens * final_norm + loss
+    output_and_loss = tokens * final_norm + final_norm_fixed + loss
     working_set = 0
     if config.recompute == "full":
         working_set = max(0, _transformers_layer_bytes(shape, replace(config, recompute="none")) - loss)
@@ -559,10 +578,16 @@ def transformers_peak_moments(model: ModelSpec, config: ActivationConfig) -> dic
     # the layer's activations alive when its backward begins: its own (none, selective) or recomputed ones (full)
     layer_at_backward = recomputed_layer if config.recompute == "full" else layer
     mlp_weights = h * f * e + (h * e if gpt2 else 0)  # the down projection's weight (and bias) gradient
+    # Gemma's, Phi-3's and Mixtral's differ where their code does (core.transformers_gated_families)
+    family = gated.layer_moments(shape.family or "", tokens, e, h, f, shape.experts, shape.experts_per_token)
     moments = [mlp_weights + tokens * h * e + 3 * tokens * f * e - tokens * f * e]
+    if family.mlp_moment is not None:
+        moments = [family.mlp_moment]
     if not gpt2 and e < _FP32_BYTES:
-        moments.append(3 * h * f * e + tokens * h * e + 5 * _FP32_BYTES * tokens * h + h * e
-                       - (4 * tokens * f * e + 2 * e * tokens * h + _FP32_BYTES * tokens))
+        norm_freed = 4 * tokens * f * e + 2 * e * tokens * h + _FP32_BYTES * tokens
+        moments.append(family.mlp_weight_gradients + tokens * h * e + 5 * _FP32_BYTES * tokens * h + h * e
+                       - (norm_freed if family.norm_backward_freed is None else family.norm_backward_freed))
+    moments.extend(family.other_moments)
     if not gpt2 and not config.flash_attention:
         probabilities = _FP32_BYTES * tokens * a * seq  # one fp32 a·s·s tensor
         if config.recompute == "selective":
@@ -574,7 +599,8 @@ def transformers_peak_moments(model: ModelSpec, config: ActivationConfig) -> dic
             kept = tokens * (_norm_bytes_per_token(shape, e) + 2 * e * a * d) + probabilities
             if config.recompute == "full" and norm_reads_checkpoint:
                 kept -= tokens * h * e  # the first norm's fp32 input is the checkpoint, not recomputed
-        weights = (3 * h * f + h + h * a * d) * e  # the MLP's, the post-attention norm's, o_proj's
+        # the MLP's, the post-attention norm's, o_proj's
+        weights = family.mlp_weight_gradients + (h + h * a * d) * e
         moments.append(weights + tokens * h * e + tokens * a * d * e + 2 * probabilities - (layer_at_backward - kept))
     # the decoder's forward keeps its embedding outputs in locals: GPT-2's token and position embeddings (the first
     # block reads their sum), llama-style's token embeddings where the first RMSNorm keeps an fp32 copy instead
@@ -592,7 +618,10 @@ def transformers_peak_moments(model: ModelSpec, config: ActivationConfig) -> dic
             "root_gradients": root_gradients,
             "embedding_backward_gradients": root_gradients + (2 * v * h * e if shape.tied else 0),
             "last_root_gradient": (norm_params // 2 if shape.tied else v * h) * e,
-            "module_buffers": 0 if gpt2 else 2 * _FP32_BYTES * (d // 2),
+            # the rotary embedding's inv_freq and its original (Phi-3's partial rotary: narrower); Gemma's fp32
+            # embedding scale
+            "module_buffers": 0 if gpt2 else 2 * _FP32_BYTES * ((shape.gated.rotary_dim if shape.gated else d) // 2)
+            + (_FP32_BYTES if shape.family == "gemma" else 0),
             "hidden_state": tokens * h * e, "position_ids": positions,
             "embedding": terms["activations/embedding"], "forward_locals": forward_locals,
             "working_set": terms["activations/recompute_working_set"],

@@ -88,9 +88,12 @@ def _activation_notes(request: EstimateRequest, activations: ActivationConfig | 
             f"{', sequence parallel' if activations.sequence_parallel else ''}, {bits}")
     if implementation == "transformers":
         attention = "sdpa attention" if activations.flash_attention else "eager attention (--no-flash-attention)"
+        from zeroplan.core.transformers_gated_families import routing_note
+
+        routing = routing_note(request.model.shape.family if request.model.shape else None)
         return [f"activations: transformers implementation (--activations transformers) of {request.model.reported('family')}, "
                 f"{attention}, {step}; the peak moment at the start of backward: every layer's saved tensors, final "
-                "norm, fp32 log-softmax and the loss gradient's fp32 temporaries"]
+                "norm, fp32 log-softmax and the loss gradient's fp32 temporaries" + (f"; {routing}" if routing else "")]
     flash = "flash attention (no s×s scores stored)" if activations.flash_attention else "no flash attention"
     note = f"; {why}" if why else ""
     return [f"activations: megatron implementation (Korthikanti et al. 2022 per layer), {step}, {flash}; the first "

@@ -30,7 +30,7 @@ from zeroplan.core.errors import InputError, RunFailed
 from zeroplan.distributed.sharding import (
     ADAM_STEP_BYTES, PRECISIONS, RECOMPUTES, STAGES, Sharding, make_optimizer, shard_model, zero1_most_loaded_owned,
 )
-from zeroplan.trace.hf_model import build_model, decoder_layers, layer_count, real_masking
+from zeroplan.trace.hf_model import build_model, decoder_layers, grouped_mm_any_dtype, layer_count, real_masking
 from zeroplan.trace.tracker import CATEGORIES, snapshot_categories, tracker_class
 
 if TYPE_CHECKING:
@@ -145,7 +145,7 @@ def trace_once(config: dict, settings: TraceSettings, num_layers: int | None = N
     layers = layer_count(config) if num_layers is None else num_layers
     owned = None
     warnings.filterwarnings("ignore")
-    with fake_world(settings.world_size), real_masking():
+    with fake_world(settings.world_size), real_masking(), grouped_mm_any_dtype():
         model = sharded_model(config, settings, layers, "cpu")
         with FakeTensorMode(allow_non_fake_inputs=True):
             optimizer, ids, labels = prepare_step(model, settings, "cpu")

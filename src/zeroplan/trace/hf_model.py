@@ -142,3 +142,26 @@ def real_masking():
     finally:
         masking_utils._ignore_causal_mask_sdpa = original_ignore
         masking_utils.find_packed_sequence_indices = original_packed
+
+
+@contextlib.contextmanager
+def grouped_mm_any_dtype():
+    """Let MoE experts run in fp32 under fake tensors as they do on a GPU.
+
+    transformers' default experts implementation ("grouped_mm") calls torch's grouped_mm, whose fake (meta) kernel
+    takes bf16 only; on CUDA other dtypes run through torch's fallback (a loop of mm into the same output). Under
+    fake tensors non-bf16 experts take transformers' own fallback op instead: the same output, and the same
+    tensors saved for backward (the input and the weights)."""
+    from transformers.integrations import moe
+
+    original = moe._can_use_grouped_mm
+
+    @functools.wraps(original)
+    def bf16_only(input, weight, offs):
+        return weight.dtype == torch.bfloat16 and original(input, weight, offs)
+
+    moe._can_use_grouped_mm = bf16_only
+    try:
+        yield
+    finally:
+        moe._can_use_grouped_mm = original
