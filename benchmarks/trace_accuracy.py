@@ -30,6 +30,15 @@ FAMILIES = {
               "num_key_value_heads": 2, "num_hidden_layers": 8, "vocab_size": 1000, "max_position_embeddings": 8192},
     "gpt2": {"model_type": "gpt2", "n_embd": 256, "n_head": 8, "n_layer": 8, "vocab_size": 1000, "n_positions": 8192,
              "resid_pdrop": 0.0, "embd_pdrop": 0.0, "attn_pdrop": 0.0},
+    # Pythia-like: partial rotary (rotary_pct 0.25), parallel residual, untied head
+    "gpt_neox": {"model_type": "gpt_neox", "hidden_size": 256, "intermediate_size": 1024, "num_attention_heads": 8,
+                 "num_hidden_layers": 8, "vocab_size": 1000, "max_position_embeddings": 8192, "rotary_pct": 0.25},
+    # OPT-125m-like without dropout (the configs' dropout 0.1 falls back to Megatron's formula)
+    "opt": {"model_type": "opt", "hidden_size": 256, "ffn_dim": 1024, "num_attention_heads": 8, "num_hidden_layers": 8,
+            "vocab_size": 1000, "max_position_embeddings": 8192, "word_embed_proj_dim": 256, "dropout": 0.0},
+    # Falcon-7B-like: multi-query attention (one KV head), parallel attention and MLP from one LayerNorm
+    "falcon": {"model_type": "falcon", "hidden_size": 256, "num_attention_heads": 8, "num_hidden_layers": 8,
+               "vocab_size": 1000, "max_position_embeddings": 8192},
 }
 PRECISIONS = ("mixed", "fp32")
 RECOMPUTES = ("none", "selective", "full")

@@ -30,13 +30,14 @@ Assumptions, where the sources leave a choice:
 
 from __future__ import annotations
 
-from dataclasses import dataclass, fields, replace
+from dataclasses import dataclass, field, fields, replace
 from fractions import Fraction
 from functools import lru_cache
 from math import ceil
 from operator import attrgetter
 from typing import Any
 
+from zeroplan.core import transformers_layernorm_families as layernorm_families
 from zeroplan.core.errors import InputError
 from zeroplan.core.layout_rules import MAX_SEQ_LEN
 from zeroplan.core.model import ModelSpec
@@ -49,7 +50,7 @@ RECOMPUTE_MODES = ("none", "selective", "full", "selective-op")
 IMPLEMENTATIONS = ("transformers", "megatron")
 # Families whose transformers decoder layer is derived to the byte (RMSNorm + rotary + SwiGLU; GPT-2's block).
 LLAMA_STYLE_FAMILIES = ("llama", "mistral", "qwen2")
-TRANSFORMERS_FAMILIES = LLAMA_STYLE_FAMILIES + ("gpt2",)
+TRANSFORMERS_FAMILIES = LLAMA_STYLE_FAMILIES + ("gpt2",) + layernorm_families.FAMILIES
 DEFAULT_SEQ_LEN_CAP = 4096  # the default sequence length: the model's context, at most this
 
 
@@ -142,6 +143,7 @@ class _Shape:
     sliding_window: int | None = None  # attention window of the config.json (mistral's default 4096), if any
     tied: bool = False  # the LM head shares the input embedding's weight (GPT-2's default)
     position_rows: int = 0  # rows of a learned position table (GPT-2's n_positions); 0 for rotary positions
+    hf_config: dict = field(default_factory=dict, compare=False, repr=False)  # the config.json, where given
 
 
 def _shape(model: ModelSpec) -> _Shape:
@@ -157,7 +159,16 @@ def _shape(model: ModelSpec) -> _Shape:
         dropout=_trains_with_dropout(model.extra.get("hf_config") or {}),
         sliding_window=_sliding_window(model.extra.get("hf_config") or {}),
         tied=shape.tied_embeddings if shape.tied_embeddings is not None else shape.family == "gpt2",
-        position_rows=(shape.max_seq_len or _GPT2_POSITIONS) if shape.family == "gpt2" else 0)
+        position_rows=_position_rows(shape.family, shape.max_seq_len), hf_config=model.extra.get("hf_config") or {})
+
+
+def _position_rows(family: str | None, max_seq_len: int | None) -> int:
+    """Rows of the learned position table: GPT-2's n_positions, OPT's max_position_embeddings + 2 (its offset)."""
+    if family == "gpt2":
+        return max_seq_len or _GPT2_POSITIONS
+    if family == "opt":
+        return (max_seq_len or layernorm_families.OPT_POSITIONS) + layernorm_families.OPT_POSITION_OFFSET
+    return 0
 
 
 _remembered: tuple[ModelSpec, _Shape] | None = None
@@ -214,10 +225,16 @@ def _transformers_gap(shape: _Shape, config: ActivationConfig) -> str:
         return (f"a sliding attention window ({shape.sliding_window}) no shorter than the sequence makes transformers "
                 "build an explicit mask, and sdpa then keeps the attention probabilities on CPU kernels (not derived): "
                 "Megatron's formula is used")
+    if shape.family in layernorm_families.FAMILIES:
+        return layernorm_families.gap(_layernorm_layout(shape), config.flash_attention)
     if shape.family == "gpt2" and (shape.dropout or not config.flash_attention):
         return ("GPT-2 is derived for sdpa attention without dropout only (its config trains with dropout or eager "
                 "attention was asked): Megatron's formula is used")
     return ""
+
+
+def _layernorm_layout(shape: _Shape) -> layernorm_families.Layout:
+    return layernorm_families.layout({"model_type": shape.family, **shape.hf_config}, shape.hidden, shape.head_dim)
 
 
 def _norm_bytes_per_token(shape: _Shape, e: int) -> int:
@@ -242,6 +259,9 @@ def _transformers_layer_bytes(shape: _Shape, config: ActivationConfig) -> int:
     """
     tokens, e, seq = config.seq_len * config.micro_batch, config.dtype_bytes, config.seq_len
     h, a, k, d, f = shape.hidden, shape.heads, shape.kv_heads, shape.head_dim, shape.ffn
+    if shape.family in layernorm_families.FAMILIES:
+        return layernorm_families.layer_bytes(_layernorm_layout(shape), config.seq_len, config.micro_batch, e, h, a, k,
+                                              d, f, config.recompute)
     if config.recompute == "full":
         return tokens * e * h
     norm = _norm_bytes_per_token(shape, e)
@@ -268,7 +288,10 @@ def _transformers_terms(shape: _Shape, config: ActivationConfig) -> dict[str, in
     layers = shape.layers * _transformers_layer_bytes(shape, config)
     embedding = 2 * _TOKEN_ID_BYTES * tokens
     final_norm = _norm_bytes_per_token(shape, e)
-    if shape.family == "gpt2":
+    if shape.family in layernorm_families.FAMILIES:
+        final_norm = layernorm_families.final_norm_bytes(_layernorm_layout(shape), e, shape.hidden)
+        embedding += layernorm_families.embedding_bytes(_layernorm_layout(shape), tokens, seq, e)
+    elif shape.family == "gpt2":
         embedding += _TOKEN_ID_BYTES * seq  # the learned positions' int64 indices, kept for their backward
     else:
         embedding += 2 * tokens * d * e  # rotary cos and sin, shared by all layers
@@ -544,12 +567,13 @@ def transformers_peak_moments(model: ModelSpec, config: ActivationConfig) -> dic
     if shape.family not in TRANSFORMERS_FAMILIES:
         return None
     gpt2 = shape.family == "gpt2"
+    layernorm = shape.family in layernorm_families.FAMILIES
     tokens, e, seq = config.seq_len * config.micro_batch, config.dtype_bytes, config.seq_len
     h, f, v, a, d = shape.hidden, shape.ffn, shape.vocab, shape.heads, shape.head_dim
     terms = _transformers_terms(shape, config)
     loss_forward = tokens * v * (e + (_FP32_BYTES if e < _FP32_BYTES else 0) + _FP32_BYTES)
     loss_forward += _TOKEN_ID_BYTES * config.micro_batch * (seq + 1) + 2 * _FP32_BYTES
-    norm_params = 2 * h if gpt2 else h  # LayerNorm's weight and bias; RMSNorm's weight
+    norm_params = 2 * h if gpt2 or layernorm else h  # LayerNorm's weight and bias; RMSNorm's weight
     positions = 0 if gpt2 else _TOKEN_ID_BYTES * seq  # beyond the activations: GPT-2 counts them there
     # the first norm reads the checkpoint itself, except a 16-bit RMSNorm, which upcasts a copy to fp32
     norm_reads_checkpoint = gpt2 or e == _FP32_BYTES
@@ -585,7 +609,7 @@ def transformers_peak_moments(model: ModelSpec, config: ActivationConfig) -> dic
         forward_locals = 0 if norm_reads_checkpoint or config.recompute == "full" else tokens * h * e
     # the root's unsharded gradients (compute dtype): embedding (and head, untied), learned positions, final norm
     root_gradients = (v * h * (1 if shape.tied else 2) + shape.position_rows * h + norm_params) * e
-    return {"loss_forward_beyond_backward_start": loss_forward - 3 * _FP32_BYTES * tokens * v,
+    moments_of = {"loss_forward_beyond_backward_start": loss_forward - 3 * _FP32_BYTES * tokens * v,
             "layer": layer, "layers": shape.layers, "output_and_loss": terms["activations/output_and_loss"],
             "layer_backward_moments": moments, "head_gradients": (v * h + norm_params) * e,
             "scalars": 2 * _FP32_BYTES, "inputs": 2 * _TOKEN_ID_BYTES * tokens,
@@ -602,3 +626,7 @@ def transformers_peak_moments(model: ModelSpec, config: ActivationConfig) -> dic
                            else config.micro_batch * seq ** 2 * e),
             "kept_position_ids": positions if config.recompute != "none" else 0,
             "recomputed_layer": recomputed_layer}
+    if layernorm:  # their own moments inside a layer's backward, positions and buffers (the rest is the same code)
+        moments_of.update(layernorm_families.peak_moments(
+            _layernorm_layout(shape), seq, config.micro_batch, e, h, a, shape.kv_heads, d, f, config.recompute))
+    return moments_of
