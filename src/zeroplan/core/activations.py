@@ -48,7 +48,8 @@ from zeroplan.core.units import ceil_div
 # activation functions, dropout, residual adds) are recomputed in backward from the layer input (_op_saved_bytes).
 RECOMPUTE_MODES = ("none", "selective", "full", "selective-op")
 IMPLEMENTATIONS = ("transformers", "megatron")
-# Families whose transformers decoder layer is derived to the byte (RMSNorm + rotary + SwiGLU; GPT-2's block).
+# Families whose transformers decoder layer is derived to the byte (RMSNorm + rotary + SwiGLU; GPT-2's block;
+# GPT-NeoX, OPT and Falcon in core.transformers_layernorm_families).
 LLAMA_STYLE_FAMILIES = ("llama", "mistral", "qwen2")
 TRANSFORMERS_FAMILIES = LLAMA_STYLE_FAMILIES + ("gpt2",) + layernorm_families.FAMILIES
 DEFAULT_SEQ_LEN_CAP = 4096  # the default sequence length: the model's context, at most this
@@ -521,7 +522,9 @@ def transformers_peak_moments(model: ModelSpec, config: ActivationConfig) -> dic
     Read off torch's tracker on traces of the real code (docs/trace.md, every storage live at the peak with the
     module and op that made it); exact to the byte on the shapes tested (tests/test_trace.py). Llama-style layers
     (RMSNorm, rotary, SwiGLU) and GPT-2's block (LayerNorm with bias, Conv1D with bias, gelu_new, learned
-    positions, tied head) have the same moments with their own sizes:
+    positions, tied head) have the same moments with their own sizes; GPT-NeoX, OPT and Falcon bring their own
+    layer_backward_moments, forward_locals, module buffers, positions and recomputed layer
+    (core.transformers_layernorm_families.peak_moments) and share the rest:
     - "loss_forward_beyond_backward_start": the end of the forward pass, inside the loss, minus the backward
       start's loss term: logits in the compute dtype T·V·e (plus their fp32 upcast in 16 bits), the fp32
       log-softmax T·V·4, the shifted labels 8·b·(s+1), two fp32 scalars; the backward start's 12·T·V replaced.
@@ -610,22 +613,22 @@ def transformers_peak_moments(model: ModelSpec, config: ActivationConfig) -> dic
     # the root's unsharded gradients (compute dtype): embedding (and head, untied), learned positions, final norm
     root_gradients = (v * h * (1 if shape.tied else 2) + shape.position_rows * h + norm_params) * e
     moments_of = {"loss_forward_beyond_backward_start": loss_forward - 3 * _FP32_BYTES * tokens * v,
-            "layer": layer, "layers": shape.layers, "output_and_loss": terms["activations/output_and_loss"],
-            "layer_backward_moments": moments, "head_gradients": (v * h + norm_params) * e,
-            "scalars": 2 * _FP32_BYTES, "inputs": 2 * _TOKEN_ID_BYTES * tokens,
-            "root_gradients": root_gradients,
-            "embedding_backward_gradients": root_gradients + (2 * v * h * e if shape.tied else 0),
-            "last_root_gradient": (norm_params // 2 if shape.tied else v * h) * e,
-            "module_buffers": 0 if gpt2 else 2 * _FP32_BYTES * (d // 2),
-            "hidden_state": tokens * h * e, "position_ids": positions,
-            "embedding": terms["activations/embedding"], "forward_locals": forward_locals,
-            "working_set": terms["activations/recompute_working_set"],
-            # eager attention's causal mask lives through the decoder's forward only (counted in the embedding),
-            # unless the checkpoints of full recompute keep it
-            "eager_mask": (0 if config.flash_attention or config.recompute == "full"
-                           else config.micro_batch * seq ** 2 * e),
-            "kept_position_ids": positions if config.recompute != "none" else 0,
-            "recomputed_layer": recomputed_layer}
+                  "layer": layer, "layers": shape.layers, "output_and_loss": terms["activations/output_and_loss"],
+                  "layer_backward_moments": moments, "head_gradients": (v * h + norm_params) * e,
+                  "scalars": 2 * _FP32_BYTES, "inputs": 2 * _TOKEN_ID_BYTES * tokens,
+                  "root_gradients": root_gradients,
+                  "embedding_backward_gradients": root_gradients + (2 * v * h * e if shape.tied else 0),
+                  "last_root_gradient": (norm_params // 2 if shape.tied else v * h) * e,
+                  "module_buffers": 0 if gpt2 else 2 * _FP32_BYTES * (d // 2),
+                  "hidden_state": tokens * h * e, "position_ids": positions,
+                  "embedding": terms["activations/embedding"], "forward_locals": forward_locals,
+                  "working_set": terms["activations/recompute_working_set"],
+                  # eager attention's causal mask lives through the decoder's forward only (counted in the embedding),
+                  # unless the checkpoints of full recompute keep it
+                  "eager_mask": (0 if config.flash_attention or config.recompute == "full"
+                                 else config.micro_batch * seq ** 2 * e),
+                  "kept_position_ids": positions if config.recompute != "none" else 0,
+                  "recomputed_layer": recomputed_layer}
     if layernorm:  # their own moments inside a layer's backward, positions and buffers (the rest is the same code)
         moments_of.update(layernorm_families.peak_moments(
             _layernorm_layout(shape), seq, config.micro_batch, e, h, a, shape.kv_heads, d, f, config.recompute))
