@@ -42,6 +42,15 @@ FAMILIES = {
     "mixtral": {"model_type": "mixtral", "hidden_size": 256, "intermediate_size": 688, "num_attention_heads": 8,
                 "num_key_value_heads": 2, "num_hidden_layers": 8, "vocab_size": 1000, "max_position_embeddings": 8192,
                 "num_local_experts": 4, "num_experts_per_tok": 2, "sliding_window": None},
+    # Pythia-like: partial rotary (rotary_pct 0.25), parallel residual, untied head
+    "gpt_neox": {"model_type": "gpt_neox", "hidden_size": 256, "intermediate_size": 1024, "num_attention_heads": 8,
+                 "num_hidden_layers": 8, "vocab_size": 1000, "max_position_embeddings": 8192, "rotary_pct": 0.25},
+    # OPT-125m-like without dropout (the configs' dropout 0.1 falls back to Megatron's formula)
+    "opt": {"model_type": "opt", "hidden_size": 256, "ffn_dim": 1024, "num_attention_heads": 8, "num_hidden_layers": 8,
+            "vocab_size": 1000, "max_position_embeddings": 8192, "word_embed_proj_dim": 256, "dropout": 0.0},
+    # Falcon-7B-like: multi-query attention (one KV head), parallel attention and MLP from one LayerNorm
+    "falcon": {"model_type": "falcon", "hidden_size": 256, "num_attention_heads": 8, "num_hidden_layers": 8,
+               "vocab_size": 1000, "max_position_embeddings": 8192},
 }
 PRECISIONS = ("mixed", "fp32")
 RECOMPUTES = ("none", "selective", "full")

@@ -30,7 +30,7 @@ Assumptions, where the sources leave a choice:
 
 from __future__ import annotations
 
-from dataclasses import dataclass, fields, replace
+from dataclasses import dataclass, field, fields, replace
 from fractions import Fraction
 from functools import lru_cache
 from math import ceil
@@ -38,6 +38,7 @@ from operator import attrgetter
 from typing import Any
 
 from zeroplan.core import transformers_gated_families as gated
+from zeroplan.core import transformers_layernorm_families as layernorm_families
 from zeroplan.core.errors import InputError
 from zeroplan.core.layout_rules import MAX_SEQ_LEN
 from zeroplan.core.model import ModelSpec
@@ -50,9 +51,10 @@ from zeroplan.core.units import ceil_div
 RECOMPUTE_MODES = ("none", "selective", "full", "selective-op")
 IMPLEMENTATIONS = ("transformers", "megatron")
 # Families whose transformers decoder layer is derived to the byte (RMSNorm + rotary + SwiGLU; GPT-2's block;
-# Gemma, Phi-3 and Mixtral in core.transformers_gated_families).
+# Gemma, Phi-3 and Mixtral in core.transformers_gated_families; GPT-NeoX, OPT and Falcon in
+# core.transformers_layernorm_families).
 LLAMA_STYLE_FAMILIES = ("llama", "mistral", "qwen2")
-TRANSFORMERS_FAMILIES = LLAMA_STYLE_FAMILIES + ("gpt2",) + GATED_FAMILIES
+TRANSFORMERS_FAMILIES = LLAMA_STYLE_FAMILIES + ("gpt2",) + GATED_FAMILIES + layernorm_families.FAMILIES
 DEFAULT_SEQ_LEN_CAP = 4096  # the default sequence length: the model's context, at most this
 
 
@@ -146,6 +148,7 @@ class _Shape:
     tied: bool = False  # the LM head shares the input embedding's weight (GPT-2's default)
     position_rows: int = 0  # rows of a learned position table (GPT-2's n_positions); 0 for rotary positions
     gated: GatedTraits | None = None  # gemma, phi3, mixtral: what their config.json sets beyond the shape
+    hf_config: dict = field(default_factory=dict, compare=False, repr=False)  # the config.json, where given
 
 
 def _shape(model: ModelSpec) -> _Shape:
@@ -161,8 +164,17 @@ def _shape(model: ModelSpec) -> _Shape:
         dropout=_trains_with_dropout(model.extra.get("hf_config") or {}),
         sliding_window=_sliding_window(model.extra.get("hf_config") or {}),
         tied=shape.tied_embeddings if shape.tied_embeddings is not None else shape.family == "gpt2",
-        position_rows=(shape.max_seq_len or _GPT2_POSITIONS) if shape.family == "gpt2" else 0,
+        position_rows=_position_rows(shape.family, shape.max_seq_len), hf_config=model.extra.get("hf_config") or {},
         gated=gated_traits(model.extra.get("hf_config") or {}, shape.family, shape.head_dim))
+
+
+def _position_rows(family: str | None, max_seq_len: int | None) -> int:
+    """Rows of the learned position table: GPT-2's n_positions, OPT's max_position_embeddings + 2 (its offset)."""
+    if family == "gpt2":
+        return max_seq_len or _GPT2_POSITIONS
+    if family == "opt":
+        return (max_seq_len or layernorm_families.OPT_POSITIONS) + layernorm_families.OPT_POSITION_OFFSET
+    return 0
 
 
 _remembered: tuple[ModelSpec, _Shape] | None = None
@@ -223,10 +235,16 @@ def _transformers_gap(shape: _Shape, config: ActivationConfig) -> str:
                 "Megatron's formula is used")
     if shape.gated is not None and (reason := gated.gap(shape.family or "", shape.gated)):
         return reason
+    if shape.family in layernorm_families.FAMILIES:
+        return layernorm_families.gap(_layernorm_layout(shape), config.flash_attention)
     if shape.family == "gpt2" and (shape.dropout or not config.flash_attention):
         return ("GPT-2 is derived for sdpa attention without dropout only (its config trains with dropout or eager "
                 "attention was asked): Megatron's formula is used")
     return ""
+
+
+def _layernorm_layout(shape: _Shape) -> layernorm_families.Layout:
+    return layernorm_families.layout({"model_type": shape.family, **shape.hf_config}, shape.hidden, shape.head_dim)
 
 
 def _norm_bytes_per_token(shape: _Shape, e: int) -> int:
@@ -253,6 +271,9 @@ def _transformers_layer_bytes(shape: _Shape, config: ActivationConfig) -> int:
     """
     tokens, e, seq = config.seq_len * config.micro_batch, config.dtype_bytes, config.seq_len
     h, a, k, d, f = shape.hidden, shape.heads, shape.kv_heads, shape.head_dim, shape.ffn
+    if shape.family in layernorm_families.FAMILIES:
+        return layernorm_families.layer_bytes(_layernorm_layout(shape), config.seq_len, config.micro_batch, e, h, a, k,
+                                              d, f, config.recompute)
     if config.recompute == "full":
         return tokens * e * h
     if shape.family in GATED_FAMILIES:
@@ -282,7 +303,10 @@ def _transformers_terms(shape: _Shape, config: ActivationConfig) -> dict[str, in
     layers = shape.layers * _transformers_layer_bytes(shape, config)
     embedding = 2 * _TOKEN_ID_BYTES * tokens
     final_norm, final_norm_fixed = _norm_bytes_per_token(shape, e), 0
-    if shape.family == "gpt2":
+    if shape.family in layernorm_families.FAMILIES:
+        final_norm = layernorm_families.final_norm_bytes(_layernorm_layout(shape), e, shape.hidden)
+        embedding += layernorm_families.embedding_bytes(_layernorm_layout(shape), tokens, seq, e)
+    elif shape.family == "gpt2":
         embedding += _TOKEN_ID_BYTES * seq  # the learned positions' int64 indices, kept for their backward
     else:
         if shape.gated is not None:  # Gemma's norm and scaled embeddings; Phi-3's partial rotary narrows cos and sin
@@ -517,7 +541,9 @@ def transformers_peak_moments(model: ModelSpec, config: ActivationConfig) -> dic
     Read off torch's tracker on traces of the real code (docs/trace.md, every storage live at the peak with the
     module and op that made it); exact to the byte on the shapes tested (tests/test_trace.py). Llama-style layers
     (RMSNorm, rotary, SwiGLU) and GPT-2's block (LayerNorm with bias, Conv1D with bias, gelu_new, learned
-    positions, tied head) have the same moments with their own sizes:
+    positions, tied head) have the same moments with their own sizes; GPT-NeoX, OPT and Falcon bring their own
+    layer_backward_moments, forward_locals, module buffers, positions and recomputed layer
+    (core.transformers_layernorm_families.peak_moments) and share the rest:
     - "loss_forward_beyond_backward_start": the end of the forward pass, inside the loss, minus the backward
       start's loss term: logits in the compute dtype T·V·e (plus their fp32 upcast in 16 bits), the fp32
       log-softmax T·V·4, the shifted labels 8·b·(s+1), two fp32 scalars; the backward start's 12·T·V replaced.
@@ -563,12 +589,13 @@ def transformers_peak_moments(model: ModelSpec, config: ActivationConfig) -> dic
     if shape.family not in TRANSFORMERS_FAMILIES:
         return None
     gpt2 = shape.family == "gpt2"
+    layernorm = shape.family in layernorm_families.FAMILIES
     tokens, e, seq = config.seq_len * config.micro_batch, config.dtype_bytes, config.seq_len
     h, f, v, a, d = shape.hidden, shape.ffn, shape.vocab, shape.heads, shape.head_dim
     terms = _transformers_terms(shape, config)
     loss_forward = tokens * v * (e + (_FP32_BYTES if e < _FP32_BYTES else 0) + _FP32_BYTES)
     loss_forward += _TOKEN_ID_BYTES * config.micro_batch * (seq + 1) + 2 * _FP32_BYTES
-    norm_params = 2 * h if gpt2 else h  # LayerNorm's weight and bias; RMSNorm's weight
+    norm_params = 2 * h if gpt2 or layernorm else h  # LayerNorm's weight and bias; RMSNorm's weight
     positions = 0 if gpt2 else _TOKEN_ID_BYTES * seq  # beyond the activations: GPT-2 counts them there
     # the first norm reads the checkpoint itself, except a 16-bit RMSNorm, which upcasts a copy to fp32
     norm_reads_checkpoint = gpt2 or e == _FP32_BYTES
@@ -611,23 +638,27 @@ def transformers_peak_moments(model: ModelSpec, config: ActivationConfig) -> dic
         forward_locals = 0 if norm_reads_checkpoint or config.recompute == "full" else tokens * h * e
     # the root's unsharded gradients (compute dtype): embedding (and head, untied), learned positions, final norm
     root_gradients = (v * h * (1 if shape.tied else 2) + shape.position_rows * h + norm_params) * e
-    return {"loss_forward_beyond_backward_start": loss_forward - 3 * _FP32_BYTES * tokens * v,
-            "layer": layer, "layers": shape.layers, "output_and_loss": terms["activations/output_and_loss"],
-            "layer_backward_moments": moments, "head_gradients": (v * h + norm_params) * e,
-            "scalars": 2 * _FP32_BYTES, "inputs": 2 * _TOKEN_ID_BYTES * tokens,
-            "root_gradients": root_gradients,
-            "embedding_backward_gradients": root_gradients + (2 * v * h * e if shape.tied else 0),
-            "last_root_gradient": (norm_params // 2 if shape.tied else v * h) * e,
-            # the rotary embedding's inv_freq and its original (Phi-3's partial rotary: narrower); Gemma's fp32
-            # embedding scale
-            "module_buffers": 0 if gpt2 else 2 * _FP32_BYTES * ((shape.gated.rotary_dim if shape.gated else d) // 2)
-            + (_FP32_BYTES if shape.family == "gemma" else 0),
-            "hidden_state": tokens * h * e, "position_ids": positions,
-            "embedding": terms["activations/embedding"], "forward_locals": forward_locals,
-            "working_set": terms["activations/recompute_working_set"],
-            # eager attention's causal mask lives through the decoder's forward only (counted in the embedding),
-            # unless the checkpoints of full recompute keep it
-            "eager_mask": (0 if config.flash_attention or config.recompute == "full"
-                           else config.micro_batch * seq ** 2 * e),
-            "kept_position_ids": positions if config.recompute != "none" else 0,
-            "recomputed_layer": recomputed_layer}
+    moments_of = {"loss_forward_beyond_backward_start": loss_forward - 3 * _FP32_BYTES * tokens * v,
+                  "layer": layer, "layers": shape.layers, "output_and_loss": terms["activations/output_and_loss"],
+                  "layer_backward_moments": moments, "head_gradients": (v * h + norm_params) * e,
+                  "scalars": 2 * _FP32_BYTES, "inputs": 2 * _TOKEN_ID_BYTES * tokens,
+                  "root_gradients": root_gradients,
+                  "embedding_backward_gradients": root_gradients + (2 * v * h * e if shape.tied else 0),
+                  "last_root_gradient": (norm_params // 2 if shape.tied else v * h) * e,
+                  # the rotary embedding's inv_freq and its original (Phi-3's partial rotary: narrower); Gemma's fp32
+                  # embedding scale
+                  "module_buffers": 0 if gpt2 else 2 * _FP32_BYTES * ((shape.gated.rotary_dim if shape.gated else d) // 2)
+                  + (_FP32_BYTES if shape.family == "gemma" else 0),
+                  "hidden_state": tokens * h * e, "position_ids": positions,
+                  "embedding": terms["activations/embedding"], "forward_locals": forward_locals,
+                  "working_set": terms["activations/recompute_working_set"],
+                  # eager attention's causal mask lives through the decoder's forward only (counted in the embedding),
+                  # unless the checkpoints of full recompute keep it
+                  "eager_mask": (0 if config.flash_attention or config.recompute == "full"
+                                 else config.micro_batch * seq ** 2 * e),
+                  "kept_position_ids": positions if config.recompute != "none" else 0,
+                  "recomputed_layer": recomputed_layer}
+    if layernorm:  # their own moments inside a layer's backward, positions and buffers (the rest is the same code)
+        moments_of.update(layernorm_families.peak_moments(
+            _layernorm_layout(shape), seq, config.micro_batch, e, h, a, shape.kv_heads, d, f, config.recompute))
+    return moments_of

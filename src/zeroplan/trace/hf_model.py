@@ -93,6 +93,42 @@ def _checkpointed_attention(base: str) -> str:
     return name
 
 
+# Families whose attention calls torch's scaled_dot_product_attention itself rather than through transformers'
+# AttentionInterface (selective recompute checkpoints that call instead).
+_DIRECT_SDPA_FAMILIES = ("falcon",)
+
+
+def _checkpoint_sdpa_calls(model: torch.nn.Module) -> None:
+    """Selective recompute for a family whose attention modules call F.scaled_dot_product_attention directly:
+    while such a module runs, that call runs under torch's selective activation checkpointing with every op
+    recomputed (the kernel's inputs and output are what the layer keeps, as for '<base>_sac')."""
+    from torch.utils.checkpoint import CheckpointPolicy, checkpoint, create_selective_checkpoint_contexts
+
+    def policy(ctx, op, *args, **kwargs):
+        return CheckpointPolicy.PREFER_RECOMPUTE
+
+    functional = torch.nn.functional
+    for module in model.modules():
+        if not type(module).__name__.endswith("Attention"):
+            continue
+        forward = module.forward
+
+        def checkpointed_forward(*args, _forward=forward, **kwargs):
+            original = functional.scaled_dot_product_attention
+
+            def sdpa(query, key, value, *rest, **options):
+                return checkpoint(lambda q, k, v: original(q, k, v, *rest, **options), query, key, value,
+                                  use_reentrant=False, context_fn=lambda: create_selective_checkpoint_contexts(policy))
+
+            functional.scaled_dot_product_attention = sdpa
+            try:
+                return _forward(*args, **kwargs)
+            finally:
+                functional.scaled_dot_product_attention = original
+
+        module.forward = checkpointed_forward
+
+
 def build_model(config: dict, num_layers: int | None, attn_implementation: str, dtype: torch.dtype,
                 recompute: str) -> PreTrainedModel:
     """The causal LM on the meta device with num_layers decoder layers (None: all), in train mode. recompute
@@ -100,12 +136,19 @@ def build_model(config: dict, num_layers: int | None, attn_implementation: str, 
     (zeroplan.distributed.sharding)."""
     from transformers import AutoModelForCausalLM
 
-    implementation = _checkpointed_attention(attn_implementation) if recompute == "selective" else attn_implementation
+    direct = config.get("model_type") in _DIRECT_SDPA_FAMILIES
+    if direct and recompute == "selective" and attn_implementation != "sdpa":
+        raise InputError("--recompute", f"selective recompute of {config.get('model_type')}'s eager attention is not "
+                         "traced (its attention code is inline)", "use --attention sdpa")
+    selective_interface = recompute == "selective" and not direct
+    implementation = _checkpointed_attention(attn_implementation) if selective_interface else attn_implementation
     cfg = hf_config(config, num_layers, implementation)
     with torch.device("meta"):
         model = AutoModelForCausalLM.from_config(cfg, attn_implementation=implementation, dtype=dtype)
     model.config.use_cache = False
     model.train()
+    if direct and recompute == "selective":
+        _checkpoint_sdpa_calls(model)
     return model
 
 
