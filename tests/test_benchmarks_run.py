@@ -43,7 +43,7 @@ def test_plan_search_dumps_what_plan_prints_without_its_timing(tmp_path):
 
 
 def test_the_other_scripts_import():
-    for name in ("startup", "fit_step_time", "trace_accuracy", "bench_overhead"):
+    for name in ("startup", "fit_step_time", "trace_accuracy", "trace_budget", "bench_overhead"):
         _load(name)
 
 
