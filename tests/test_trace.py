@@ -160,3 +160,27 @@ def test_cli_tolerance_and_formats(cli, config_path):
 def test_real_refuses_without_cuda(cli, config_path):
     status, _out, err = cli("trace", "--model", config_path, "--gpus", "2", "--seq-len", "16", "--real")
     assert status == 2 and "--real" in err and "Traceback" not in err
+
+
+# OPT (256 wide, 7 layers) at stage 1 with full recompute, seq 2048: over 3-5 layers the backward peak moves between
+# layers (not linear), over 4-6 it is linear again.
+OPT_SLIDES = {"model_type": "opt", "hidden_size": 256, "ffn_dim": 1024, "num_attention_heads": 8, "num_hidden_layers": 7,
+              "vocab_size": 1000, "max_position_embeddings": 8192, "word_embed_proj_dim": 256, "dropout": 0.0}
+
+
+def test_a_window_that_does_not_extrapolate_slides_up_and_still_equals_the_whole_trace(tmp_path, monkeypatch):
+    from zeroplan.trace import engine
+
+    path = tmp_path / "opt.json"
+    path.write_text(json.dumps(OPT_SLIDES))
+
+    def traced(layers_to_trace: int) -> compare.TraceResult:
+        return compare.run(compare.TraceRequest(model=str(path), gpus=64, stage=1, precision="mixed", recompute="full",
+                                                seq_len=2048, layers_to_trace=layers_to_trace))
+
+    slid = traced(3)
+    assert slid.trace["layers_traced"] == [4, 5, 6]
+    assert slid.trace["peak_bytes"] == traced(0).trace["peak_bytes"]
+    monkeypatch.setattr(engine, "MAX_WINDOW_SLIDES", 0)
+    with pytest.raises(engine.TraceFailed, match=r"did not scale linearly over \[3, 4, 5\] layers"):
+        traced(3)

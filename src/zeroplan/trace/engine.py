@@ -263,31 +263,50 @@ def _extrapolate(points: dict[int, dict], target: int) -> tuple[dict, dict, dict
     return phases, forward_end, checks
 
 
+# When the phase holding the peak fails the third point's check (the peak can move between layers at the smallest
+# counts, e.g. OPT at stage 1 with full recompute over 3-5 layers), the window slides up one layer count at a time,
+# this many times at most, before the trace gives up and asks for the whole model.
+MAX_WINDOW_SLIDES = 2
+
+
 def trace_peak(config: dict, settings: TraceSettings, layers_to_trace: int | None = 3) -> dict:
     """Per-GPU peak by category. layers_to_trace=k traces k, k+1, k+2 layers and extrapolates (exact when the
-    phase holding the peak passed the check on the third point); None, or a model of at most k+2 layers,
-    is traced whole."""
+    phase holding the peak passed the check on the third point; if it did not, the three counts slide up by one,
+    at most MAX_WINDOW_SLIDES times); None, or a model too small for the window, is traced whole."""
     total = layer_count(config)
     if layers_to_trace is None or layers_to_trace + 2 >= total:
         return trace_once(config, settings)
     started = time.perf_counter()
-    ks = [layers_to_trace, layers_to_trace + 1, layers_to_trace + 2]
-    points = {k: trace_once(config, settings, num_layers=k) for k in ks}
+    points = {k: trace_once(config, settings, num_layers=k) for k in range(layers_to_trace, layers_to_trace + 3)}
+    for slide in range(MAX_WINDOW_SLIDES + 1):
+        ks = sorted(points)[-3:]
+        result = _extrapolated({k: copy.deepcopy(points[k]) for k in ks}, config, settings, total)
+        if isinstance(result, dict):
+            result["wall_s"] = round(time.perf_counter() - started, 3)
+            return result
+        if slide == MAX_WINDOW_SLIDES or ks[-1] + 1 >= total:
+            break
+        points[ks[-1] + 1] = trace_once(config, settings, num_layers=ks[-1] + 1)
+    raise TraceFailed(f"{result} over {ks} layers; trace the whole model (--layers-to-trace 0) or more layers")
+
+
+def _extrapolated(points: dict[int, dict], config: dict, settings: TraceSettings, total: int) -> dict | str:
+    """The whole model's peak from three traced layer counts, or why they do not extrapolate exactly."""
+    ks = sorted(points)
     stage1_ok, per_element = (_stage1_remove(points) if settings.stage == 1 else (True, 0.0))
     phases, forward_end, checks = _extrapolate(points, total)
     if settings.stage == 1:
         _stage1_add(phases, forward_end, _owned_by_most_loaded_rank(config, total, settings.world_size), per_element)
     if not phases:
-        raise TraceFailed("the traced layer counts do not scale linearly; trace the whole model (--layers-to-trace 0)")
+        return "the traced layer counts do not scale linearly"
     best = max(phases, key=lambda phase: phases[phase]["peak_bytes"])
     if not (checks.get(best) and stage1_ok):
-        raise TraceFailed(f"the {best} peak did not scale linearly over {ks} layers; "
-                          "trace the whole model (--layers-to-trace 0) or more layers")
+        return f"the {best} peak did not scale linearly"
     return {"peak_bytes": phases[best]["peak_bytes"], "categories": phases[best]["categories"],
             "where": phases[best]["where"], "forward_end": forward_end, "phases": phases, "layers": total,
             "layers_traced": ks, "extrapolated": True, "linear_check": checks,
             "per_layer": {c: points[ks[1]]["categories"][c] - points[ks[0]]["categories"][c] for c in CATEGORIES},
-            "settings": asdict(settings), "wall_s": round(time.perf_counter() - started, 3)}
+            "settings": asdict(settings)}
 
 
 def _owned_by_most_loaded_rank(config: dict, layers: int, world_size: int) -> tuple[int, int]:
