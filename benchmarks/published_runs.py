@@ -41,10 +41,15 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from zeroplan.core.errors import InputError
-from zeroplan.core.layout_rules import TP_CROSSES_NODES, context_parallel_problem, model_layout_problem
+from zeroplan.core.layout_rules import (
+    TP_CROSSES_NODES,
+    context_parallel_problem,
+    model_layout_problem,
+)
 from zeroplan.core.layout_search import search
 from zeroplan.core.parallel import ParallelDims
 from zeroplan.core.step_time import narayanan_flops_per_iteration
+from zeroplan.render.sink import write_file
 from zeroplan.search.inputs import PlanInputs, resolve
 from zeroplan.search.reasons import faster_because, savings
 
@@ -354,7 +359,8 @@ def main() -> None:
         rows = [free_search(run) for run in load("calibration")]
         print_free(rows)
         if args.json:
-            Path(args.json).write_text(json.dumps({"free": rows}, indent=1))
+            write_file(args.json, lambda temporary: Path(temporary).write_text(json.dumps({"free": rows}, indent=1)),
+                       option="--json")
         return
     if args.set in ("calibration", "all"):
         runs = load("calibration")
@@ -386,7 +392,7 @@ def main() -> None:
             report[label] = s
         report["heldout_runs"] = [_row(o) for o in outcomes]
     if args.json:
-        Path(args.json).write_text(json.dumps(report, indent=1))
+        write_file(args.json, lambda temporary: Path(temporary).write_text(json.dumps(report, indent=1)), option="--json")
 
 
 def _row(o: Outcome) -> dict:

@@ -131,7 +131,8 @@ def main(argv: list[str] | None = None) -> int:
           f"within 3%: {sum(abs(r['error']) <= 0.03 for r in results)} of {len(results) + len(failed)}; "
           f"{time.perf_counter() - started:.0f} s, load average {os.getloadavg()[0]:.1f} at the end")
     if args.out:
-        Path(args.out).write_text(json.dumps(results, indent=1))
+        from zeroplan.render.sink import write_file
+        write_file(args.out, lambda temporary: Path(temporary).write_text(json.dumps(results, indent=1)), option="--out")
     return 0
 
 

@@ -30,7 +30,7 @@ Assumptions, where the sources leave a choice:
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, fields, replace
+from dataclasses import dataclass, fields, replace
 from fractions import Fraction
 from functools import lru_cache
 from math import ceil
@@ -42,7 +42,11 @@ from zeroplan.core import transformers_layernorm_families as layernorm_families
 from zeroplan.core.errors import InputError
 from zeroplan.core.layout_rules import MAX_SEQ_LEN
 from zeroplan.core.model import ModelSpec
-from zeroplan.core.transformers_gated_families import GATED_FAMILIES, GatedTraits, gated_traits
+from zeroplan.core.transformers_gated_families import (
+    GATED_FAMILIES,
+    GatedTraits,
+    gated_traits,
+)
 from zeroplan.core.units import ceil_div
 
 # "selective-op": torch's op-level selective activation checkpointing (torch.utils.checkpoint with a policy, as
@@ -148,7 +152,7 @@ class _Shape:
     tied: bool = False  # the LM head shares the input embedding's weight (GPT-2's default)
     position_rows: int = 0  # rows of a learned position table (GPT-2's n_positions); 0 for rotary positions
     gated: GatedTraits | None = None  # gemma, phi3, mixtral: what their config.json sets beyond the shape
-    hf_config: dict = field(default_factory=dict, compare=False, repr=False)  # the config.json, where given
+    layernorm: layernorm_families.Layout | None = None  # gpt_neox, opt, falcon: what their config.json sets
 
 
 def _shape(model: ModelSpec) -> _Shape:
@@ -164,7 +168,10 @@ def _shape(model: ModelSpec) -> _Shape:
         dropout=_trains_with_dropout(model.extra.get("hf_config") or {}),
         sliding_window=_sliding_window(model.extra.get("hf_config") or {}),
         tied=shape.tied_embeddings if shape.tied_embeddings is not None else shape.family == "gpt2",
-        position_rows=_position_rows(shape.family, shape.max_seq_len), hf_config=model.extra.get("hf_config") or {},
+        position_rows=_position_rows(shape.family, shape.max_seq_len),
+        layernorm=(layernorm_families.layout({"model_type": shape.family, **(model.extra.get("hf_config") or {})},
+                                             shape.hidden, shape.head_dim)
+                   if shape.family in layernorm_families.FAMILIES else None),
         gated=gated_traits(model.extra.get("hf_config") or {}, shape.family, shape.head_dim))
 
 
@@ -244,7 +251,9 @@ def _transformers_gap(shape: _Shape, config: ActivationConfig) -> str:
 
 
 def _layernorm_layout(shape: _Shape) -> layernorm_families.Layout:
-    return layernorm_families.layout({"model_type": shape.family, **shape.hf_config}, shape.hidden, shape.head_dim)
+    if shape.layernorm is None:  # only asked for a family of layernorm_families.FAMILIES, whose layout _shape read
+        raise ValueError(f"{shape.family} is not a LayerNorm family")
+    return shape.layernorm
 
 
 def _norm_bytes_per_token(shape: _Shape, e: int) -> int:
