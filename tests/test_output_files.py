@@ -147,3 +147,76 @@ def test_a_failed_write_keeps_the_old_file_and_names_the_option(tmp_path, monkey
     monkeypatch.undo()
     assert target.read_text() == "old profile\n"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["cal.yaml"]
+
+
+# Devices and FIFOs: written in place, never renamed over. The twins live in tmp_path (never the machine's /dev).
+
+def _char_device_twin(tmp_path: Path) -> Path:
+    """A character device node like /dev/null (major 1, minor 3), made in the test's own folder."""
+    node = tmp_path / "null-twin"
+    try:
+        os.mknod(node, 0o666 | __import__("stat").S_IFCHR, os.makedev(1, 3))
+    except (PermissionError, OSError) as exc:
+        pytest.skip(f"mknod of a character device needs root: {exc}")
+    return node
+
+
+def _is_char_device(path: Path) -> bool:
+    import stat
+
+    return stat.S_ISCHR(os.lstat(path).st_mode)
+
+
+@pytest.mark.parametrize("command", [
+    ("estimate", "--params", "7e9", "--gpus", "8", "--format", "json", "-o"),
+    ("plan", "--params", "7e9", "--gpus", "8", "--top", "2", "--format", "csv", "-o"),
+])
+def test_output_onto_a_character_device_writes_into_it_and_keeps_the_node(cli, tmp_path, command):
+    node = _char_device_twin(tmp_path)
+    code, out, err = cli(*command, str(node))
+    assert code == 0, err
+    assert _is_char_device(node)  # still the device, not a regular file renamed over it
+    assert [p.name for p in tmp_path.iterdir()] == ["null-twin"]  # no temporary left beside it
+
+
+def test_write_deepspeed_onto_a_character_device_keeps_the_node(cli, tmp_path):
+    node = _char_device_twin(tmp_path)
+    code, out, err = cli("plan", "--params", "7e9", "--gpus", "8", "--top", "1", "--write-deepspeed", str(node))
+    assert code == 0, err
+    assert _is_char_device(node)
+
+
+def test_output_onto_a_fifo_streams_into_it(tmp_path):
+    """A FIFO is written like `> fifo`: a reader gets the bytes and the FIFO is still a FIFO afterwards."""
+    import stat
+    import threading
+
+    fifo = tmp_path / "pipe"
+    os.mkfifo(fifo)
+    received: list[bytes] = []
+    reader = threading.Thread(target=lambda: received.append(fifo.read_bytes()))
+    reader.start()
+    from zeroplan.render.sink import write_text
+
+    write_text('{"a": 1}\n', str(fifo))
+    reader.join(timeout=30)
+    assert received == [b'{"a": 1}\n']
+    assert stat.S_ISFIFO(os.lstat(fifo).st_mode)
+
+
+def test_output_onto_a_socket_is_refused(tmp_path):
+    import socket
+
+    path = tmp_path / "s"
+    server = socket.socket(socket.AF_UNIX)
+    try:
+        server.bind(str(path))
+        from zeroplan.core.errors import InputError
+        from zeroplan.render.sink import write_text
+
+        with pytest.raises(InputError) as refused:
+            write_text("x", str(path))
+        assert "socket" in str(refused.value)
+        assert os.path.exists(path)
+    finally:
+        server.close()

@@ -4,6 +4,10 @@ Every file zeroplan writes for the user (--output, --write-deepspeed, --plot, --
 through write_file: it refuses a file that is one of the command's inputs (same file through a symlink or
 a hard link included), writes a temporary file beside the target and renames it over the target, so the
 old file survives any failure (a full disk, `ulimit -f`, an interrupt) intact.
+
+Only a regular file (or a new name) is replaced that way. A character device or a FIFO (`-o /dev/null`,
+`-o >(gzip > x.gz)`) is written in place, as a shell redirection would: renaming over it would destroy the
+device node (as root: the machine's /dev/null). A block device or a socket is refused.
 """
 
 from __future__ import annotations
@@ -11,7 +15,9 @@ from __future__ import annotations
 import contextlib
 import errno
 import os
+import shutil
 import signal
+import stat
 import sys
 import tempfile
 import threading
@@ -71,8 +77,15 @@ def write_file(output: str | Path, write: Callable[[str], object], inputs: Input
     """
     refuse_inputs(output, inputs, option)
     target = Path(os.path.realpath(output))
-    if target.is_dir():
+    try:
+        mode = target.stat().st_mode
+    except OSError:
+        mode = None  # a new file (or one we cannot see: mkstemp below says why)
+    if mode is not None and stat.S_ISDIR(mode):
         raise InputError(f"{option} {output}", "is a directory", "give a file name")
+    if mode is not None and not stat.S_ISREG(mode):
+        _write_in_place(output, target, mode, write, option)
+        return
     try:
         handle, temporary = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
     except OSError as exc:
@@ -91,6 +104,23 @@ def write_file(output: str | Path, write: Callable[[str], object], inputs: Input
             raise InputError(f"{option} {output}", f"cannot write: {reason or exc}; the old file, if any, is "
                              "unchanged", "choose a writable path with space") from None
         raise
+
+
+def _write_in_place(output: str | Path, target: Path, mode: int, write: Callable[[str], object],
+                    option: str) -> None:
+    """A character device or FIFO gets the bytes written into it (never a rename over the node)."""
+    if not (stat.S_ISCHR(mode) or stat.S_ISFIFO(mode)):
+        kind = "a block device" if stat.S_ISBLK(mode) else "a socket" if stat.S_ISSOCK(mode) else "not a file"
+        raise InputError(f"{option} {output}", f"is {kind}", "give a regular file, a character device or a FIFO")
+    with tempfile.TemporaryDirectory(prefix="zeroplan-") as scratch:
+        temporary = os.path.join(scratch, target.name or "output")
+        try:
+            write(temporary)
+            with open(temporary, "rb") as source, open(target, "wb") as sink:
+                shutil.copyfileobj(source, sink)
+        except OSError as exc:
+            raise InputError(f"{option} {output}", f"cannot write: {exc.strerror or exc}",
+                             "choose a writable path") from None
 
 
 def _mode_for(target: Path) -> int:
