@@ -41,7 +41,7 @@ def _rank_main(args) -> None:
     from zeroplan.distributed.devices import resolve_backend
     from zeroplan.distributed.torch_import import import_torch
     from zeroplan.bench.timing import dist, make_op, max_over_ranks, summarize, time_cpu, time_cuda
-    from zeroplan.core.collectives import TORCH_NAMES, busbw
+    from zeroplan.core.timing.collectives import TORCH_NAMES, busbw
     from zeroplan.core.units import GB, parse_bytes
 
     torch = import_torch()

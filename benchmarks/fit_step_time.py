@@ -1,6 +1,6 @@
-"""Fit the step-time constants of core.step_time on the CALIBRATION set only, and cross-validate them.
+"""Fit the step-time constants of core.timing.step_time on the CALIBRATION set only, and cross-validate them.
 
-Constants fitted (the rest of the model is structural or documented with its source in core/step_time.py):
+Constants fitted (the rest of the model is structural or documented with its source in core/timing/step_time.py):
 - GEMM_SHARE_OF_MAX: share of the GPU's measured maximum GEMM throughput a large training GEMM reaches;
 - ATTENTION_SCORE_BYTES: memory traffic per attention score element without flash attention;
 - DP_OVERLAP: share of a pass's compute that data-parallel collectives hide behind.
@@ -10,7 +10,7 @@ log-scaled parameters (standard library only). Leave-one-out: each run predicted
 other 28.
 
 Usage: python benchmarks/fit_step_time.py        (prints the fit and the leave-one-out figures; paste the
-       constants into core/step_time.py with the date and the figures in docs/plan.md)
+       constants into core/timing/step_time.py with the date and the figures in docs/plan.md)
 """
 
 from __future__ import annotations
@@ -24,8 +24,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import published_runs
 
-from zeroplan.core import step_time
-from zeroplan.core.layout_search import search
+from zeroplan.core.timing import step_time
+from zeroplan.core.layout.search import search
 
 NAMES = ("GEMM_SHARE_OF_MAX", "ATTENTION_SCORE_BYTES", "DP_OVERLAP")
 BOUNDS = ((0.3, 1.0), (1.0, 64.0), (0.05, 1.0))
@@ -48,7 +48,7 @@ class Problem:
                 continue
             published = published_runs.published_step(run, layout, request.model)
             share = request.machine.efficiency / step_time.GEMM_SHARE_OF_MAX
-            # DP_OVERLAP is the baseline frameworks' (core.step_time.CommOverlap): a run whose framework states its
+            # DP_OVERLAP is the baseline frameworks' (core.timing.step_time.CommOverlap): a run whose framework states its
             # own overlap (fsdp, megatron) keeps it
             fitted_overlap = step_time.comm_overlap(run.get("comm_overlap")).dp_overlap is None
             self.items.append((run["id"], request, published, share, fitted_overlap))

@@ -35,7 +35,7 @@ import time
 from pathlib import Path
 
 from zeroplan.search.inputs import PlanInputs, resolve
-from zeroplan.core.layout_search import search
+from zeroplan.core.layout.search import search
 
 LLAMA_405B = dict(gpus=16384, global_batch=2048, seq_len=8192, model="llama-3.1-405b", cluster="dgx-h100",
                   cp="1,2,4,8,16", virtual_stages="1,2,4", fsdp_pipeline=True)

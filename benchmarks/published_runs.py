@@ -24,7 +24,7 @@ micro-batch, recompute, sequence parallelism; flash attention as the run had it,
 not a layout) against the published layout pinned. Its top plan must be within 10% of the published layout's
 predicted time, or faster with its reasons saying why (search/reasons.py savings: every part of the saving
 that covers 90% of it names its cause in the layout); a top plan that breaks a layout rule
-(core/layout_rules.py) is an error.
+(core/parallel/rules.py) is an error.
 
 Usage: python benchmarks/published_runs.py [--set calibration|heldout|all] [--runs] [--json OUT] [--no-cv] [--free]
 """
@@ -41,14 +41,14 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from zeroplan.core.errors import InputError
-from zeroplan.core.layout_rules import (
+from zeroplan.core.parallel.rules import (
     TP_CROSSES_NODES,
     context_parallel_problem,
     model_layout_problem,
 )
-from zeroplan.core.layout_search import search
-from zeroplan.core.parallel import ParallelDims
-from zeroplan.core.step_time import narayanan_flops_per_iteration
+from zeroplan.core.layout.search import search
+from zeroplan.core.parallel.grid import ParallelDims
+from zeroplan.core.timing.step_time import narayanan_flops_per_iteration
 from zeroplan.render.sink import write_file
 from zeroplan.search.inputs import PlanInputs, resolve
 from zeroplan.search.reasons import faster_because, savings
@@ -153,7 +153,7 @@ def run_values(run: dict) -> dict:
     values = dict(run.get("overrides", {}))
     if run.get("inter_node_bandwidth"):
         values["inter_node_bandwidth"] = run["inter_node_bandwidth"]
-    if run.get("comm_overlap"):  # the framework's overlap rule (core.step_time.CommOverlap), with its source
+    if run.get("comm_overlap"):  # the framework's overlap rule (core.timing.step_time.CommOverlap), with its source
         values["comm_overlap"] = run["comm_overlap"]
     return {"gpus": run["gpus"], "seq_len": run.get("seq"), "model": str(path), "cluster": run["cluster"], **values}
 
@@ -213,7 +213,7 @@ def free_inputs(run: dict, layout: dict) -> PlanInputs:
 
 
 def rule_broken(plan, request) -> str | None:
-    """The first core/layout_rules.py rule the plan breaks, or None."""
+    """The first core/parallel/rules.py rule the plan breaks, or None."""
     space = request.space
     parallel = ParallelDims(plan.world, plan.tp, plan.pp, request.cluster.gpus_per_node)
     problem = model_layout_problem(request.model, parallel, seq_len=space.seq_len,

@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import pytest
 
-from zeroplan.core.fit import MemoryBudget
+from zeroplan.core.memory.budget import MemoryBudget
 from zeroplan.core.hardware import ClusterSpec, GpuSpec, Link
-from zeroplan.core.model import ModelSpec
+from zeroplan.core.model.spec import ModelSpec
 from zeroplan.core.options import PAPER_OPTIONS
-from zeroplan.core.parallel import ParallelDims
+from zeroplan.core.parallel.grid import ParallelDims
 from zeroplan.core.precision import bytes_per_param
-from zeroplan.core.estimate import EstimateRequest
+from zeroplan.core.evaluate.estimate import EstimateRequest
 
 GIB = 2**30
 

@@ -15,7 +15,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from zeroplan.core.activations import (
+from zeroplan.core.memory.activations import (
     BREAKDOWN_KEYS,
     ActivationConfig,
     activation_memory,
@@ -26,7 +26,7 @@ from zeroplan.core.activations import (
     micro_batches_in_flight,
 )
 from zeroplan.core.errors import InputError
-from zeroplan.core.model import ModelShape, ModelSpec
+from zeroplan.core.model.spec import ModelShape, ModelSpec
 
 # GPT-3 175B as in Korthikanti et al. Table 3 / Megatron: s=2048, h=12288, a=96, L=96, V=51200.
 S, H, A, L, V = 2048, 12288, 96, 96, 51200

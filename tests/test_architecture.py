@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from zeroplan.core.architecture import (
+from zeroplan.core.model.families import (
     SUPPORTED_FAMILIES,
     architecture_from_hf_config,
     model_spec_from_hf_config,

@@ -50,7 +50,7 @@ def test_the_other_scripts_import():
 def test_held_out_runs_carry_their_framework_overlap_rule():
     """A held-out row's comm_overlap (its framework, with the source in its audit notes) reaches the plan request;
     calibration rows keep the baseline rule the constants were fitted with."""
-    from zeroplan.core.step_time import COMM_OVERLAPS, DP_OVERLAP
+    from zeroplan.core.timing.step_time import COMM_OVERLAPS, DP_OVERLAP
 
     runs = _load("published_runs")
     held_out = {run["id"]: run for run in runs.load("heldout")}

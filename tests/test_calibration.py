@@ -5,7 +5,7 @@ import pytest
 from zeroplan.inputs.calibration import (
     Calibration, Measurement, build_fits, load_calibration, save_calibration,
 )
-from zeroplan.core.collectives import ring_time
+from zeroplan.core.timing.collectives import ring_time
 from zeroplan.core.errors import InputError
 from zeroplan.core.hardware import Link
 

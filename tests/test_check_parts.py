@@ -96,7 +96,7 @@ def test_bucket_footprint_follows_the_overlap_rule():
     assert stage2.total(2) == 9_000_000_000
     assert Buckets(2, 500_000_000, 500_000_000, 0, 0, overlap_comm=False).total(2) == 2_000_000_000
     stage3 = Buckets(3, 100, 999, 10, 1_000, overlap_comm=True)
-    # Stage 3 (core.buffers): one reduce bucket (the 4.5× rule is DeepSpeed's for stages 1-2), the largest
+    # Stage 3 (core.memory.deepspeed_buffers): one reduce bucket (the 4.5× rule is DeepSpeed's for stages 1-2), the largest
     # layer gathered whole with the prefetch behind it (within max_live), and that layer's gradients.
     assert stage3.footprint(2, shard_params=500, largest_layer_params=50) == {
         "reduce_bucket": 200, "gathered_parameters": 120, "gathered_layer_gradients": 100}

@@ -10,7 +10,7 @@ import pytest
 from typer.testing import CliRunner
 
 from zeroplan.cli.app import app, main
-from zeroplan.core import deepspeed_estimator as ds
+from zeroplan.core.memory import deepspeed_estimator as ds
 
 runner = CliRunner()
 

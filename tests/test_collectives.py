@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from zeroplan.core.collectives import (
+from zeroplan.core.timing.collectives import (
     ALL_GATHER, ALL_REDUCE, ALLREDUCE_THEN_CHUNK, REDUCE_SCATTER, algbw, busbw, busbw_factor,
     canonical_collective, fit_alpha_beta, parse_collectives, ring_steps, ring_time, sweep_sizes,
     wire_bytes_per_rank,

@@ -5,8 +5,8 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
-from zeroplan.core import comm
-from zeroplan.core.estimate import evaluate_options
+from zeroplan.core.timing import dp_traffic as comm
+from zeroplan.core.evaluate.estimate import evaluate_options
 from zeroplan.core.hardware import Link
 from zeroplan.core.options import Option
 

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from zeroplan.core import deepspeed_estimator as ds
+from zeroplan.core.memory import deepspeed_estimator as ds
 from zeroplan.core.errors import InputError
-from zeroplan.core.estimate import evaluate_options
+from zeroplan.core.evaluate.estimate import evaluate_options
 from zeroplan.core.options import DEEPSPEED_OPTIONS, Option
 
 from conftest import make_request

@@ -10,7 +10,7 @@ import itertools
 
 import pytest
 
-from zeroplan.core import deepspeed_estimator as ours
+from zeroplan.core.memory import deepspeed_estimator as ours
 
 stage_1_and_2 = pytest.importorskip("deepspeed.runtime.zero.stage_1_and_2")
 stage3 = pytest.importorskip("deepspeed.runtime.zero.stage3")

@@ -10,9 +10,9 @@ from pathlib import Path
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from zeroplan.core.estimate import evaluate_options
+from zeroplan.core.evaluate.estimate import evaluate_options
 from zeroplan.core.options import Option
-from zeroplan.core.recommend import recommend
+from zeroplan.core.evaluate.recommend import recommend
 
 from conftest import make_request
 

@@ -1,4 +1,4 @@
-"""core.framework_partition against hand-computed cases, and its shapes against transformers."""
+"""core.memory.framework_partition against hand-computed cases, and its shapes against transformers."""
 
 import json
 from collections import Counter
@@ -8,12 +8,12 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from zeroplan.core.architecture import architecture_from_hf_config
+from zeroplan.core.model.families import architecture_from_hf_config
 from zeroplan.core.errors import InputError
-from zeroplan.core.framework_partition import (
+from zeroplan.core.memory.framework_partition import (
     ParamSpec, framework_partition, params_from_architecture, params_from_shapes, unshardable_ranks, zero1_owners,
 )
-from zeroplan.core.model_states import paper_model_states
+from zeroplan.core.memory.model_states import paper_model_states
 from zeroplan.core.options import Option
 from zeroplan.core.precision import bytes_per_param
 

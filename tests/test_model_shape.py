@@ -3,7 +3,7 @@
 import pytest
 
 from zeroplan.core.errors import InputError
-from zeroplan.core.model import ModelShape, ModelSpec, ParamLayout
+from zeroplan.core.model.spec import ModelShape, ModelSpec, ParamLayout
 
 
 def test_left_out_fields_get_their_defaults_and_reports_still_show_them_as_not_given():

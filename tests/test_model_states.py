@@ -8,8 +8,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from zeroplan.core.estimate import evaluate_options
-from zeroplan.core.model_states import paper_model_states
+from zeroplan.core.evaluate.estimate import evaluate_options
+from zeroplan.core.memory.model_states import paper_model_states
 from zeroplan.core.options import Option
 from zeroplan.core.precision import bytes_per_param
 
@@ -104,7 +104,7 @@ def test_tp_pp_divide_the_shard():
 
 
 def test_offload_traffic_per_step():
-    from zeroplan.core.traffic import offload_traffic as traffic_record
+    from zeroplan.core.timing.dp_offload import offload_traffic as traffic_record
 
     def offload_traffic(*args):
         return traffic_record(*args).as_dict()

@@ -10,18 +10,18 @@ import pytest
 
 from zeroplan.check.hardware_rules import _bucket_shard
 from zeroplan.check.runner import check_file
-from zeroplan.core.buffers import (
+from zeroplan.core.memory.deepspeed_buffers import (
     BufferConfig,
     communication_buffer_bytes,
     stage3_gathered_params,
 )
-from zeroplan.core.collectives import ring_time
-from zeroplan.core.comm import Collective
+from zeroplan.core.timing.collectives import ring_time
+from zeroplan.core.timing.dp_traffic import Collective
 from zeroplan.core.hardware import Link
 from zeroplan.core.options import Option
 from zeroplan.core.precision import bytes_per_param
-from zeroplan.core.step_time import LinkTable, Machine, ring_seconds
-from zeroplan.core.traffic import offload_seconds, offload_traffic
+from zeroplan.core.timing.step_time import LinkTable, Machine, ring_seconds
+from zeroplan.core.timing.dp_offload import offload_seconds, offload_traffic
 from zeroplan.core.units import format_bytes
 from zeroplan.deepspeed.buckets import Buckets
 from zeroplan.deepspeed.choose import choose
@@ -85,8 +85,8 @@ def test_estimate_and_plan_price_the_same_offload_bytes(option, pcie, nvme_io):
 
 
 def test_plan_search_prices_offload_through_the_one_record(monkeypatch):
-    """The search calls core.traffic.offload_traffic (the record estimate reports), nothing of its own."""
-    from zeroplan.core import layout_search
+    """The search calls core.timing.dp_offload.offload_traffic (the record estimate reports), nothing of its own."""
+    from zeroplan.core.layout import search as layout_search
 
     seen = []
     real = layout_search.offload_traffic

@@ -169,7 +169,7 @@ def _is_char_device(path: Path) -> bool:
 
 @pytest.mark.parametrize("command", [
     ("estimate", "--params", "7e9", "--gpus", "8", "--format", "json", "-o"),
-    ("plan", "--params", "7e9", "--gpus", "8", "--top", "2", "--format", "csv", "-o"),
+    ("plan", "--model", "llama-2-7b", "--gpus", "8", "--global-batch", "64", "--top", "2", "--format", "csv", "-o"),
 ])
 def test_output_onto_a_character_device_writes_into_it_and_keeps_the_node(cli, tmp_path, command):
     node = _char_device_twin(tmp_path)
@@ -181,7 +181,7 @@ def test_output_onto_a_character_device_writes_into_it_and_keeps_the_node(cli, t
 
 def test_write_deepspeed_onto_a_character_device_keeps_the_node(cli, tmp_path):
     node = _char_device_twin(tmp_path)
-    code, out, err = cli("plan", "--params", "7e9", "--gpus", "8", "--top", "1", "--write-deepspeed", str(node))
+    code, out, err = cli("plan", "--model", "llama-2-7b", "--gpus", "8", "--global-batch", "64", "--top", "1", "--write-deepspeed", str(node))
     assert code == 0, err
     assert _is_char_device(node)
 

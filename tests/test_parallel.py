@@ -7,7 +7,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from zeroplan.core.errors import InputError
-from zeroplan.core.parallel import ParallelDims
+from zeroplan.core.parallel.grid import ParallelDims
 
 
 def test_error_names_every_factor():

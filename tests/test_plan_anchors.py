@@ -6,12 +6,12 @@ from __future__ import annotations
 
 import pytest
 
-from zeroplan.core.architecture import model_spec_from_hf_config
-from zeroplan.core.fit import MemoryBudget
-from zeroplan.core.layout_space import SearchSpace
+from zeroplan.core.model.families import model_spec_from_hf_config
+from zeroplan.core.memory.budget import MemoryBudget
+from zeroplan.core.layout.space import SearchSpace
 from zeroplan.core.precision import bytes_per_param
-from zeroplan.core.layout_search import SearchRequest, search
-from zeroplan.core.step_time import LinkTable, Machine, narayanan_flops_per_iteration
+from zeroplan.core.layout.search import SearchRequest, search
+from zeroplan.core.timing.step_time import LinkTable, Machine, narayanan_flops_per_iteration
 from zeroplan.inputs import presets
 from zeroplan.search.inputs import PlanInputs, resolve
 

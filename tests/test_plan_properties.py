@@ -17,14 +17,14 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from conftest import make_cluster
-from zeroplan.core.architecture import model_spec_from_hf_config
-from zeroplan.core.fit import MemoryBudget
-from zeroplan.core.layout_rules import context_parallel_problem, model_layout_problem
-from zeroplan.core.layout_space import SearchSpace
-from zeroplan.core.parallel import ParallelDims
+from zeroplan.core.model.families import model_spec_from_hf_config
+from zeroplan.core.memory.budget import MemoryBudget
+from zeroplan.core.parallel.rules import context_parallel_problem, model_layout_problem
+from zeroplan.core.layout.space import SearchSpace
+from zeroplan.core.parallel.grid import ParallelDims
 from zeroplan.core.precision import bytes_per_param
-from zeroplan.core.layout_search import SearchRequest, search
-from zeroplan.core.step_time import LinkTable, Machine
+from zeroplan.core.layout.search import SearchRequest, search
+from zeroplan.core.timing.step_time import LinkTable, Machine
 from zeroplan.search.inputs import PlanInputs, resolve
 
 GIB = 2**30
@@ -117,7 +117,7 @@ def free_searches(draw):
 @settings(max_examples=60, deadline=None)
 @given(free_searches())
 def test_the_free_search_never_returns_a_plan_that_breaks_a_layout_rule(setup):
-    """core/layout_rules.py's rules hold for every plan the free search evaluates, so for every plan it returns:
+    """core/parallel/rules.py's rules hold for every plan the free search evaluates, so for every plan it returns:
     tp divides the attention and key/value heads, pp is at most the layers, sequence parallelism only with the
     sequence divisible by tp, context parallelism only with the sequence divisible by 2·cp, tp inside a node
     unless asked, and the plan fills exactly the GPUs asked for."""

@@ -9,11 +9,11 @@ import random
 
 import pytest
 
-from zeroplan.core import layout_space as plan_space
-from zeroplan.core.activations import ActivationConfig
-from zeroplan.core.estimate import EstimateRequest, evaluate_options
-from zeroplan.core.parallel import ParallelDims
-from zeroplan.core.layout_search import rank, search
+from zeroplan.core.layout import space as plan_space
+from zeroplan.core.memory.activations import ActivationConfig
+from zeroplan.core.evaluate.estimate import EstimateRequest, evaluate_options
+from zeroplan.core.parallel.grid import ParallelDims
+from zeroplan.core.layout.search import rank, search
 from zeroplan.search.inputs import PlanInputs, resolve
 
 

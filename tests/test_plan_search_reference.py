@@ -1,4 +1,4 @@
-"""The optimised search (core.layout_search: shared per-layout pieces, cached per-shape times, cheap records)
+"""The optimised search (core.layout.search: shared per-layout pieces, cached per-shape times, cheap records)
 returns exactly what a straightforward evaluation returns: every plan, field by field and bit for bit, in the
 same order, the same reasons counted, the same ranking.
 
@@ -13,12 +13,12 @@ from collections import Counter
 
 import pytest
 
-from zeroplan.core import layout_space as plan_space
-from zeroplan.core.activations import ActivationConfig
-from zeroplan.core.estimate import EstimateRequest, evaluate_options
-from zeroplan.core.layout_search import PlanRecord, rank, search
-from zeroplan.core.parallel import ParallelDims
-from zeroplan.core.step_time import (
+from zeroplan.core.layout import space as plan_space
+from zeroplan.core.memory.activations import ActivationConfig
+from zeroplan.core.evaluate.estimate import EstimateRequest, evaluate_options
+from zeroplan.core.layout.search import PlanRecord, rank, search
+from zeroplan.core.parallel.grid import ParallelDims
+from zeroplan.core.timing.step_time import (
     FlopModel,
     Layout,
     StepTime,
@@ -26,7 +26,7 @@ from zeroplan.core.step_time import (
     microbatch_seconds,
     pp_intra_node,
 )
-from zeroplan.core.traffic import (
+from zeroplan.core.timing.dp_offload import (
     gpu_optimizer_seconds,
     offload_seconds,
     offload_traffic,

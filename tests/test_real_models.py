@@ -9,9 +9,9 @@ from typer.testing import CliRunner
 
 from zeroplan.inputs import presets
 from zeroplan.cli.app import app
-from zeroplan.core.activations import ActivationConfig, activation_memory
+from zeroplan.core.memory.activations import ActivationConfig, activation_memory
 from zeroplan.core.errors import InputError
-from zeroplan.core.pipeline import layers_per_stage, stage_params
+from zeroplan.core.model.pipeline_stages import layers_per_stage, stage_params
 from zeroplan.inputs.hf_config import load_hf_config
 
 runner = CliRunner()

@@ -16,7 +16,7 @@ pytest.importorskip("transformers", reason="the trace side needs the `trace` ext
 
 import torch.distributed as dist  # noqa: E402
 
-from zeroplan.core.framework_partition import params_from_shapes, zero1_owners  # noqa: E402
+from zeroplan.core.memory.framework_partition import params_from_shapes, zero1_owners  # noqa: E402
 from zeroplan.distributed import sharding  # noqa: E402
 from zeroplan.trace import engine  # noqa: E402
 from zeroplan.trace.engine import TraceSettings, fake_world, trace_once  # noqa: E402
@@ -91,7 +91,7 @@ def test_no_other_module_calls_torch_wrappers():
 
 @pytest.mark.parametrize("world_size", [2, 3, 5])
 def test_zero1_partition_is_torchs(world_size):
-    """core.framework_partition's ZeroRedundancyOptimizer rule, which trace's stage 1 uses, against torch's own
+    """core.memory.framework_partition's ZeroRedundancyOptimizer rule, which trace's stage 1 uses, against torch's own
     partition (rank 0 of a fake world: torch partitions for every rank)."""
     from torch.distributed.optim import ZeroRedundancyOptimizer
 
@@ -155,7 +155,7 @@ GPT2 = {"model_type": "gpt2", "n_embd": 48, "n_head": 4, "n_layer": 3, "vocab_si
 
 @pytest.mark.parametrize("config,gpus", [(GPT2, 5), ({**LLAMA, "num_hidden_layers": 6}, 3)])
 def test_stage_1_traces_the_rank_estimate_and_validate_call_most_loaded(tmp_path, config, gpus):
-    """Stage 1's traced optimizer states are those of the rank core.framework_partition calls most loaded
+    """Stage 1's traced optimizer states are those of the rank core.memory.framework_partition calls most loaded
     (states and the 4-byte `step` per parameter), as estimate predicts: here two ranks own equal elements but
     not equal tensor counts, and the trace used to take the lower rank (4 bytes short)."""
     from zeroplan.trace import compare

@@ -1,22 +1,22 @@
-"""The step-time model: FLOPs, α-β collectives, the bubble, overlap rules, offload (core.step_time, core.plan_comm)."""
+"""The step-time model: FLOPs, α-β collectives, the bubble, overlap rules, offload (core.timing.step_time, core.plan_comm)."""
 
 from __future__ import annotations
 
 import pytest
 
-from zeroplan.core.architecture import model_spec_from_hf_config
+from zeroplan.core.model.families import model_spec_from_hf_config
 from zeroplan.core.errors import InputError
 from zeroplan.core.hardware import Link
-from zeroplan.core.model import ModelShape, ModelSpec
+from zeroplan.core.model.spec import ModelShape, ModelSpec
 from zeroplan.core.options import Option
-from zeroplan.core.traffic import (DpSeconds, OffloadSeconds, gpu_optimizer_seconds, offload_seconds, zero_dp_seconds,
+from zeroplan.core.timing.dp_offload import (DpSeconds, OffloadSeconds, gpu_optimizer_seconds, offload_seconds, zero_dp_seconds,
                                    offload_traffic)
 from zeroplan.core.precision import bytes_per_param
-from zeroplan.core.step_time import (COMM_OVERLAPS, DP_OVERLAP, NCCL_LAUNCH_S, comm_overlap, NIC_EFFICIENCY, NVLINK_EFFICIENCY, FlopModel, Layout, LinkTable,
+from zeroplan.core.timing.step_time import (COMM_OVERLAPS, DP_OVERLAP, NCCL_LAUNCH_S, comm_overlap, NIC_EFFICIENCY, NVLINK_EFFICIENCY, FlopModel, Layout, LinkTable,
                                      Machine, check_efficiency, collective_seconds, compose, gemm_efficiency,
                                      layer_seconds, microbatch_seconds, narayanan_flops_per_iteration, pp_intra_node,
                                      ring_seconds, stage_flops, train_seconds)
-from zeroplan.core.buffers import BufferConfig
+from zeroplan.core.memory.deepspeed_buffers import BufferConfig
 
 NVLINK = Link(300_000_000_000, 3e-6)
 IB = Link(25_000_000_000, 5e-6)
@@ -231,8 +231,8 @@ def test_op_level_selective_checkpointing_recomputes_only_elementwise_work():
     """selective-op (torch's op-level selective activation checkpointing): backward re-runs each layer's
     element-wise forward at HBM bandwidth and no GEMM, so no extra TP collective; it keeps less than no recompute
     (norm/activation outputs and dropout masks go) and more than full recompute (matmul outputs stay)."""
-    from zeroplan.core.activations import ActivationConfig, activation_memory
-    from zeroplan.core.step_time import elementwise_seconds
+    from zeroplan.core.memory.activations import ActivationConfig, activation_memory
+    from zeroplan.core.timing.step_time import elementwise_seconds
 
     flops = FlopModel.from_model(gpt())
     none = microbatch_seconds(layout(tp=8), flops, 12288, MACHINE)

@@ -10,7 +10,7 @@ import pytest
 torch = pytest.importorskip("torch", reason="zeroplan trace needs the `trace` extra (torch)")
 pytest.importorskip("transformers", reason="zeroplan trace needs the `trace` extra (transformers)")
 
-from zeroplan.core.activations import ActivationConfig, _shape, _transformers_layer_bytes  # noqa: E402
+from zeroplan.core.memory.activations import ActivationConfig, _shape, _transformers_layer_bytes  # noqa: E402
 from zeroplan.core.errors import InputError  # noqa: E402
 from zeroplan.inputs.hf_config import load_hf_config  # noqa: E402
 from zeroplan.trace import compare  # noqa: E402
@@ -46,7 +46,7 @@ def test_extrapolated_trace_equals_the_full_trace(config_path):
     assert not full["extrapolated"] and extrapolated["extrapolated"] and extrapolated["layers_traced"] == [3, 4, 5]
     assert extrapolated["peak_bytes"] == full["peak_bytes"]
     assert {c: extrapolated["categories"][c] for c in CATEGORIES} == {c: full["categories"][c] for c in CATEGORIES}
-    # the slope of the activations is one decoder layer of transformers' code, as core.activations counts it
+    # the slope of the activations is one decoder layer of transformers' code, as core.memory.activations counts it
     layer = _transformers_layer_bytes(_shape(load_hf_config(config_path)),
                                       ActivationConfig(seq_len=SEQ, flash_attention=True, implementation="transformers"))
     assert extrapolated["per_layer"]["activations"] == layer
@@ -66,7 +66,7 @@ def test_categories_sum_to_the_peak(config_path, stage, precision):
 ])
 def test_estimate_equals_the_trace_at_its_peak_moment(config_path, stage, precision, recompute, gpus, phase):
     # FSDP2's peak moves between the loss, the last layer's forward and a layer's backward with the shape;
-    # the estimate models each of these moments (core/torch_buffers.py) and must land on the byte.
+    # the estimate models each of these moments (core/memory/torch_buffers.py) and must land on the byte.
     result = _compared(config_path, stage, precision, recompute, gpus)
     assert result.activation_model == "transformers"
     assert result.trace["where"]["phase"] == phase
@@ -116,8 +116,8 @@ def test_estimate_equals_the_trace_at_the_moments_of_gpt2_the_root_and_eager(tmp
 
 
 def test_a_sliding_window_as_long_as_the_sequence_falls_back_to_megatron():
-    from zeroplan.core.activations import applied_implementation
-    from zeroplan.core.model import ModelShape, ModelSpec
+    from zeroplan.core.memory.activations import applied_implementation
+    from zeroplan.core.model.spec import ModelShape, ModelSpec
 
     def mistral(window):
         config = {"model_type": "mistral", "sliding_window": window}

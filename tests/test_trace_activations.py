@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import pytest
 
-from zeroplan.core.activations import ActivationConfig, activation_memory, applied_implementation, layer_bytes
+from zeroplan.core.memory.activations import ActivationConfig, activation_memory, applied_implementation, layer_bytes
 from zeroplan.core.errors import InputError
 from zeroplan.inputs import presets
 from zeroplan.inputs.sections import StepInputs
 from zeroplan.inputs.training import resolve_activations
-from zeroplan.core.parallel import ParallelDims
+from zeroplan.core.parallel.grid import ParallelDims
 
 
 def _config(**kwargs) -> ActivationConfig:

@@ -1,4 +1,4 @@
-"""Gemma, Phi-3 and Mixtral in transformers' implementation (core/transformers_gated_families.py): which configs the
+"""Gemma, Phi-3 and Mixtral in transformers' implementation (core/memory/activations_gated_families.py): which configs the
 derivation covers, and estimate against `zeroplan trace` of tiny configs (whole model traced, seconds each)."""
 
 from __future__ import annotations
@@ -7,8 +7,8 @@ import json
 
 import pytest
 
-from zeroplan.core.activations import ActivationConfig, applied_implementation
-from zeroplan.core.architecture import model_spec_from_hf_config
+from zeroplan.core.memory.activations import ActivationConfig, applied_implementation
+from zeroplan.core.model.families import model_spec_from_hf_config
 
 GEMMA = {"model_type": "gemma", "hidden_size": 64, "intermediate_size": 160, "num_attention_heads": 4,
          "num_key_value_heads": 2, "head_dim": 24, "num_hidden_layers": 5, "vocab_size": 128,
@@ -111,7 +111,7 @@ def test_full_recompute_in_fp32_is_within_a_thousandth(traced, family, stage, se
 def test_the_per_layer_slope_is_one_mixtral_decoder_layer(traced):
     # 3, 4 and 5 layers traced: the peak sits in a layer's backward with every earlier layer's activations alive,
     # so one more layer adds exactly what core counts for it (router, experts and all).
-    from zeroplan.core.activations import _shape, _transformers_layer_bytes
+    from zeroplan.core.memory.activations import _shape, _transformers_layer_bytes
     from zeroplan.trace.engine import TraceSettings, trace_peak
 
     config = {**MIXTRAL, "num_hidden_layers": 6}

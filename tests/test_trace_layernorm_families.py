@@ -7,9 +7,9 @@ import json
 
 import pytest
 
-from zeroplan.core.activations import ActivationConfig, _shape, _transformers_layer_bytes, applied_implementation
-from zeroplan.core.model import ModelShape, ModelSpec
-from zeroplan.core.transformers_layernorm_families import FAMILIES
+from zeroplan.core.memory.activations import ActivationConfig, _shape, _transformers_layer_bytes, applied_implementation
+from zeroplan.core.model.spec import ModelShape, ModelSpec
+from zeroplan.core.memory.activations_layernorm_families import FAMILIES
 
 FALCON_40B_LAYOUT = {"model_type": "falcon", "hidden_size": 64, "num_attention_heads": 4, "num_hidden_layers": 4,
                      "vocab_size": 128, "max_position_embeddings": 512, "new_decoder_architecture": True,

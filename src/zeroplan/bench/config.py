@@ -9,7 +9,7 @@ import math
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from zeroplan.core.collectives import CollectiveName, parse_collectives, sweep_sizes
+from zeroplan.core.timing.collectives import CollectiveName, parse_collectives, sweep_sizes
 from zeroplan.core.errors import InputError
 from zeroplan.core.units import parse_bytes
 from zeroplan.distributed.devices import BACKENDS, check_nproc

@@ -10,7 +10,7 @@ from typing import Any, TextIO
 
 from zeroplan.bench.config import DTYPE_BYTES
 from zeroplan.bench.result import BenchRun
-from zeroplan.core.collectives import (
+from zeroplan.core.timing.collectives import (
     ALLREDUCE_THEN_CHUNK, REDUCE_SCATTER, RING, TORCH_NAMES, algbw, busbw, wire_bytes_per_rank,
 )
 from zeroplan.core.units import GB

@@ -22,7 +22,7 @@ else:
     torch = import_torch()
 import torch.distributed as dist  # noqa: E402  (after the quiet import above)
 
-from zeroplan.core.collectives import ALL_GATHER, ALL_REDUCE, REDUCE_SCATTER
+from zeroplan.core.timing.collectives import ALL_GATHER, ALL_REDUCE, REDUCE_SCATTER
 
 TORCH_DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 # torch 2.13 renamed all_gather_into_tensor / reduce_scatter_tensor to *_single and deprecated the old

@@ -16,7 +16,7 @@ from zeroplan.bench.config import (
 from zeroplan.bench.result import BenchRun, fits_on_mean
 from zeroplan.bench.timing import dist, make_op, max_over_ranks, summarize, time_cpu, time_cuda, torch
 from zeroplan.bench.topology import RankInfo, Topology, build_topology
-from zeroplan.core.collectives import TORCH_NAMES
+from zeroplan.core.timing.collectives import TORCH_NAMES
 from zeroplan.core.errors import InputError
 from zeroplan.distributed.child import Heartbeat, rank_main
 from zeroplan.distributed.devices import resolve_backend

@@ -10,7 +10,7 @@ from zeroplan.deepspeed import startup_model
 from zeroplan.deepspeed.batch import BatchProblem, deepspeed_fill, neither_batch_size
 from zeroplan.deepspeed.config_view import ConfigView
 from zeroplan.deepspeed.findings import ERROR, WARNING, Finding, Skipped
-from zeroplan.core.parallel import ParallelDims
+from zeroplan.core.parallel.grid import ParallelDims
 
 BATCH_KEYS = ("train_batch_size", "train_micro_batch_size_per_gpu", "gradient_accumulation_steps")
 

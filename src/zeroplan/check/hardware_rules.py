@@ -13,11 +13,11 @@ from zeroplan.deepspeed.context import CheckContext
 from zeroplan.deepspeed.keys import DEEPSPEED_DEFAULTS
 from zeroplan.deepspeed.findings import ERROR, WARNING, Finding, Skipped
 from zeroplan.core.errors import InputError
-from zeroplan.core.estimate import evaluate_options, model_largest_layer_params
+from zeroplan.core.evaluate.estimate import evaluate_options, model_largest_layer_params
 from zeroplan.core.options import Option
 from zeroplan.core.units import format_bytes, ceil_div, parse_count
-from zeroplan.core.buffers import OVERLAPPED_STAGES
-from zeroplan.core.pipeline import shard_params
+from zeroplan.core.memory.deepspeed_buffers import OVERLAPPED_STAGES
+from zeroplan.core.model.pipeline_stages import shard_params
 
 MEMORY_RULES = ("ZP011", "ZP012", "ZP013")
 
@@ -151,7 +151,7 @@ def _bucket_shard(context: CheckContext, tp: int, pp: int) -> tuple[int, int]:
 
 
 def buckets(view: ConfigView, context: CheckContext, skipped: list[Skipped]) -> Iterator[Finding]:
-    """ZP014: DeepSpeed's communication buffers (core.buffers, the bytes ZP011 counts) against usable GPU
+    """ZP014: DeepSpeed's communication buffers (core.memory.deepspeed_buffers, the bytes ZP011 counts) against usable GPU
     memory."""
     stage = view.stage
     if stage is None or stage == 0:

@@ -33,7 +33,7 @@ def estimate(output: OutputInputs, **sections) -> None:
 
         plot_estimate(plan, plot, read)
     if output_format == "table":
-        from zeroplan.core.explain import explain_lines
+        from zeroplan.core.evaluate.explain import explain_lines
         from zeroplan.estimate.table import render, render_explain
         from zeroplan.render.terminal import Canvas
 
@@ -43,7 +43,7 @@ def estimate(output: OutputInputs, **sections) -> None:
             render_explain(explain_lines(plan.request, plan.estimates, inputs.units), canvas)
         write_text(canvas.text(), output.output, read)
         return
-    from zeroplan.core.explain import explain_lines
+    from zeroplan.core.evaluate.explain import explain_lines
     from zeroplan.estimate import report
 
     lines = explain_lines(plan.request, plan.estimates, inputs.units) if output.explain else None

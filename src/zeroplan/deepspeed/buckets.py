@@ -1,7 +1,7 @@
 """DeepSpeed's communication buckets as a config names them, and their GPU memory.
 
 Sizes in the config are element counts; each element is one 16-bit value under mixed precision (4 bytes
-in fp32). The bytes come from zeroplan.core.buffers.communication_buffer_bytes, the same formula
+in fp32). The bytes come from zeroplan.core.memory.deepspeed_buffers.communication_buffer_bytes, the same formula
 `zeroplan estimate` and check's ZP011 use (the 4.5× overlap_comm rule at stages 1-2; stage 3's gathered
 module, prefetch and max_live_parameters: see that module). A budget share keeps buckets from crowding
 out model states.
@@ -12,8 +12,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from fractions import Fraction
 
-from zeroplan.core import buffers as core_buffers
-from zeroplan.core.buffers import BufferConfig, communication_buffer_bytes
+from zeroplan.core.memory import deepspeed_buffers as core_buffers
+from zeroplan.core.memory.deepspeed_buffers import BufferConfig, communication_buffer_bytes
 
 BUDGET_SHARE = Fraction(1, 4)    # warn when buckets take more than a quarter of usable GPU memory
 FIXED_PARTS = ("gathered_parameters", "gathered_layer_gradients")  # not scaled by the reduce/all-gather sizes

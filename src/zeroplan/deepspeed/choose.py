@@ -11,9 +11,9 @@ from zeroplan.deepspeed.batch import Batch, consistent
 from zeroplan.deepspeed.buckets import BUDGET_SHARE, Buckets, largest_bucket_within, round_down, FIXED_PARTS
 from zeroplan.deepspeed.context import CheckContext
 from zeroplan.deepspeed.keys import DEEPSPEED_DEFAULTS
-from zeroplan.core.estimate import OptionEstimate, evaluate_options
+from zeroplan.core.evaluate.estimate import OptionEstimate, evaluate_options
 from zeroplan.core.errors import InputError, RunFailed
-from zeroplan.core.parallel import ParallelDims
+from zeroplan.core.parallel.grid import ParallelDims
 from zeroplan.core.precision import check_precision_on_gpu
 
 PRECISIONS = ("bf16", "fp16", "fp32")

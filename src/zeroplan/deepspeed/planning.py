@@ -6,8 +6,8 @@ from __future__ import annotations
 from zeroplan.inputs import presets
 from zeroplan.deepspeed.config_view import Environment, _as_count
 from zeroplan.deepspeed.context import CheckContext
-from zeroplan.core.fit import MemoryBudget
-from zeroplan.core.model import ModelSpec
+from zeroplan.core.memory.budget import MemoryBudget
+from zeroplan.core.model.spec import ModelSpec
 from zeroplan.core.units import parse_bytes
 
 # DeepSpeed optimizer types -> zeroplan's optimizer names (by the state each keeps per parameter).

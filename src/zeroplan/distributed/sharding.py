@@ -5,7 +5,7 @@ world, on fake tensors or, with --real, on one GPU). torch is imported inside th
 Stage by stage (`layers` are the model's blocks, each wrapped before the root, as torchtitan does):
   0  data parallel: every rank holds and steps every parameter
   1  data parallel + optimizer states partitioned by ZeroRedundancyOptimizer's rule
-     (core.framework_partition.zero1_owners: whole parameters, largest first, to the least loaded rank)
+     (core.memory.framework_partition.zero1_owners: whole parameters, largest first, to the least loaded rank)
   2  fully_shard(reshard_after_forward=False) per layer and on the root
   3  fully_shard(reshard_after_forward=True) per layer; the root as `Sharding.reshard_root` says
 Precision "mixed": fp32 parameters, gradients and optimizer states; compute in bf16 (FSDP2 and replicate():
@@ -34,8 +34,8 @@ import contextlib
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Iterable, Sequence
 
-from zeroplan.core.framework_partition import framework_partition, params_from_shapes, zero1_owners
-from zeroplan.core.framework_states import TORCH_STEP_TENSOR_BYTES
+from zeroplan.core.memory.framework_partition import framework_partition, params_from_shapes, zero1_owners
+from zeroplan.core.memory.framework_states import TORCH_STEP_TENSOR_BYTES
 from zeroplan.core.precision import bytes_per_param
 
 if TYPE_CHECKING:
@@ -159,7 +159,7 @@ def shard_model(model: nn.Module, layers: nn.ModuleList, sharding: Sharding, dev
 
 def zero1_most_loaded_owned(shapes: Sequence[tuple[int, ...]], world_size: int) -> list[int]:
     """Indexes (in order) of the parameters the most loaded rank owns under ZeroRedundancyOptimizer's
-    partition, for Adam/AdamW's fp32 states (core.framework_partition: the rule and the most loaded rank)."""
+    partition, for Adam/AdamW's fp32 states (core.memory.framework_partition: the rule and the most loaded rank)."""
     specs = params_from_shapes((f"param{index}", shape) for index, shape in enumerate(shapes))
     partition = framework_partition(specs, world_size, bytes_per_param("fp32", "adamw"), "torch-zero1",
                                     per_tensor_state_bytes=ADAM_STEP_BYTES)

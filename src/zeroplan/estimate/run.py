@@ -10,15 +10,15 @@ import dataclasses
 import math
 from dataclasses import dataclass, field
 
-from zeroplan.core.activations import ActivationConfig
-from zeroplan.core.comm import validate_zeropp
+from zeroplan.core.memory.activations import ActivationConfig
+from zeroplan.core.timing.dp_traffic import validate_zeropp
 from zeroplan.core.errors import InputError
-from zeroplan.core.estimate import EstimateRequest, OptionEstimate, evaluate_options, model_largest_layer_params
+from zeroplan.core.evaluate.estimate import EstimateRequest, OptionEstimate, evaluate_options, model_largest_layer_params
 from zeroplan.core.options import options_for
-from zeroplan.core.layout_rules import check_model_layout, check_whole_nodes, cross_node_tp_warning
-from zeroplan.core.parallel import ParallelDims
+from zeroplan.core.parallel.rules import check_model_layout, check_whole_nodes, cross_node_tp_warning
+from zeroplan.core.parallel.grid import ParallelDims
 from zeroplan.core.precision import bytes_per_param, check_precision_on_gpu
-from zeroplan.core.recommend import Recommendation, recommend
+from zeroplan.core.evaluate.recommend import Recommendation, recommend
 from zeroplan.core.units import format_bytes
 from zeroplan.inputs.estimate_inputs import EstimateInputs
 from zeroplan.inputs.hardware import budget_assumptions, resolve_budget, resolve_cluster
@@ -80,7 +80,7 @@ def _activation_notes(request: EstimateRequest, activations: ActivationConfig | 
         return [f"activations not counted (only a parameter count is known): a reserve of "
                 f"{float(budget.activation_reserve):.0%} of usable memory ({format_bytes(budget.activation_reserve_bytes, units)})"
                 " is kept for them (--activation-reserve; give --model for the real figure)"]
-    from zeroplan.core.activations import applied_implementation
+    from zeroplan.core.memory.activations import applied_implementation
 
     implementation, why = applied_implementation(request.model, activations)
     bits = f"{8 * activations.dtype_bytes}-bit"
@@ -88,7 +88,7 @@ def _activation_notes(request: EstimateRequest, activations: ActivationConfig | 
             f"{', sequence parallel' if activations.sequence_parallel else ''}, {bits}")
     if implementation == "transformers":
         attention = "sdpa attention" if activations.flash_attention else "eager attention (--no-flash-attention)"
-        from zeroplan.core.transformers_gated_families import routing_note
+        from zeroplan.core.memory.activations_gated_families import routing_note
 
         routing = routing_note(request.model.shape.family if request.model.shape else None)
         return [f"activations: transformers implementation (--activations transformers) of {request.model.reported('family')}, "
@@ -175,8 +175,8 @@ def _parameters(inputs: EstimateInputs, model) -> tuple:
     if config is None:
         raise InputError("--convention", f"the framework convention needs the tensors of '{model.name}'",
                          "use --model with a config.json or a preset of a supported family")
-    from zeroplan.core.architecture import architecture_from_hf_config
-    from zeroplan.core.framework_partition import params_from_architecture
+    from zeroplan.core.model.families import architecture_from_hf_config
+    from zeroplan.core.memory.framework_partition import params_from_architecture
 
     return tuple(params_from_architecture(architecture_from_hf_config(config, model.name)))
 

@@ -10,10 +10,10 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 from zeroplan.core.errors import InputError
-from zeroplan.core.estimate import EstimateRequest, evaluate_options
+from zeroplan.core.evaluate.estimate import EstimateRequest, evaluate_options
 from zeroplan.core.options import PAPER_OPTIONS, Option
-from zeroplan.core.parallel import ParallelDims
-from zeroplan.core.recommend import fewest_gpus
+from zeroplan.core.parallel.grid import ParallelDims
+from zeroplan.core.evaluate.recommend import fewest_gpus
 from zeroplan.inputs.lists import parse_int_list
 from zeroplan.inputs.command_sections import GridInputs
 from zeroplan.inputs.sections import (CommandInputs, BudgetInputs, HardwareInputs, ModelInputs, ParallelInputs, StepInputs, flag_of,

@@ -1,7 +1,7 @@
 """Calibration profiles: what `zeroplan bench --save-calibration` writes and the estimator reads back.
 
 A profile records where it was measured (backend, ranks, nodes, hosts, device, torch version, date), the
-raw median timings, and one α-β fit per collective and span (see zeroplan.core.collectives for the
+raw median timings, and one α-β fit per collective and span (see zeroplan.core.timing.collectives for the
 model). `Calibration.link()` turns a fit into the Link the estimator uses instead of preset bandwidths.
 """
 
@@ -13,7 +13,7 @@ from typing import Any, Final, Literal, Sequence
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError
 
-from zeroplan.core.collectives import (
+from zeroplan.core.timing.collectives import (
     ALLREDUCE_THEN_CHUNK, RING, CollectiveName, Implementation, canonical_collective, fit_alpha_beta,
 )
 from zeroplan.core.errors import InputError

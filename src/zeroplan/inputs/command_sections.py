@@ -25,7 +25,7 @@ class Attention(str, Enum):
 TRACE = "Trace"
 
 
-class CommOverlapChoice(str, Enum):  # core.step_time.COMM_OVERLAPS' names
+class CommOverlapChoice(str, Enum):  # core.timing.step_time.COMM_OVERLAPS' names
     BASELINE = "baseline"
     FSDP = "fsdp"
     MEGATRON = "megatron"

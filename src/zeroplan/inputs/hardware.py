@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 from zeroplan.inputs import presets
 from zeroplan.core.errors import InputError
-from zeroplan.core.fit import (DEFAULT_ACTIVATION_RESERVE, DEFAULT_FRAGMENTATION, DEFAULT_HOST_RESERVE,
+from zeroplan.core.memory.budget import (DEFAULT_ACTIVATION_RESERVE, DEFAULT_FRAGMENTATION, DEFAULT_HOST_RESERVE,
                                DEFAULT_RUNTIME_RESERVE, MemoryBudget, parse_fraction)
 from zeroplan.core.hardware import ClusterSpec, Link
 from zeroplan.core.units import format_bytes, format_rate, parse_bytes, parse_rate

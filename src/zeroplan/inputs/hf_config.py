@@ -1,6 +1,6 @@
 """Read a local Hugging Face config.json into a ModelSpec. Local files only: never the network.
 
-The counting itself is pure and lives in zeroplan.core.architecture; this module only does the I/O
+The counting itself is pure and lives in zeroplan.core.model.families; this module only does the I/O
 and turns file problems into InputErrors that name the file.
 """
 
@@ -8,9 +8,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from zeroplan.core.architecture import model_spec_from_hf_config
+from zeroplan.core.model.families import model_spec_from_hf_config
 from zeroplan.core.errors import InputError
-from zeroplan.core.model import ModelSpec
+from zeroplan.core.model.spec import ModelSpec
 from zeroplan.inputs.text_files import parse_json_text, read_user_text
 
 

@@ -1,13 +1,13 @@
 """Links measured by `zeroplan bench`, read from a calibration file once for every command.
 
 `zeroplan estimate` prices ZeRO's AllGather/ReduceScatter with them, `zeroplan plan` also TP's AllReduce;
-both take them from measured_links and look them up through core.step_time.LinkTable.
+both take them from measured_links and look them up through core.timing.step_time.LinkTable.
 """
 
 from __future__ import annotations
 
 from zeroplan.core.hardware import Link
-from zeroplan.core.collectives import LinkTable
+from zeroplan.core.timing.collectives import LinkTable
 
 CALIBRATED_COLLECTIVES = ("all_reduce", "all_gather", "reduce_scatter")
 SPANS = (("intra_node", True), ("inter_node", False))

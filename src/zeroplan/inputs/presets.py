@@ -18,7 +18,7 @@ from typing import Any
 
 from zeroplan.core.errors import InputError
 from zeroplan.core.hardware import ClusterSpec, GpuSpec, Link
-from zeroplan.core.model import ModelShape, ModelSpec, ParamLayout
+from zeroplan.core.model.spec import ModelShape, ModelSpec, ParamLayout
 from zeroplan.core.units import parse_bytes, parse_rate
 
 CATEGORIES = ("gpus", "clusters", "models")
@@ -189,8 +189,8 @@ def _hf_config(e: PresetEntry) -> dict[str, Any]:
 
 
 def model(name: str) -> ModelSpec:
-    """A model preset with its full shape; rebuilt through core.architecture where the family is supported."""
-    from zeroplan.core.architecture import SUPPORTED_FAMILIES, model_spec_from_hf_config
+    """A model preset with its full shape; rebuilt through core.model.families where the family is supported."""
+    from zeroplan.core.model.families import SUPPORTED_FAMILIES, model_spec_from_hf_config
 
     e = entry("models", name)
     key = name.strip().lower()
@@ -201,7 +201,7 @@ def model(name: str) -> ModelSpec:
                               f"{e.largest_layer_params}) but its shape gives {spec.params} ({spec.largest_layer_params})",
                               "fix presets/models.yaml")
         return spec
-    # Families core.architecture does not build (e.g. bloom): the shape fields as given, with the
+    # Families core.model.families does not build (e.g. bloom): the shape fields as given, with the
     # layout derived from them (token embedding in, untied head out).
     embedding = e.vocab * e.hidden
     output = 0 if e.tied_embeddings else embedding

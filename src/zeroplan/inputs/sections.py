@@ -376,7 +376,7 @@ class BufferInputs(Section):
 
 
 def _default_buffer_factor() -> float:
-    from zeroplan.core.deepspeed_estimator import DEFAULT_BUFFER_FACTOR
+    from zeroplan.core.memory.deepspeed_estimator import DEFAULT_BUFFER_FACTOR
 
     return DEFAULT_BUFFER_FACTOR
 

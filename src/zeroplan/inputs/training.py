@@ -8,11 +8,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from zeroplan.inputs import presets
-from zeroplan.core.activations import IMPLEMENTATIONS, RECOMPUTE_MODES, ActivationConfig, DEFAULT_SEQ_LEN_CAP, default_seq_len
-from zeroplan.core.buffers import BufferConfig
+from zeroplan.core.memory.activations import IMPLEMENTATIONS, RECOMPUTE_MODES, ActivationConfig, DEFAULT_SEQ_LEN_CAP, default_seq_len
+from zeroplan.core.memory.deepspeed_buffers import BufferConfig
 from zeroplan.core.errors import InputError
-from zeroplan.core.model import ModelSpec
-from zeroplan.core.parallel import ParallelDims
+from zeroplan.core.model.spec import ModelSpec
+from zeroplan.core.parallel.grid import ParallelDims
 
 if TYPE_CHECKING:
     from zeroplan.inputs.sections import BufferInputs, ModelInputs, StepInputs

@@ -9,19 +9,19 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
-from zeroplan.core.activations import RECOMPUTE_MODES, DEFAULT_SEQ_LEN_CAP, default_seq_len
+from zeroplan.core.memory.activations import RECOMPUTE_MODES, DEFAULT_SEQ_LEN_CAP, default_seq_len
 from zeroplan.core.errors import InputError
-from zeroplan.core.layout_rules import check_whole_nodes
-from zeroplan.core.parallel import ParallelDims
+from zeroplan.core.parallel.rules import check_whole_nodes
+from zeroplan.core.parallel.grid import ParallelDims
 from zeroplan.core.precision import check_precision_on_gpu
 from zeroplan.inputs.lists import parse_choice_list, parse_int_list
 from zeroplan.core.hardware import ClusterSpec, Link
-from zeroplan.core.model import ModelShape, ModelSpec, check_count_against_shape
-from zeroplan.core.layout_space import SearchSpace
+from zeroplan.core.model.spec import ModelShape, ModelSpec, check_count_against_shape
+from zeroplan.core.layout.space import SearchSpace
 from zeroplan.core.precision import bytes_per_param
-from zeroplan.core.fit import parse_fraction
-from zeroplan.core.layout_search import DEFAULT_TIE_TOLERANCE, SearchRequest
-from zeroplan.core.step_time import (DEFAULT_CPU_ADAM_PARAMS_PER_S, DP_OVERLAP, LinkTable, Machine, check_efficiency,
+from zeroplan.core.memory.budget import parse_fraction
+from zeroplan.core.layout.search import DEFAULT_TIE_TOLERANCE, SearchRequest
+from zeroplan.core.timing.step_time import (DEFAULT_CPU_ADAM_PARAMS_PER_S, DP_OVERLAP, LinkTable, Machine, check_efficiency,
                                      comm_overlap, gemm_efficiency)
 from zeroplan.core.units import format_count, format_rate
 from zeroplan.inputs.command_sections import SearchInputs
@@ -109,7 +109,7 @@ def resolve_model(inputs: PlanInputs, assumptions: list[str]) -> ModelSpec:
 
 
 def _largest_layer(model: ModelSpec, assumptions: list[str]) -> int:
-    from zeroplan.core.estimate import model_largest_layer_params
+    from zeroplan.core.evaluate.estimate import model_largest_layer_params
 
     largest, note = model_largest_layer_params(model)
     if note:

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from zeroplan.core.layout_search import PlanRecord, SearchRequest
-from zeroplan.core.step_time import FlopModel, train_seconds
+from zeroplan.core.layout.search import PlanRecord, SearchRequest
+from zeroplan.core.timing.step_time import FlopModel, train_seconds
 
 
 @dataclass(frozen=True)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from zeroplan.core.layout_search import PlanRecord, SearchResult
+from zeroplan.core.layout.search import PlanRecord, SearchResult
 from zeroplan.core.units import format_bytes
 
 PART_NAMES = {

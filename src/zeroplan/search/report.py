@@ -8,8 +8,8 @@ import json
 from typing import Any
 
 from zeroplan import __version__
-from zeroplan.core.layout_search import PlanRecord
-from zeroplan.core.step_time import FlopModel
+from zeroplan.core.layout.search import PlanRecord
+from zeroplan.core.timing.step_time import FlopModel
 from zeroplan.render.spreadsheet import spreadsheet_safe
 from zeroplan.search.reasons import infeasible_summary, search_line
 from zeroplan.search.run import PlanOutcome

@@ -7,8 +7,8 @@ import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from zeroplan.core.layout_search import PlanRecord, SearchResult, search
-from zeroplan.core.step_time import FlopModel
+from zeroplan.core.layout.search import PlanRecord, SearchResult, search
+from zeroplan.core.timing.step_time import FlopModel
 from zeroplan.search.inputs import PlanInputs, ResolvedPlan, resolve
 from zeroplan.search.metrics import Throughput, throughput
 

@@ -82,7 +82,7 @@ def estimate_for(request: TraceRequest, assumptions: list[str]):
 
 
 def run(request: TraceRequest) -> TraceResult:
-    from zeroplan.core.activations import applied_implementation
+    from zeroplan.core.memory.activations import applied_implementation
     from zeroplan.inputs.training import load_model
 
     if request.attention not in ("sdpa", "eager"):

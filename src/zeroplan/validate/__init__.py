@@ -2,7 +2,7 @@
 ZeroRedundancyOptimizer and FSDP2, measure what every rank holds, and compare it with the prediction.
 
 Layout: shape (the tiny model's shape and parameter list, no torch), config (validated options, no torch),
-predict (model states from core.framework_partition, activations and CUDA peak, no torch), model (the torch
+predict (model states from core.memory.framework_partition, activations and CUDA peak, no torch), model (the torch
 module), wrappers (DDP / ZeRO-1 / FSDP2 and the optimizer, from zeroplan.distributed.sharding), measure
 (storage bytes, saved tensors, CUDA peaks), worker (one rank, started by zeroplan.distributed's launcher or
 in-process under torchrun), report (compare and render), runner (all of it). Importing this package does
@@ -12,7 +12,7 @@ not import torch; the run paths do.
 from __future__ import annotations
 
 from zeroplan.core.errors import RunFailed
-from zeroplan.core.framework_states import FRAMEWORK_BY_STAGE
+from zeroplan.core.memory.framework_states import FRAMEWORK_BY_STAGE
 
 # Each stage runs as the torch framework that behaves like it (see docs/accuracy.md), as estimate predicts it.
 STAGE_FRAMEWORKS = FRAMEWORK_BY_STAGE["torch"]

@@ -8,7 +8,7 @@ import math
 from dataclasses import asdict, dataclass
 
 from zeroplan.core.errors import InputError
-from zeroplan.core.framework_partition import FRAMEWORKS, unshardable_ranks
+from zeroplan.core.memory.framework_partition import FRAMEWORKS, unshardable_ranks
 from zeroplan.core.precision import normalize_precision
 from zeroplan.distributed.devices import BACKENDS, check_nproc
 from zeroplan.validate import STAGE_FRAMEWORKS

@@ -19,7 +19,7 @@ import torch
 from torch import nn
 from torch.distributed.tensor import DTensor
 
-from zeroplan.core.framework_partition import COMPONENTS
+from zeroplan.core.memory.framework_partition import COMPONENTS
 
 
 def _local(tensor: torch.Tensor) -> torch.Tensor:

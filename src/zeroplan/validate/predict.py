@@ -1,10 +1,10 @@
 """What zeroplan predicts for a validate run, before any rank starts (no torch).
 
-Model states: core.framework_partition with the bytes torch really keeps. Under both precisions torch
+Model states: core.memory.framework_partition with the bytes torch really keeps. Under both precisions torch
 stores fp32 parameters, fp32 gradients and fp32 optimizer states (see wrappers.py), so the per-element
 bytes are bytes_per_param("fp32", optimizer); torch's Adam/AdamW add a 4-byte `step` tensor per parameter.
 
-Activations: core.activations (Korthikanti et al. Table 2, no flash attention, no recompute), 4-byte
+Activations: core.memory.activations (Korthikanti et al. Table 2, no flash attention, no recompute), 4-byte
 elements for fp32 and 2-byte for mixed, one micro-batch in flight.
 
 CUDA memory (not yet checked against a GPU, see docs/accuracy.md):
@@ -22,9 +22,9 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from zeroplan.core.activations import ActivationConfig, activation_memory
-from zeroplan.core.framework_partition import FrameworkPartition, ParamSpec, framework_partition
-from zeroplan.core.framework_states import TORCH_STEP_TENSOR_BYTES
+from zeroplan.core.memory.activations import ActivationConfig, activation_memory
+from zeroplan.core.memory.framework_partition import FrameworkPartition, ParamSpec, framework_partition
+from zeroplan.core.memory.framework_states import TORCH_STEP_TENSOR_BYTES
 from zeroplan.core.precision import BytesPerParam, bytes_per_param
 from zeroplan.core.units import ceil_div
 from zeroplan.validate import STAGE_FRAMEWORKS

@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 
-from zeroplan.core.framework_partition import COMPONENTS, TIERS
+from zeroplan.core.memory.framework_partition import COMPONENTS, TIERS
 from zeroplan.validate import FRAMEWORK_LABELS, STAGE_FRAMEWORKS
 from zeroplan.validate.config import ValidateConfig
 from zeroplan.validate.predict import param_copy_bytes, predict_activations, predict_cuda, predict_states

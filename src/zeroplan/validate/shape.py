@@ -12,8 +12,8 @@ from dataclasses import asdict, dataclass
 from math import ceil
 
 from zeroplan.core.errors import InputError
-from zeroplan.core.framework_partition import ParamSpec
-from zeroplan.core.model import ModelShape, ModelSpec
+from zeroplan.core.memory.framework_partition import ParamSpec
+from zeroplan.core.model.spec import ModelShape, ModelSpec
 
 STYLES = ("gpt2", "llama")
 LLAMA_STYLE_FAMILIES = ("llama", "mistral", "mixtral", "qwen2", "gemma", "phi3")

@@ -2,7 +2,7 @@
 
 Derived from traces of the real code (`zeroplan trace`: torch's FSDPMemTracker, every storage alive at the
 peak named by the module, phase and op that made it; docs/trace.md), in the transformers version the trace
-extra installs. core.activations dispatches here for these families (its _transformers_* functions) and keeps
+extra installs. core.memory.activations dispatches here for these families (its _transformers_* functions) and keeps
 the generic step structure (the backward start, the loss, the last layer's forward, a layer's MLP backward).
 
 Notation: T = s·b tokens, e = bytes of the compute dtype, h hidden, a heads, k KV heads, d head_dim, f ffn.
@@ -168,9 +168,9 @@ def final_norm_bytes(lay: Layout, e: int, h: int) -> int:
 
 def peak_moments(lay: Layout, seq: int, micro_batch: int, e: int, h: int, a: int, k: int, d: int, f: int,
                  recompute: str) -> dict:
-    """The family's terms of core.activations.transformers_peak_moments (which fills the rest): what the traces
+    """The family's terms of core.memory.activations.transformers_peak_moments (which fills the rest): what the traces
     show alive inside a decoder layer's backward ("layer_backward_moments", each the excess over the layer's
-    kept activations and the gradients held, core.torch_buffers), the decoder's forward locals, module buffers,
+    kept activations and the gradients held, core.memory.torch_buffers), the decoder's forward locals, module buffers,
     the positions the layers are given, and with full recompute the layer recomputed (its input already kept).
 
     - the MLP's backward, in fc1's: the residual gradient (T·h·e), the activation's gradient (T·f·e), fc1's input

@@ -275,6 +275,6 @@ def collective_seconds(kind: str, buffer_bytes: float, ranks: int, links: LinkTa
         tree_intra, tree_inter = 2 * (per_node - 1), 2 * (nodes - 1).bit_length()
         if tree_intra * intra_lat + tree_inter * inter_lat < intra_hops * intra_lat + inter_hops * inter_lat:
             intra_hops, inter_hops = tree_intra, tree_inter
-    # core.collectives' one α-β price, with the network hops and a launch per bucket on top
+    # core.timing.collectives' one α-β price, with the network hops and a launch per bucket on top
     return (alpha_beta_seconds(intra_hops, wire_bytes, intra_lat, bandwidth) + inter_hops * inter_lat
             + calls * NCCL_LAUNCH_S)

@@ -1,4 +1,4 @@
-"""Per-GPU memory for many plans at once, byte-identical to core.estimate.evaluate_options.
+"""Per-GPU memory for many plans at once, byte-identical to core.evaluate.estimate.evaluate_options.
 
 evaluate_options builds each option's total from two independent halves: model states and buffers
 (they depend on the layout and the option, not on the step's shape) and activations (they depend on
@@ -6,7 +6,7 @@ the step's shape, not on the option), joined by one rule: the optimizer step's f
 lives after backward has freed the activations, so the GPU holds fixed + max(activations, temporary).
 
 Here the first half comes from evaluate_options itself, once per layout with zero activations. The
-second comes from core.activations' exact terms: every term is linear in the micro-batch b (each is
+second comes from core.memory.activations' exact terms: every term is linear in the micro-batch b (each is
 a multiple of s·b tokens), so the terms for b are exactly b × the terms for one sequence, and rounding
 each entry up, as activation_memory does, gives the same integers. tests/test_plan_search.py checks
 both against evaluate_options on a sample of plans.
@@ -17,9 +17,9 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 
-from zeroplan.core.activations import ActivationConfig, activation_terms
-from zeroplan.core.estimate import EstimateRequest, evaluate_options
-from zeroplan.core.model import ModelSpec
+from zeroplan.core.memory.activations import ActivationConfig, activation_terms
+from zeroplan.core.evaluate.estimate import EstimateRequest, evaluate_options
+from zeroplan.core.model.spec import ModelSpec
 from zeroplan.core.options import Option
 from zeroplan.core.units import ceil_div
 

@@ -1,5 +1,5 @@
 """Exhaustive plan search: every layout, ZeRO option, step shape and recompute mode, with its exact
-per-GPU memory (core.plan_memory) and its step time (core.step_time).
+per-GPU memory (core.plan_memory) and its step time (core.timing.step_time).
 
 Nothing is pruned: every combination that passes the structural checks (core.plan_space) is
 evaluated, and every one that does not is counted under its reason, so the report can say why the
@@ -15,19 +15,19 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Callable, NamedTuple
 
-from zeroplan.core.buffers import BufferConfig
-from zeroplan.core.estimate import EstimateRequest
-from zeroplan.core.fit import MemoryBudget
+from zeroplan.core.memory.deepspeed_buffers import BufferConfig
+from zeroplan.core.evaluate.estimate import EstimateRequest
+from zeroplan.core.memory.budget import MemoryBudget
 from zeroplan.core.hardware import ClusterSpec
-from zeroplan.core.model import ModelSpec
+from zeroplan.core.model.spec import ModelSpec
 from zeroplan.core.options import Option
-from zeroplan.core.parallel import ParallelDims
-from zeroplan.core.layout_memory import ActivationTable, FixedMemory, fixed_memory
-from zeroplan.core.layout_space import (PIPELINE_STAGE, PIPELINE_STAGES, SearchSpace, interleave_problem, layout_problem,
+from zeroplan.core.parallel.grid import ParallelDims
+from zeroplan.core.layout.batch_memory import ActivationTable, FixedMemory, fixed_memory
+from zeroplan.core.layout.space import (PIPELINE_STAGE, PIPELINE_STAGES, SearchSpace, interleave_problem, layout_problem,
                                       layouts, micro_batch_choices)
 from zeroplan.core.precision import BytesPerParam
-from zeroplan.core.traffic import gpu_optimizer_seconds, offload_seconds, zero_dp_seconds, offload_traffic
-from zeroplan.core.step_time import (FlopModel, Layout, Machine, StepTime, exposed_seconds, microbatch_seconds,
+from zeroplan.core.timing.dp_offload import gpu_optimizer_seconds, offload_seconds, zero_dp_seconds, offload_traffic
+from zeroplan.core.timing.step_time import (FlopModel, Layout, Machine, StepTime, exposed_seconds, microbatch_seconds,
                                     pass_times, pp_intra_node, step_time)
 from zeroplan.core.units import ceil_div
 

@@ -10,24 +10,24 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass, field
 
-from zeroplan.core import comm
-from zeroplan.core.activations import ActivationConfig, activation_memory
-from zeroplan.core.buffers import BufferConfig, gpu_buffer_bytes, host_buffer_bytes, bucket_calls
-from zeroplan.core.deepspeed_estimator import DEFAULT_BUFFER_FACTOR, deepspeed_model_states
+from zeroplan.core.timing import dp_traffic as comm
+from zeroplan.core.memory.activations import ActivationConfig, activation_memory
+from zeroplan.core.memory.deepspeed_buffers import BufferConfig, gpu_buffer_bytes, host_buffer_bytes, bucket_calls
+from zeroplan.core.memory.deepspeed_estimator import DEFAULT_BUFFER_FACTOR, deepspeed_model_states
 from zeroplan.core.errors import InputError
-from zeroplan.core.fit import MemoryBudget
+from zeroplan.core.memory.budget import MemoryBudget
 from zeroplan.core.hardware import ClusterSpec, Link
-from zeroplan.core.model import ModelSpec, ParamLayout
-from zeroplan.core.micro_batch import with_max_micro_batch
-from zeroplan.core.model_states import paper_model_states
-from zeroplan.core.option_estimate import OptionEstimate
+from zeroplan.core.model.spec import ModelSpec, ParamLayout
+from zeroplan.core.evaluate.micro_batch import with_max_micro_batch
+from zeroplan.core.memory.model_states import paper_model_states
+from zeroplan.core.evaluate.option_estimate import OptionEstimate
 from zeroplan.core.options import Option, options_for
-from zeroplan.core.parallel import ParallelDims
+from zeroplan.core.parallel.grid import ParallelDims
 from zeroplan.core.precision import BytesPerParam
 from zeroplan.core.units import ceil_div, format_count
-from zeroplan.core.pipeline import shard_params
-from zeroplan.core.collectives import LinkTable
-from zeroplan.core.traffic import offload_serial_seconds, offload_traffic
+from zeroplan.core.model.pipeline_stages import shard_params
+from zeroplan.core.timing.collectives import LinkTable
+from zeroplan.core.timing.dp_offload import offload_serial_seconds, offload_traffic
 
 
 @dataclass(frozen=True)
@@ -56,7 +56,7 @@ class EstimateRequest:
     calibrated_links: tuple[tuple[tuple[str, str], Link], ...] = ()
     # The framework convention: which framework, and the model's parameter tensors it partitions.
     framework: str = "deepspeed"
-    parameters: tuple = ()  # core.framework_partition.ParamSpec, imported only when this convention runs
+    parameters: tuple = ()  # core.memory.framework_partition.ParamSpec, imported only when this convention runs
 
     def __post_init__(self) -> None:
         if self.convention in ("deepspeed", "framework") and (self.parallel.tp > 1 or self.parallel.pp > 1):
@@ -137,7 +137,7 @@ def _evaluate(request: EstimateRequest, option: Option, activations: dict[str, i
         del breakdown["deepspeed/gpu_bytes"]
     else:
         if request.convention == "framework":
-            from zeroplan.core.framework_states import framework_model_states
+            from zeroplan.core.memory.framework_states import framework_model_states
 
             breakdown = framework_model_states(option, request.parameters, parallel.dp, per_param, request.framework)
         else:
@@ -178,21 +178,22 @@ def _evaluate(request: EstimateRequest, option: Option, activations: dict[str, i
     estimate = OptionEstimate(option, request.convention, breakdown, comm_seconds, offload_seconds,
                               fits=True, limits=(), host_checked=True)
     if request.max_micro_batch and request.activations is not None:
-        estimate = with_max_micro_batch(request, estimate, request.activations)
+        estimate = with_max_micro_batch(estimate, request.model, request.activations, request.budget.usable_gpu_bytes,
+                                        request.global_batch, request.parallel.dp)
     return _with_fit(request, estimate)
 
 
 def _torch_buffers(request: EstimateRequest, layout: ParamLayout, option: Option, breakdown: dict[str, int],
                    activations: dict[str, int]) -> dict[str, int]:
-    from zeroplan.core.activations import transformers_peak_moments
-    from zeroplan.core.torch_buffers import torch_gpu_buffers
+    from zeroplan.core.memory.activations import transformers_peak_moments
+    from zeroplan.core.memory.torch_buffers import torch_gpu_buffers
 
     model, mixed = request.model, request.per_param.precision == "mixed"
     params, layer_params, root_params = model.params, layout.layer_params, layout.input_params + layout.output_params
     layers = model.shape.layers if model.shape is not None else 0
     if option.stage in (2, 3) and request.parameters and layers:
         # FSDP2 gathers each parameter padded to a multiple of the world along dim 0 (copies and buffers).
-        from zeroplan.core.framework_partition import fsdp2_rows
+        from zeroplan.core.memory.framework_partition import fsdp2_rows
 
         def padded(spec) -> int:
             return fsdp2_rows(spec, request.parallel.dp, 0)[0] * request.parallel.dp * spec.row_numel

@@ -1,29 +1,27 @@
 """Per-step time of the data-parallel collectives, the offload transfers and the optimizer step
-(FORMULAS.md §4, §9), split by what compute each part can hide behind (core.step_time.compose).
+(FORMULAS.md §4, §9), split by what compute each part can hide behind (core.timing.step_time.compose).
 
-DP: the ZeRO collectives of core.comm (the same list the memory estimate prices), each priced as NCCL runs it
-(core.step_time.collective_seconds, built on core.collectives.alpha_beta_seconds: ring bandwidth on the
+DP: the ZeRO collectives of core.timing.dp_traffic (the same list the memory estimate prices), each priced as NCCL runs it
+(core.timing.step_time.collective_seconds, built on core.timing.collectives.alpha_beta_seconds: ring bandwidth on the
 group's span, hop latencies once per phase, a launch per bucket). Offload: one OffloadTraffic record of the
 bytes a step moves (offload_traffic), which both commands price: `zeroplan estimate` serially
 (offload_serial_seconds), `zeroplan plan` split by what each transfer can hide behind (offload_seconds;
-core.step_time's module note). Standard library only.
+core.timing.step_time's module note). Standard library only.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
 
 from dataclasses import dataclass
 
-from zeroplan.core.comm import Collective, dp_collectives
+from zeroplan.core.timing.dp_traffic import Collective, dp_collectives
 from zeroplan.core.options import Option
 from zeroplan.core.precision import BytesPerParam
-from zeroplan.core.collectives import LinkTable, collective_seconds
-from zeroplan.core.buffers import BufferConfig, bucket_calls
-from zeroplan.core.model_states import HOST_GRADIENT_BYTES, sharded
+from zeroplan.core.timing.collectives import LinkTable, collective_seconds
+from zeroplan.core.memory.deepspeed_buffers import BufferConfig, bucket_calls
+from zeroplan.core.memory.model_states import HOST_GRADIENT_BYTES, sharded
 
-if TYPE_CHECKING:
-    from zeroplan.core.step_time import Machine  # annotations only: the estimate path never loads step_time
+from zeroplan.core.timing.machine import Machine
 
 
 @dataclass(frozen=True)
@@ -61,7 +59,7 @@ def dp_seconds(collectives: list[Collective], links: LinkTable, ranks_per_node: 
 def zero_dp_seconds(option: Option, shard_params: int, dp: int, per_param: BytesPerParam, dp_intra_node: bool,
                     micro_batches: int, buffers: BufferConfig, links: LinkTable,
                     ranks_per_node: int = 1) -> DpSeconds:
-    """DP time from core.comm's collectives, with the buckets the memory model uses."""
+    """DP time from core.timing.dp_traffic's collectives, with the buckets the memory model uses."""
     calls_reduce, calls_gather = bucket_calls(option.stage, shard_params, buffers)
     span = "intra_node" if dp_intra_node else "inter_node"
     collectives = dp_collectives(option.stage, shard_params, dp, per_param.params, per_param.gradients, span,

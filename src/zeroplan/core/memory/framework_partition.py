@@ -207,7 +207,7 @@ def params_from_shapes(shapes: Mapping[str, Sequence[int]] | Iterable[tuple]) ->
     return specs
 
 
-# Weight shapes of the modules core.architecture names, as transformers builds them: (rows, cols) with
+# Weight shapes of the modules core.model.families names, as transformers builds them: (rows, cols) with
 # nn.Linear's (out, in) layout; GPT-2's Conv1D is (in, out). Whatever a module holds beyond its weight
 # is its bias. None rows: derived from the module's size (Falcon's fused qkv).
 _LINEAR_SHAPES = {
@@ -255,7 +255,7 @@ def _module_shapes(arch, name: str, size: int) -> list[tuple[int, ...]]:
 
 
 def params_from_architecture(arch) -> list[ParamSpec]:
-    """ParamSpecs for a core.architecture.Architecture; a tied head is not listed (the embedding is it)."""
+    """ParamSpecs for a core.model.families.Architecture; a tied head is not listed (the embedding is it)."""
     specs: list[ParamSpec] = []
     for module in arch.modules:
         shapes = _module_shapes(arch, module.name, module.params)

@@ -1,7 +1,7 @@
 """Model states as a real framework partitions them (the "framework" convention).
 
 The paper splits Ψ evenly; frameworks split tensors. This maps each ZeRO stage to what implements it
-and reads the most loaded rank off core.framework_partition:
+and reads the most loaded rank off core.memory.framework_partition:
 - deepspeed: DDP-like stage 0, the flat 2·N-aligned buffer of ZeRO-1/2, per-parameter padding of ZeRO-3,
   with the precision's bytes per parameter (mixed: 16-bit weights and gradients, fp32 master + states).
 - torch: DDP, ZeroRedundancyOptimizer, FSDP2 without and with resharding. torch keeps fp32 weights and
@@ -13,7 +13,7 @@ Offload tiers stay in the paper convention: this one evaluates stages 0-3 on the
 from __future__ import annotations
 
 from zeroplan.core.errors import InputError
-from zeroplan.core.framework_partition import ParamSpec, framework_partition
+from zeroplan.core.memory.framework_partition import ParamSpec, framework_partition
 from zeroplan.core.options import Option
 from zeroplan.core.precision import BytesPerParam, bytes_per_param
 

@@ -1,6 +1,6 @@
 """Activation bytes of transformers' Gemma, Phi-3 and Mixtral decoder layers, in exact integer bytes (pure stdlib).
 
-The llama-style families (core.activations) share one decoder layer; these three differ from it in what their
+The llama-style families (core.memory.activations) share one decoder layer; these three differ from it in what their
 code keeps for backward, read off traces of transformers' own code (`zeroplan trace`, docs/trace.md: every
 storage saved for backward, with the op that made it) and written out term by term. Notation: T = s·b tokens,
 e the compute dtype's bytes, h hidden, a heads, k KV heads, d head_dim, f ffn, V vocabulary.
@@ -133,7 +133,7 @@ def layer_bytes(family: str, tokens: int, seq: int, e: int, hidden: int, heads: 
 
 @dataclass(frozen=True)
 class LayerMoments:
-    """Where a decoder layer's backward moments (core.activations.transformers_peak_moments) differ from llama's."""
+    """Where a decoder layer's backward moments (core.memory.activations.transformers_peak_moments) differ from llama's."""
 
     mlp_weight_gradients: int  # every MLP weight gradient, alive after the MLP's backward
     mlp_moment: int | None = None  # replaces llama's MLP moment (its excess over the activations freed)

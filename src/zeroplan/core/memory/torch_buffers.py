@@ -11,7 +11,7 @@ yet with one micro-batch per step) or the optimizer step (gradients + its tempor
 freed). With the model states counted in full, what the peak adds beyond them and the activations is
 max(copies − gradients, temporary − activations): negative when the gradients counted among the model
 states do not exist yet at the peak (stages 0-1 at the start of backward).
-For the families whose transformers code is derived (core.activations.transformers_peak_moments) the traces
+For the families whose transformers code is derived (core.memory.activations.transformers_peak_moments) the traces
 show more moments that can hold the peak, modelled exactly: the loss at the end of the forward pass, the first
 and last layers' forward, inside a decoder layer's backward (its gradient temporaries, the next layer
 prefetched, the previous layer's reduce-scatter buffer) and at the end of backward (the embeddings' backward,
@@ -32,7 +32,7 @@ def torch_gpu_buffers(stage: int, params: int, layer_params: int, root_params: i
     """gpu/buffers entries (bytes) for torch's DDP/ZeroRedundancyOptimizer/FSDP2 at the peak moment.
 
     params, layer_params, root_params: elements as FSDP2 gathers them (each tensor padded to a multiple of the
-    world along dim 0) for stages 2-3. moments (core.activations.transformers_peak_moments, where derived) adds
+    world along dim 0) for stages 2-3. moments (core.memory.activations.transformers_peak_moments, where derived) adds
     the other moments the traces show holding the peak, each as its excess over the model states and the
     backward start's activations (the peak is the largest):
     - stage 2, the loss at the end of the forward pass: every compute copy, one all-gather buffer still alive,

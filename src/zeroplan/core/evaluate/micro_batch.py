@@ -3,13 +3,10 @@
 from __future__ import annotations
 
 import dataclasses
-from typing import TYPE_CHECKING
 
-from zeroplan.core.activations import ActivationConfig, largest_micro_batch_that_fits
-from zeroplan.core.option_estimate import OptionEstimate
-
-if TYPE_CHECKING:
-    from zeroplan.core.estimate import EstimateRequest
+from zeroplan.core.evaluate.option_estimate import OptionEstimate
+from zeroplan.core.memory.activations import ActivationConfig, largest_micro_batch_that_fits
+from zeroplan.core.model.spec import ModelSpec
 
 
 def accumulation_for(global_batch: int, dp: int, micro_batch_limit: int) -> tuple[int, int] | None:
@@ -24,18 +21,19 @@ def accumulation_for(global_batch: int, dp: int, micro_batch_limit: int) -> tupl
     return None
 
 
-def with_max_micro_batch(request: EstimateRequest, estimate: OptionEstimate,
-                         activations: ActivationConfig) -> OptionEstimate:
+def with_max_micro_batch(estimate: OptionEstimate, model: ModelSpec, activations: ActivationConfig,
+                         usable: int, global_batch: int | None, dp: int) -> OptionEstimate:
+    """`estimate` with the largest micro-batch that fits `usable` GPU bytes, and the accumulation that reaches
+    `global_batch` over `dp` ranks (when one is given)."""
     # total(b) = fixed + max(activations(b), step temporary): both sides must fit.
     beyond = estimate.breakdown.get("gpu/buffers/optimizer_step_beyond_activations", 0)
     fixed = estimate.gpu_bytes["total"] - estimate.gpu_bytes["activations"] - beyond
     temporary = estimate.breakdown.get("temporaries/fp32_gradient_partition", 0)
-    usable = request.budget.usable_gpu_bytes
     largest = 0
     if fixed + temporary <= usable:
-        largest = largest_micro_batch_that_fits(usable, fixed, request.model, activations)
+        largest = largest_micro_batch_that_fits(usable, fixed, model, activations)
     found = None
-    if request.global_batch is not None and largest:
-        found = accumulation_for(request.global_batch, request.parallel.dp, largest)
+    if global_batch is not None and largest:
+        found = accumulation_for(global_batch, dp, largest)
     return dataclasses.replace(estimate, max_micro_batch=largest, accumulation_micro_batch=found and found[0],
                                grad_accum_steps=found and found[1])

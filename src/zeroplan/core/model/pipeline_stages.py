@@ -9,7 +9,7 @@ With only a parameter count known, the stages split it evenly.
 from __future__ import annotations
 
 from zeroplan.core.errors import InputError
-from zeroplan.core.model import ModelSpec
+from zeroplan.core.model.spec import ModelSpec
 from zeroplan.core.units import ceil_div
 
 

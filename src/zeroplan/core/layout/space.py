@@ -6,15 +6,15 @@ from __future__ import annotations
 from dataclasses import dataclass
 from fractions import Fraction
 
-from zeroplan.core.activations import RECOMPUTE_MODES
+from zeroplan.core.memory.activations import RECOMPUTE_MODES
 from zeroplan.core.errors import InputError
-from zeroplan.core.layout_rules import (  # noqa: F401 - the reasons plan reports
+from zeroplan.core.parallel.rules import (  # noqa: F401 - the reasons plan reports
     CP_SEQUENCE, MAX_SEQ_LEN, PP_LAYERS, SP_SEQUENCE, TP_CROSSES_NODES, TP_HEADS, TP_KV_HEADS,
     context_parallel_problem, model_layout_problem,
 )
-from zeroplan.core.model import ModelSpec
+from zeroplan.core.model.spec import ModelSpec
 from zeroplan.core.options import PAPER_OPTIONS, Option
-from zeroplan.core.parallel import MAX_WORLD, ParallelDims
+from zeroplan.core.parallel.grid import MAX_WORLD, ParallelDims
 from zeroplan.core.units import ceil_div
 
 # An uneven pipeline split is accepted while the busiest stage carries at most this much more than an

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from zeroplan.core.estimate import EstimateRequest, OptionEstimate, collectives_for
+from zeroplan.core.evaluate.estimate import EstimateRequest, OptionEstimate, collectives_for
 from zeroplan.core.units import format_bytes, format_count, format_rate
-from zeroplan.core.model_states import sharded
+from zeroplan.core.memory.model_states import sharded
 
 _STAGE_FORMULAS = {
     0: ("(P+G+K)Ψ", lambda p, g, k: ((p + g + k, 1),)),

@@ -15,8 +15,8 @@ export): one set of rules, each with the reason it is checked.
 from __future__ import annotations
 
 from zeroplan.core.errors import InputError
-from zeroplan.core.model import ModelSpec
-from zeroplan.core.parallel import ParallelDims
+from zeroplan.core.model.spec import ModelSpec
+from zeroplan.core.parallel.grid import ParallelDims
 
 # Reasons a layout is ruled out (plan counts them by these texts).
 TP_HEADS = "tp does not divide the attention heads"

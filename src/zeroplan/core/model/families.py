@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from zeroplan.core.errors import InputError
-from zeroplan.core.model import ModelShape, ModelSpec, ParamLayout
+from zeroplan.core.model.spec import ModelShape, ModelSpec, ParamLayout
 from zeroplan.core.units import shown
 
 _LLAMA_LIKE = ("llama", "mistral", "mixtral", "qwen2", "gemma")

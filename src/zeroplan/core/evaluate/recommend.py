@@ -14,10 +14,10 @@ import dataclasses
 from math import lcm
 from dataclasses import dataclass
 
-from zeroplan.core.estimate import EstimateRequest, OptionEstimate, evaluate_options
+from zeroplan.core.evaluate.estimate import EstimateRequest, OptionEstimate, evaluate_options
 
 
-from zeroplan.core.parallel import MAX_WORLD, ParallelDims
+from zeroplan.core.parallel.grid import MAX_WORLD, ParallelDims
 from zeroplan.core.units import format_bytes
 
 

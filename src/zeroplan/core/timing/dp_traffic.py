@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from zeroplan.core.errors import InputError
 from zeroplan.core.hardware import Link
 from zeroplan.core.units import ceil_div
-from zeroplan.core.collectives import ALL_GATHER, REDUCE_SCATTER, alpha_beta_seconds, ring_steps
+from zeroplan.core.timing.collectives import ALL_GATHER, REDUCE_SCATTER, alpha_beta_seconds, ring_steps
 
 ZEROPP_FEATURES = ("qwz", "hpz", "qgz")
 QWZ_BITS = 8

@@ -37,12 +37,12 @@ from math import ceil
 from operator import attrgetter
 from typing import Any
 
-from zeroplan.core import transformers_gated_families as gated
-from zeroplan.core import transformers_layernorm_families as layernorm_families
+from zeroplan.core.memory import activations_gated_families as gated
+from zeroplan.core.memory import activations_layernorm_families as layernorm_families
 from zeroplan.core.errors import InputError
-from zeroplan.core.layout_rules import MAX_SEQ_LEN
-from zeroplan.core.model import ModelSpec
-from zeroplan.core.transformers_gated_families import (
+from zeroplan.core.parallel.rules import MAX_SEQ_LEN
+from zeroplan.core.model.spec import ModelSpec
+from zeroplan.core.memory.activations_gated_families import (
     GATED_FAMILIES,
     GatedTraits,
     gated_traits,
@@ -55,8 +55,8 @@ from zeroplan.core.units import ceil_div
 RECOMPUTE_MODES = ("none", "selective", "full", "selective-op")
 IMPLEMENTATIONS = ("transformers", "megatron")
 # Families whose transformers decoder layer is derived to the byte (RMSNorm + rotary + SwiGLU; GPT-2's block;
-# Gemma, Phi-3 and Mixtral in core.transformers_gated_families; GPT-NeoX, OPT and Falcon in
-# core.transformers_layernorm_families).
+# Gemma, Phi-3 and Mixtral in core.memory.activations_gated_families; GPT-NeoX, OPT and Falcon in
+# core.memory.activations_layernorm_families).
 LLAMA_STYLE_FAMILIES = ("llama", "mistral", "qwen2")
 TRANSFORMERS_FAMILIES = LLAMA_STYLE_FAMILIES + ("gpt2",) + GATED_FAMILIES + layernorm_families.FAMILIES
 DEFAULT_SEQ_LEN_CAP = 4096  # the default sequence length: the model's context, at most this
@@ -552,12 +552,12 @@ def transformers_peak_moments(model: ModelSpec, config: ActivationConfig) -> dic
     (RMSNorm, rotary, SwiGLU) and GPT-2's block (LayerNorm with bias, Conv1D with bias, gelu_new, learned
     positions, tied head) have the same moments with their own sizes; GPT-NeoX, OPT and Falcon bring their own
     layer_backward_moments, forward_locals, module buffers, positions and recomputed layer
-    (core.transformers_layernorm_families.peak_moments) and share the rest:
+    (core.memory.activations_layernorm_families.peak_moments) and share the rest:
     - "loss_forward_beyond_backward_start": the end of the forward pass, inside the loss, minus the backward
       start's loss term: logits in the compute dtype T·V·e (plus their fp32 upcast in 16 bits), the fp32
       log-softmax T·V·4, the shifted labels 8·b·(s+1), two fp32 scalars; the backward start's 12·T·V replaced.
     - inside a decoder layer's backward ("layer_backward_moments", each the excess of the layer's gradient
-      temporaries and weight gradients over its activations freed by then; core.torch_buffers adds the head's
+      temporaries and weight gradients over its activations freed by then; core.memory.torch_buffers adds the head's
       gradients (V·h + h)·e, GPT-2's LayerNorm (V·h + 2·h)·e ("head_gradients"), two fp32 scalars, the layer
       recomputed and the layers done, and frees the final norm and the loss ("output_and_loss")):
       (a) the MLP's, after the two products of its activation's gradient (SwiGLU's silu(gate)·up, gelu_new's
@@ -614,7 +614,7 @@ def transformers_peak_moments(model: ModelSpec, config: ActivationConfig) -> dic
     # the layer's activations alive when its backward begins: its own (none, selective) or recomputed ones (full)
     layer_at_backward = recomputed_layer if config.recompute == "full" else layer
     mlp_weights = h * f * e + (h * e if gpt2 else 0)  # the down projection's weight (and bias) gradient
-    # Gemma's, Phi-3's and Mixtral's differ where their code does (core.transformers_gated_families)
+    # Gemma's, Phi-3's and Mixtral's differ where their code does (core.memory.activations_gated_families)
     family = gated.layer_moments(shape.family or "", tokens, e, h, f, shape.experts, shape.experts_per_token)
     moments = [mlp_weights + tokens * h * e + 3 * tokens * f * e - tokens * f * e]
     if family.mlp_moment is not None:
