@@ -86,7 +86,7 @@ def test_importing_zeroplan_loads_nothing_heavy():
 
 def test_the_package_names_stay_callable_after_their_import():
     import zeroplan.check.runner  # noqa: F401
-    import zeroplan.estimate.run  # noqa: F401
+    import zeroplan.planning.estimate_plan  # noqa: F401
 
     assert zeroplan.estimate(params="7B", gpus=8).params == 7 * 10**9
     assert zeroplan.check(str(DEEPSPEED / "good_zero2.json")).failed is False

@@ -27,7 +27,7 @@ from zeroplan.deepspeed.buckets import Buckets
 from zeroplan.deepspeed.choose import choose
 from zeroplan.deepspeed.context import from_flags
 from zeroplan.deepspeed.keys import DEEPSPEED_DEFAULTS
-from zeroplan.estimate.run import build_plan
+from zeroplan.planning.estimate_plan import build_plan
 from zeroplan.inputs.estimate_inputs import EstimateInputs
 from zeroplan.search.inputs import PlanInputs, resolve
 

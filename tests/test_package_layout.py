@@ -98,3 +98,86 @@ def test_one_error_hierarchy():
                 if is_exception and ("RuntimeError" in bases or carries_status) and not is_ours:
                     offenders.append(f"{'/'.join(parts)}: {node.name}")
     assert offenders == []
+
+
+# Packages, lowest first: a package may import only packages before it in this order (cli imports them all and
+# nothing imports cli). A back edge (a shared package reaching up into a command's pipeline) fails here.
+PACKAGE_ORDER = ("core", "render", "inputs", "distributed", "planning", "deepspeed", "estimate", "search", "check",
+                 "export", "trace", "validate", "bench", "api", "cli")
+
+# core/ by concept, lowest first: errors/units/hardware/precision/options at the root, then each folder may
+# import the root and the folders before it, never one after it.
+CORE_ORDER = ("<root>", "model", "parallel", "memory", "timing", "evaluate", "layout")
+
+
+def test_packages_import_only_packages_below_them():
+    edges = _package_edges()
+    assert set(edges) | {target for targets in edges.values() for target in targets} <= set(PACKAGE_ORDER), \
+        "a new package: give it its place in PACKAGE_ORDER"
+    rank = {name: index for index, name in enumerate(PACKAGE_ORDER)}
+    back = [f"{source} -> {target}" for source, targets in edges.items() for target in targets
+            if rank[target] >= rank[source]]
+    assert back == [], f"imports against the package order {PACKAGE_ORDER}: {back}"
+
+
+def _core_folder(parts: tuple[str, ...]) -> str:
+    return parts[2] if len(parts) > 3 else "<root>"
+
+
+def test_core_folders_import_only_folders_below_them():
+    assert {p.name for p in (SRC / "core").iterdir() if p.is_dir() and p.name != "__pycache__"} == \
+        set(CORE_ORDER) - {"<root>"}, "a new folder in core/: give it its place in CORE_ORDER"
+    rank = {name: index for index, name in enumerate(CORE_ORDER)}
+    back = []
+    for path, parts, tree in _modules():
+        if parts[1] != "core":
+            continue
+        here = _core_folder(parts)
+        for node in ast.walk(tree):
+            for name in _imported(node, parts):
+                pieces = name.split(".")
+                if pieces[:2] != ["zeroplan", "core"] or len(pieces) < 3:
+                    continue
+                target = pieces[2] if (SRC / "core" / pieces[2]).is_dir() else "<root>"
+                if target != here and rank[target] > rank[here]:
+                    back.append(f"{'/'.join(parts)} -> {name}")
+    assert back == [], f"imports against core's order {CORE_ORDER}: {back}"
+
+
+def test_the_root_of_core_holds_only_the_shared_vocabulary():
+    assert sorted(p.stem for p in (SRC / "core").glob("*.py")) == \
+        ["__init__", "errors", "hardware", "options", "precision", "units"]
+
+
+def test_no_import_circle_between_files():
+    """Module-level circles, type-only imports included (a type imported from the wrong file marks a definition
+    in the wrong place)."""
+    modules = {".".join(parts[:-1] if parts[-1] == "__init__" else parts): tree for _, parts, tree in _modules()}
+    edges: dict[str, set[str]] = {}
+    for (path, parts, tree) in _modules():
+        name = ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ImportFrom) and node.module and not node.level:
+                targets = [node.module] + [f"{node.module}.{alias.name}" for alias in node.names]
+            else:
+                targets = _imported(node, parts)
+            for target in targets:
+                if target in modules and target != name and not name.startswith(target + "."):
+                    edges.setdefault(name, set()).add(target)
+    circles: set[str] = set()
+    state: dict[str, int] = {}
+
+    def visit(node: str, stack: list[str]) -> None:
+        state[node] = 1
+        for nxt in sorted(edges.get(node, ())):
+            if state.get(nxt) == 1:
+                circles.add(" -> ".join(stack[stack.index(nxt):] + [nxt]))
+            elif nxt not in state:
+                visit(nxt, stack + [nxt])
+        state[node] = 2
+
+    for start in sorted(edges):
+        if start not in state:
+            visit(start, [start])
+    ignorable = {c for c in circles if c.split(" -> ")[0] in {"zeroplan", "zeroplan.api"}}
+    assert sorted(circles - ignorable) == []

@@ -9,7 +9,7 @@ import json
 
 import pytest
 
-from zeroplan.estimate.run import build_plan
+from zeroplan.planning.estimate_plan import build_plan
 from zeroplan.inputs.estimate_inputs import EstimateInputs
 
 GRID = ["sweep", "--model", "llama-2-7b", "--params", "13e9", "--gpus", "1,2,8", "--gpu", "a100-80g,h100-80g"]

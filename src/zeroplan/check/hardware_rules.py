@@ -85,7 +85,7 @@ def memory(view: ConfigView, context: CheckContext, skipped: list[Skipped], assu
     except InputError as exc:
         skipped.append(Skipped(MEMORY_RULES, f"zeroplan does not model this offload combination: {exc.problem}"))
         return
-    from zeroplan.estimate.run import build_plan
+    from zeroplan.planning.estimate_plan import build_plan
 
     precision = "fp32" if element_bytes(view) == 4 else "mixed"
     buckets = config_buckets(view, stage) or Buckets(

@@ -1,4 +1,4 @@
-"""`zeroplan estimate`: a thin layer from flags to zeroplan.estimate.run and back out through a formatter."""
+"""`zeroplan estimate`: a thin layer from flags to zeroplan.planning.estimate_plan and back out through a formatter."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ from zeroplan.render.sink import check_format, write_text
          formats=("table", "json", "csv", "markdown"))
 def estimate(output: OutputInputs, **sections) -> None:
     """What every GPU holds at each ZeRO stage and offload tier, what each step sends, and what to use."""
-    from zeroplan.estimate.run import build_plan
+    from zeroplan.planning.estimate_plan import build_plan
 
     output_format = check_format(output.output_format)
     if output.explain and output_format == "csv":

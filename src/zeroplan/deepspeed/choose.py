@@ -74,7 +74,7 @@ def _fit_buckets(request, estimate: OptionEstimate, reduce: int, prefetch: int, 
 
 def choose(context: CheckContext, *, stage: int | None = None, offload_optimizer: str | None = None,
            offload_params: str | None = None, force: bool = False) -> Choice:
-    from zeroplan.estimate.run import build_plan
+    from zeroplan.planning.estimate_plan import build_plan
 
     # bf16 by default, fp16 on GPUs without bf16 (V100): an fp16 config needs DeepSpeed's loss scaling.
     gpu = planning.gpu_spec(context)

@@ -68,7 +68,7 @@ class EstimateResult:
 def estimate(*, units: str = "iec", **options: Any) -> EstimateResult:
     """`zeroplan estimate`: what every GPU holds at each ZeRO stage and offload tier, and what to use."""
     from zeroplan.estimate import report
-    from zeroplan.estimate.run import build_plan
+    from zeroplan.planning.estimate_plan import build_plan
     from zeroplan.inputs.estimate_inputs import FIELDS, EstimateInputs
 
     refuse_unknown(options, {name for names in FIELDS.values() for name in names}, "estimate")

@@ -5,7 +5,7 @@ recommended option marked."""
 from __future__ import annotations
 
 from zeroplan.core.units import memory_unit
-from zeroplan.estimate.run import Plan
+from zeroplan.planning.estimate_plan import Plan
 from zeroplan.render.figures import (
     CATEGORY_COLORS,
     check_plot_path,

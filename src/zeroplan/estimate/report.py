@@ -14,7 +14,7 @@ from zeroplan import __version__
 from zeroplan.render.spreadsheet import spreadsheet_safe
 from zeroplan.core.evaluate.estimate import OptionEstimate
 from zeroplan.core.units import format_bytes, format_seconds
-from zeroplan.estimate.run import Plan
+from zeroplan.planning.estimate_plan import Plan
 
 SCHEMA_VERSION = 1
 

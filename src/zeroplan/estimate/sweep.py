@@ -82,7 +82,7 @@ def _fewest(request: EstimateRequest, option: Option | None) -> int | None:
 
 def sweep_rows(inputs: SweepInputs) -> tuple[list[dict[str, Any]], list[str]]:
     """Every row, and the assumptions shared by all of them."""
-    from zeroplan.estimate.run import build_plan
+    from zeroplan.planning.estimate_plan import build_plan
     from zeroplan.inputs.estimate_inputs import EstimateInputs
     from zeroplan.inputs.training import resolve_model
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from zeroplan.core.units import format_bytes, format_count, format_seconds, memory_unit
 from zeroplan.render.terminal import Canvas, grid, grid_width
-from zeroplan.estimate.run import Plan
+from zeroplan.planning.estimate_plan import Plan
 
 BAR_WIDTH = 8
 

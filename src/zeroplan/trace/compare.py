@@ -67,7 +67,7 @@ def _precision(value: str) -> str:
 
 def estimate_for(request: TraceRequest, assumptions: list[str]):
     """estimate's plan for the same inputs: torch's wrappers (framework convention), the traced stage."""
-    from zeroplan.estimate.run import build_plan
+    from zeroplan.planning.estimate_plan import build_plan
     from zeroplan.inputs.estimate_inputs import EstimateInputs
 
     inputs = EstimateInputs.of(model=request.model, gpus=request.gpus, gpu=request.gpu, stage=request.stage,
