@@ -227,6 +227,7 @@ def build_plan(inputs: EstimateInputs) -> Plan:
             recommendation = dataclasses.replace(recommendation, reason=recommendation.reason + hint)
 
     per_param, parallel = request.per_param, request.parallel
+    assumptions.extend(request.model.extra.get("notes", ()))  # what the model's count leaves out, and how it was made
     assumptions.extend(budget_assumptions(inputs.budget, request.budget, inputs.units))
     assumptions.extend(_activation_notes(request, activations, inputs.units))
     assumptions.extend(_buffer_notes(inputs))

@@ -261,6 +261,7 @@ def params_from_architecture(arch) -> list[ParamSpec]:
     for module in arch.modules:
         shapes = list(module.shapes) or _module_shapes(arch, module.name, module.params)
         for copy in range(module.copies):
-            prefix = f"{module.name}.{copy}" if module.copies > 1 else module.name
+            in_layer = getattr(module, "in_layer", False) and arch.layers > 1  # "<module>.<copy>": a layer's
+            prefix = f"{module.name}.{copy}" if module.copies > 1 or in_layer else module.name
             specs.extend(ParamSpec(f"{prefix}.{index}", shape) for index, shape in enumerate(shapes))
     return specs

@@ -35,6 +35,7 @@ class Module:
     params: int
     copies: int = 1
     shapes: tuple[Shape, ...] = ()
+    in_layer: bool = False  # a decoder layer's module (even where only one layer holds it)
 
 
 def _linear(name: str, inputs: int, outputs: int, bias: bool, conv1d: bool = False) -> tuple[str, tuple[Shape, ...]]:
@@ -308,18 +309,16 @@ class Decoder:
     @property
     def modules(self) -> tuple[Module, ...]:
         """Every module that owns parameters, identical modules of different layer kinds merged."""
-        merged: dict[tuple[str, tuple[Shape, ...]], int] = {}
+        merged: dict[tuple[str, tuple[Shape, ...], bool], int] = {}
         for name, shapes in self._input_modules():
-            merged[(name, shapes)] = merged.get((name, shapes), 0) + 1
-        layer_modules: dict[tuple[str, tuple[Shape, ...]], int] = {}
+            merged[(name, shapes, False)] = merged.get((name, shapes, False), 0) + 1
         for layer, count in self.layer_kinds():
             for name, shapes in layer.modules(self.hidden):
-                layer_modules[(name, shapes)] = layer_modules.get((name, shapes), 0) + count
-        ordered = list(layer_modules.items()) + [(o, 1) for o in self._output_modules()]
-        for key, count in ordered:
-            merged[key] = merged.get(key, 0) + count
-        return tuple(Module(name, sum(prod(s) for s in shapes), copies, shapes)
-                     for (name, shapes), copies in merged.items() if shapes)
+                merged[(name, shapes, True)] = merged.get((name, shapes, True), 0) + count
+        for name, shapes in self._output_modules():
+            merged[(name, shapes, False)] = merged.get((name, shapes, False), 0) + 1
+        return tuple(Module(name, sum(prod(s) for s in shapes), copies, shapes, in_layer)
+                     for (name, shapes, in_layer), copies in merged.items() if shapes)
 
     @property
     def params(self) -> int:
