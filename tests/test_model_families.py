@@ -49,3 +49,126 @@ def test_every_released_config_is_a_described_family() -> None:
 def test_released_config_matches_transformers_on_meta_device(name: str) -> None:
     spec = model_spec_from_hf_config(released(name), name)
     assert (spec.params, spec.largest_layer_params) == meta_counts(released(name))
+
+
+def _variants() -> dict[str, dict]:
+    """Small configs reaching the branches the released ones do not (biases on, norms toggled, layer patterns)."""
+    tiny = dict(hidden_size=64, num_hidden_layers=4, num_attention_heads=4, num_key_value_heads=2, head_dim=16,
+                vocab_size=128, intermediate_size=96, max_position_embeddings=64,
+                pad_token_id=0, bos_token_id=0, eos_token_id=0, rope_theta=10000.0)
+    moe = dict(num_experts=4, num_local_experts=4, num_experts_per_tok=2, moe_intermediate_size=32)
+    return {
+        "qwen3-bias-tied": dict(tiny, model_type="qwen3", attention_bias=True, tie_word_embeddings=True),
+        "qwen3-moe-sparse-step": dict(tiny, **moe, model_type="qwen3_moe", decoder_sparse_step=2, mlp_only_layers=[3]),
+        "qwen2-moe-no-bias": dict(tiny, **moe, model_type="qwen2_moe", qkv_bias=False,
+                                  shared_expert_intermediate_size=48),
+        "gemma2-bias": dict(tiny, model_type="gemma2", attention_bias=True),
+        "olmo2-gqa": dict(tiny, model_type="olmo2"),
+        "olmo-no-params-norm": dict(tiny, model_type="olmo", attention_bias=True),
+        "olmoe-gqa": dict(tiny, **moe, model_type="olmoe"),
+        "cohere-qk-norm-gqa": dict(tiny, model_type="cohere", use_qk_norm=True),
+        "starcoder2-no-bias": dict(tiny, model_type="starcoder2", use_bias=False),
+        "granite-biases": dict(tiny, model_type="granite", attention_bias=True, mlp_bias=True),
+        "glm4-no-bias": dict(tiny, model_type="glm4", attention_bias=False),
+        "glm4-moe-qk-norm": dict(tiny, model_type="glm4_moe", n_routed_experts=4, n_shared_experts=2,
+                                 num_experts_per_tok=2, moe_intermediate_size=32, first_k_dense_replace=2,
+                                 use_qk_norm=True, attention_bias=True),
+        "deepseek-v3-bias-no-q-lora": dict(tiny, model_type="deepseek_v3", n_routed_experts=4, n_shared_experts=1,
+                                           num_experts_per_tok=2, moe_intermediate_size=32, first_k_dense_replace=1,
+                                           q_lora_rank=None, kv_lora_rank=32, qk_rope_head_dim=8,
+                                           qk_nope_head_dim=16, v_head_dim=24, attention_bias=True, n_group=1,
+                                           topk_group=1),
+        "deepseek-v2-q-lora": dict(tiny, model_type="deepseek_v2", n_routed_experts=4, n_shared_experts=1,
+                                   num_experts_per_tok=2, moe_intermediate_size=32, q_lora_rank=24,
+                                   kv_lora_rank=32, qk_rope_head_dim=8, qk_nope_head_dim=16, v_head_dim=16),
+        "ernie-moe-interval": dict(tiny, model_type="ernie4_5_moe", moe_num_experts=4, moe_k=2,
+                                   moe_intermediate_size=32, moe_num_shared_experts=0, moe_layer_start_index=0,
+                                   moe_layer_end_index=3, moe_layer_interval=2, use_bias=True),
+        "ernie-bias": dict(tiny, model_type="ernie4_5", use_bias=True),
+        "exaone4-tied": dict(tiny, model_type="exaone4", tie_word_embeddings=True),
+        "hunyuan-dense-no-qk-norm": dict(tiny, model_type="hunyuan_v1_dense", use_qk_norm=False, attention_bias=True),
+        "hunyuan-moe": dict(tiny, model_type="hunyuan_v1_moe", num_experts=4, moe_topk=2, use_qk_norm=True),
+        "phimoe-no-bias": dict(tiny, **moe, model_type="phimoe", attention_bias=False, lm_head_bias=False),
+        "phi-qk-layernorm": dict(tiny, model_type="phi", qk_layernorm=True, num_key_value_heads=4),
+        "gpt-oss-tied": dict(tiny, **moe, model_type="gpt_oss", tie_word_embeddings=True),
+        "llama4-text-interleave": dict(tiny, **moe, model_type="llama4_text", intermediate_size_mlp=80,
+                                       interleave_moe_layer_step=2, use_qk_norm=True, attention_bias=True),
+        "smollm3-untied": dict(tiny, model_type="smollm3", tie_word_embeddings=False, mlp_bias=True),
+        "ministral-tied": dict(tiny, model_type="ministral", tie_word_embeddings=True),
+        "gemma3-text-untied": dict(tiny, model_type="gemma3_text", tie_word_embeddings=False),
+        "bigcode-multi-head": dict(model_type="gpt_bigcode", n_embd=64, n_layer=2, n_head=4, n_positions=32,
+                                   vocab_size=128, multi_query=False, tie_word_embeddings=False),
+        "bloom-untied": dict(model_type="bloom", hidden_size=64, n_layer=2, n_head=4, vocab_size=128,
+                             tie_word_embeddings=False),
+        "dbrx-tiny": dict(model_type="dbrx", d_model=64, n_layers=2, n_heads=4, vocab_size=128, max_seq_len=64,
+                          attn_config={"kv_n_heads": 2, "rope_theta": 10000.0},
+                          ffn_config={"ffn_hidden_size": 32, "moe_num_experts": 4, "moe_top_k": 2}),
+        "qwen3-5-moe-text-tiny": dict(tiny, **moe, model_type="qwen3_5_moe_text", shared_expert_intermediate_size=40,
+                                      linear_conv_kernel_dim=4, linear_key_head_dim=8, linear_value_head_dim=8,
+                                      linear_num_key_heads=2, linear_num_value_heads=4),
+    }
+
+
+@pytest.mark.parametrize("label", sorted(_variants()))
+def test_variant_matches_transformers_on_meta_device(label: str) -> None:
+    raw = _variants()[label]
+    spec = model_spec_from_hf_config(raw, label)
+    assert (spec.params, spec.largest_layer_params) == meta_counts(raw)
+
+
+# Published (total, active) parameters in billions, at the precision each source states them.
+# Sources: the model cards on the Hugging Face Hub (ids in each config's _zeroplan_source) and the papers they cite;
+# gpt-oss's figures are OpenAI's model card table (active excludes the embedding, "active-emb" below).
+PUBLISHED_MOE = {
+    "deepseek-v3": (671, 37, False),  # DeepSeek-V3 technical report: 671B total, 37B activated (MTP excluded)
+    "qwen3-30b-a3b": (30.5, 3.3, False),  # Qwen3 model card: 30.5B total, 3.3B activated
+    "qwen3-235b-a22b": (235, 22, False),  # Qwen3 model card: 235B total, 22B activated
+    "gpt-oss-20b": (20.91, 3.61, True),  # gpt-oss model card: 20.91B total, 3.61B active
+    "gpt-oss-120b": (116.83, 5.13, True),  # gpt-oss model card: 116.83B total, 5.13B active
+    "llama-4-maverick-17b-128e-text": (400, 17, False),  # Meta: 17B active, 400B total
+    "olmoe-1b-7b": (6.9, 1.3, False),  # OLMoE paper: 6.9B total, 1.3B active
+    "mixtral-8x22b": (141, 39, False),  # Mistral AI: 141B total, 39B active
+    "dbrx": (132, 36, False),  # Databricks: 132B total, 36B active
+}
+
+
+@pytest.mark.parametrize("name", sorted(PUBLISHED_MOE))
+def test_total_and_active_parameters_match_published(name: str) -> None:
+    total, active, without_embedding = PUBLISHED_MOE[name]
+    spec = model_spec_from_hf_config(released(name), name)
+    shape = spec.shape
+    assert shape is not None and shape.moe is not None
+    digits = max(len(str(total).partition(".")[2]), len(str(active).partition(".")[2]))
+    embedding = shape.vocab * shape.hidden if without_embedding else 0
+    assert total in _published_forms(spec.params, digits)
+    assert active in _published_forms(spec.active_params - embedding, digits)
+    assert spec.active_params < spec.params - shape.moe.expert_params // 2  # top-k of the experts at most half
+
+
+def _published_forms(count: int, digits: int) -> tuple[float, float]:
+    """A count in billions as a card states it at `digits` decimals: rounded, or cut ("37B" for 37.55B)."""
+    scale = 10**digits
+    return round(count / 1e9, digits), (count * scale // 10**9) / scale
+
+
+def test_dense_then_moe_layers_split_the_layout() -> None:
+    """DeepSeek-V3: 3 dense layers then 58 MoE layers; pipeline stages sum their own layers."""
+    from zeroplan.core.model.pipeline_stages import stage_params
+
+    spec = model_spec_from_hf_config(released("deepseek-v3"), "deepseek-v3")
+    shape = spec.shape
+    assert shape is not None and shape.layout is not None and shape.layout.per_layer is not None
+    assert (shape.moe_layers, shape.dense_layers) == (58, 3)
+    per_layer = shape.layout.per_layer
+    assert per_layer[0] == per_layer[2] < per_layer[3] == per_layer[-1] == shape.layout.layer_params
+    assert sum(per_layer) + shape.layout.input_params + shape.layout.output_params == spec.params
+    stages = stage_params(spec, 4)
+    assert sum(stages) == spec.params and stages[0] < stages[1]  # the first stage holds the dense layers
+
+
+def test_mtp_and_vision_tower_are_said_not_counted() -> None:
+    deepseek = model_spec_from_hf_config(released("deepseek-v3"), "deepseek-v3")
+    assert any("multi-token-prediction" in note for note in deepseek.extra["notes"])
+    gemma = model_spec_from_hf_config(released("gemma-3-27b"), "gemma-3-27b")
+    assert gemma.shape is not None and gemma.shape.family == "gemma3_text"
+    assert any("vision tower" in note for note in gemma.extra["notes"])

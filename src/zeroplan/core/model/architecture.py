@@ -297,6 +297,8 @@ class Decoder:
         if not self.tied:
             found.append((self.head_name, ((self.vocab, self.width), (self.vocab,)) if self.head_bias
                           else ((self.vocab, self.width),)))
+        elif self.head_bias:  # a tied weight with a bias of its own (ERNIE 4.5)
+            found.append((self.head_name, ((self.vocab,),)))
         return found
 
     def layer_kinds(self) -> list[tuple[Layer, int]]:

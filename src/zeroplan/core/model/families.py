@@ -219,10 +219,9 @@ _STYLES: dict[str, _Style] = {
     "ernie4_5_moe": _Style(qkv_bias="use_bias", out_bias="use_bias", mlp_bias="use_bias"),
     "exaone4": _Style(norms=("post_attention_layernorm", "post_feedforward_layernorm"), qkv_bias=False,
                       out_bias=False, qk_norm="head"),
-    "hunyuan_v1_dense": _Style(qk_norm="head", qk_norm_key="use_qk_norm",
-                               qk_norm_names=("query_layernorm", "key_layernorm")),
-    "hunyuan_v1_moe": _Style(qk_norm="head", qk_norm_key="use_qk_norm",
-                             qk_norm_names=("query_layernorm", "key_layernorm")),
+    # transformers builds Hunyuan's query/key norms whatever use_qk_norm says (its forward always applies them).
+    "hunyuan_v1_dense": _Style(qk_norm="head", qk_norm_names=("query_layernorm", "key_layernorm")),
+    "hunyuan_v1_moe": _Style(qk_norm="head", qk_norm_names=("query_layernorm", "key_layernorm")),
     "phimoe": _Style(norm_kind="layer"),
     "gpt_oss": _Style(bias_default=True),
     "llama4_text": _Style(),
@@ -322,6 +321,13 @@ _MOE_FAMILIES = frozenset({"mixtral", "granitemoe", "phimoe", "qwen3_moe", "olmo
                            "llama4_text"})
 
 
+def _head_bias(fields: _Fields) -> bool:
+    """A bias on the LM head: Phi-3.5-MoE's lm_head_bias; ERNIE 4.5 MoE's use_bias (kept when the weight is tied)."""
+    if fields.family == "phimoe":
+        return fields.flag("lm_head_bias", False)
+    return fields.flag("use_bias", False) if fields.family == "ernie4_5_moe" else False
+
+
 def _llama_style(fields: _Fields) -> Architecture:
     """Every family built like Llama: embeddings, layers of (norms, attention, MLP or experts), final norm, head.
     _STYLES says how each differs; MLA, experts and linear-attention layers come from their config keys."""
@@ -369,7 +375,7 @@ def _llama_style(fields: _Fields) -> Architecture:
     decoder = Decoder(family, hidden, vocab, tuple(built), fields.optional_count("max_position_embeddings", 2048),
                       tied, (style.final_norm, Norm(hidden, "rms" if style.norm_kind == "none" else style.norm_kind))
                       if style.norm_kind != "none" else None,
-                      head_bias=fields.flag("lm_head_bias", False) if family == "phimoe" else False)
+                      head_bias=_head_bias(fields))
     notes = []
     if mtp:
         notes.append(f"the config describes {mtp} multi-token-prediction module(s); transformers does not build "
