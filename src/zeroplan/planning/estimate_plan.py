@@ -171,6 +171,10 @@ def _parameters(inputs: EstimateInputs, model) -> tuple:
     """The model's parameter tensors, which only the framework convention partitions."""
     if inputs.convention.convention != "framework":
         return ()
+    if model.extra.get("parameter_shapes"):  # counted on the meta device: its tensors as transformers built them
+        from zeroplan.core.memory.framework_partition import params_from_shapes
+
+        return tuple(params_from_shapes(model.extra["parameter_shapes"]))
     config = model.extra.get("hf_config")
     if config is None:
         raise InputError("--convention", f"the framework convention needs the tensors of '{model.name}'",

@@ -38,7 +38,7 @@ MAX_CONFIG_FIELD = 2**31
 _PARAMS_FIX = "or give the count with --params (and --largest-layer-params) instead"
 
 __all__ = ["Module", "Architecture", "DESCRIBED_FAMILIES", "SUPPORTED_FAMILIES", "architecture_from_hf_config",
-           "model_spec_from_hf_config", "parameter_layout"]
+           "is_described", "model_spec_from_hf_config", "parameter_layout"]
 
 
 @dataclass(frozen=True)
@@ -587,6 +587,11 @@ _BUILDERS = {**{family: _llama_style for family in _STYLES},
              **{family: _composite for family in _COMPOSITE_TEXT}}
 # Every model_type read into the architecture description (the composite ones through their text model).
 DESCRIBED_FAMILIES = tuple(sorted(set(_BUILDERS) - {"gemma4", "gemma4_text"}))
+
+
+def is_described(config: object) -> bool:
+    """Whether a config.json's model_type is one the architecture description reads."""
+    return isinstance(config, dict) and config.get("model_type") in DESCRIBED_FAMILIES
 
 
 def architecture_from_hf_config(config: dict, source: str = "config.json") -> Architecture:
