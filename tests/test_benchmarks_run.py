@@ -88,3 +88,16 @@ def test_free_search_of_a_calibration_run_breaks_no_rule():
     row = runs.free_search(run)
     assert row["broken"] == [] and row["free_s"] > 0 and "ERROR" not in row["verdict"]
     assert row["free_s"] <= row["pinned_s"]  # the search is exhaustive: the published layout is one of its plans
+
+
+def test_model_types_checks_a_described_a_meta_only_and_a_composite_type():
+    import pytest
+
+    pytest.importorskip("torch")
+    pytest.importorskip("transformers")
+    types = _load("model_types")
+    released = types.released_configs()
+    rows = {name: types.check(name, released) for name in ("qwen3_moe", "mamba", "gemma3")}
+    assert (rows["qwen3_moe"]["description"], rows["qwen3_moe"]["with_meta"]) == ("exact", "exact")
+    assert (rows["mamba"]["description"], rows["mamba"]["with_meta"]) == ("refused", "exact")
+    assert rows["gemma3"]["description"] == "exact" and "vision tower" in rows["gemma3"]["note"]
