@@ -564,7 +564,7 @@ def _composite(fields: _Fields) -> Architecture:
         f"'{fields.family}' is a vision-language model: the text model is counted; its vision tower and projector "
         "are not (count them with the trace extra: pip install \"zeroplan[trace]\")"]
     return Architecture(**{**architecture.__dict__, "extra": {**architecture.extra, "notes": notes,
-                                                               "composite": fields.family}})
+                                                               "composite": fields.family, "text_config": text}})
 
 
 def _architecture(decoder: Decoder, heads: int, kv_heads: int, head_dim: int, extra: dict,
@@ -630,8 +630,12 @@ def model_spec_from_hf_config(config: dict, name: str, source: str | None = None
     layer_counts = decoder.per_layer_params()
     uneven = architecture.layers > 1 and len(set(layer_counts)) > 1
     extra = dict(architecture.extra)
+    # the config the activations read: a composite's text model (the whole config stays under composite_config)
+    text = extra.pop("text_config", None)
+    if text is not None:
+        extra["composite_config"] = dict(config)
     extra.update(head_dim=architecture.head_dim, gated_mlp=architecture.gated_mlp,
-                 largest_layer_module=largest.name, hf_config=dict(config))  # for the framework convention
+                 largest_layer_module=largest.name, hf_config=dict(text or config))  # for the framework convention
     moe = [layer.mlp for layer in decoder.layers if isinstance(layer.mlp, Experts)]
     experts = moe[0] if moe else None
     dense = next((layer.mlp for layer in decoder.layers if isinstance(layer.mlp, MLP)), None)
