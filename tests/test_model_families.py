@@ -172,3 +172,28 @@ def test_mtp_and_vision_tower_are_said_not_counted() -> None:
     gemma = model_spec_from_hf_config(released("gemma-3-27b"), "gemma-3-27b")
     assert gemma.shape is not None and gemma.shape.family == "gemma3_text"
     assert any("vision tower" in note for note in gemma.extra["notes"])
+
+
+def _gemma4_variants() -> dict[str, dict]:
+    """Gemma 4's branches: class defaults (per-layer inputs, 512-wide global heads), shared keys and values with a
+    double-wide MLP, keys serving as values on global layers, the MoE block beside the dense MLP."""
+    tiny = dict(model_type="gemma4_text", hidden_size=64, num_hidden_layers=8, num_attention_heads=4,
+                num_key_value_heads=2, head_dim=16, global_head_dim=32, vocab_size=128, vocab_size_per_layer_input=96,
+                hidden_size_per_layer_input=8, intermediate_size=96, max_position_embeddings=64)
+    return {
+        "gemma4-text-defaults": dict(model_type="gemma4_text", hidden_size=2304, num_hidden_layers=30,
+                                     num_attention_heads=8, num_key_value_heads=4, head_dim=256, vocab_size=262144,
+                                     intermediate_size=9216),  # Gemma4TextConfig's defaults
+        "gemma4-kv-shared-double-wide": dict(tiny, num_kv_shared_layers=2, use_double_wide_mlp=True),
+        "gemma4-k-eq-v": dict(tiny, attention_k_eq_v=True, num_global_key_value_heads=1, attention_bias=True,
+                              tie_word_embeddings=False),
+        "gemma4-moe-no-per-layer": dict(tiny, enable_moe_block=True, num_experts=4, top_k_experts=2,
+                                        moe_intermediate_size=24, hidden_size_per_layer_input=0),
+    }
+
+
+@pytest.mark.parametrize("label", sorted(_gemma4_variants()))
+def test_gemma4_matches_transformers_on_meta_device(label: str) -> None:
+    raw = _gemma4_variants()[label]
+    spec = model_spec_from_hf_config(raw, label)
+    assert (spec.params, spec.largest_layer_params) == meta_counts(raw)

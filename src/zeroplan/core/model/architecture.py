@@ -100,6 +100,8 @@ class Attention:
     v_head_dim: int | None = None  # values narrower or wider than keys
     qk_norm_names: tuple[str, str] = ("q_norm", "k_norm")
     gated_query: bool = False  # Qwen3.5: q_proj also yields an output gate, 2·heads·head_dim wide
+    kv_shared: bool = False  # Gemma 4: a layer reusing an earlier layer's keys and values has no k/v projections
+    k_is_v: bool = False  # Gemma 4's attention_k_eq_v on global layers: the keys serve as values (no v_proj)
 
     @property
     def width(self) -> int:
@@ -142,13 +144,18 @@ class Attention:
                              self.kv_heads * (self.v_head_dim or self.head_dim))
         if self.fused:
             found.append(_linear(self.fused, hidden, query + key + value, self.qkv_bias, self.conv1d))
+        elif self.kv_shared or self.k_is_v:
+            found.append(_linear(q_name, hidden, query, self.qkv_bias))
+            if not self.kv_shared:
+                found.append(_linear(k_name, hidden, key, self.qkv_bias))
         else:
             found += [_linear(q_name, hidden, query, self.qkv_bias), _linear(k_name, hidden, key, self.qkv_bias),
                       _linear(v_name, hidden, value, self.qkv_bias)]
         found.append(_linear(o_name, self.width, hidden, self.out_bias, self.conv1d))
         if self.qk_norm is not None and self.qk_norm.shapes():
-            found += [(self.qk_norm_names[0], self.qk_norm.shapes()),
-                      (self.qk_norm_names[1], _key_norm(self.qk_norm, self))]
+            found.append((self.qk_norm_names[0], self.qk_norm.shapes()))
+            if not self.kv_shared:
+                found.append((self.qk_norm_names[1], _key_norm(self.qk_norm, self)))
         return found
 
 
@@ -205,12 +212,15 @@ class Experts:
     names: tuple[str, str, str] = ("router", "experts", "shared_experts")
     stacked: str = "out_in"  # "out_in": (E, 2f, h)/(E, h, f); "in_out": gpt-oss, Llama 4 (E, h, 2f)/(E, f, h)
     router_first: bool = True
+    router_params: tuple[Shape, ...] = ()  # tensors the router module owns beside its projection (Gemma 4's scales)
 
     def modules(self, hidden: int) -> list[tuple[str, tuple[Shape, ...]]]:
         router_name, experts_name, shared_name = self.names
         router = (router_name, ((self.count, hidden), (self.count,)) if self.router_bias else ((self.count, hidden),))
         experts = (experts_name, self.stacked_shapes(hidden))
         found = [router, experts] if self.router_first else [experts, router]
+        if self.router_params:
+            found.append((router_name.rpartition(".")[0] or "router_scales", self.router_params))
         if self.correction_bias:
             found.append(("moe_statics", ((1, self.count),)))
         if self.shared is not None:
