@@ -197,3 +197,42 @@ def test_gemma4_matches_transformers_on_meta_device(label: str) -> None:
     raw = _gemma4_variants()[label]
     spec = model_spec_from_hf_config(raw, label)
     assert (spec.params, spec.largest_layer_params) == meta_counts(raw)
+
+
+def test_flops_per_token_counts_every_gemm_weight_twice_plus_causal_attention() -> None:
+    """Llama-2-7B (untied, no biases): the GEMM weights are every parameter but the embedding and the norms; a
+    token attends on average to (s+1)/2 keys, 2·2·heads·head_dim FLOPs each (QKᵀ and AV), per layer."""
+    config = json.loads((MODELS.parent / "llama-2-7b-hf.json").read_text())
+    decoder = architecture_from_hf_config(config).decoder
+    assert decoder is not None
+    h, layers, vocab, seq = 4096, 32, 32000, 4096
+    norms = (2 * layers + 1) * h
+    gemm_weights = decoder.params - vocab * h - norms
+    attention = layers * (2 * 2 * 32 * 128 * (seq + 1) // 2)
+    assert decoder.flops_per_token(seq) == decoder.flops_per_token(seq, active=False) == 2 * gemm_weights + attention
+
+
+def test_moe_flops_meet_only_the_routed_experts_a_token_is_sent_to() -> None:
+    """Qwen3-30B-A3B: active FLOPs price 8 of 128 experts; the total prices all 128 (what a dense model of the
+    same parameters would do). The GEMMs list the experts at top_k rows per token."""
+    decoder = architecture_from_hf_config(released("qwen3-30b-a3b")).decoder
+    assert decoder is not None
+    per_expert = 3 * 2048 * 768
+    idle = 48 * (128 - 8) * per_expert
+    assert decoder.flops_per_token(2048, active=False) - decoder.flops_per_token(2048) == 2 * idle
+    gemms = {name: (m, n, k) for name, m, n, k, _count in decoder.gemms(decoder.layers[0], 1000)}
+    assert gemms["experts.gate_up"] == (8000, 2 * 768, 2048) and gemms["experts.down"] == (8000, 2048, 768)
+    assert gemms["q_proj"] == (1000, 32 * 128, 2048) and gemms["router"] == (1000, 128, 2048)
+
+
+def test_a_sliding_window_caps_the_keys_a_token_sees() -> None:
+    """gpt-oss-20b alternates 128-token sliding layers with global ones: at 4096 tokens a sliding layer's
+    QKᵀ and AV see 128·129/2 + (4096 - 128)·128 keys over the sequence, a global one 4096·4097/2."""
+    decoder = architecture_from_hf_config(released("gpt-oss-20b")).decoder
+    assert decoder is not None
+    seq, width = 4096, 2 * 64 * (64 + 64)  # 2 FLOPs × heads × (query/key + value width)
+    sliding, full = decoder.layers[0], decoder.layers[1]
+    assert (sliding.attention.window, full.attention.window) == (128, None)
+    gemm_flops = [2 * sum(m * n * k for _name, m, n, k, _c in decoder.gemms(layer, 1)) for layer in (sliding, full)]
+    attention = 12 * (width * (128 * 129 // 2 + (seq - 128) * 128) // seq) + 12 * (width * (seq * (seq + 1) // 2) // seq)
+    assert decoder.flops_per_token(seq) == 12 * sum(gemm_flops) + attention + 2 * decoder.vocab * decoder.hidden

@@ -403,7 +403,7 @@ class Decoder:
     def flops_per_token(self, seq_len: int, active: bool = True) -> int:
         """Forward FLOPs per token: 2 per weight of every GEMM met (top-k experts only when active), the head, and
         attention's QKᵀ and AV (2·2·heads·head_dim per key seen; causal: on average (s+1)/2 keys, capped by a
-        sliding window)."""
+        sliding window). Per layer the attention term is rounded down to a whole FLOP."""
         total = 0
         for layer in self.layers:
             weights = sum(m * n * k * c for _name, m, n, k, c in self.gemms(layer, 1))
@@ -421,11 +421,15 @@ def _dense_modules(mlp: MLP | Experts, hidden: int) -> list[tuple[str, tuple[Sha
 
 
 def _attention_flops(attention: Attention, seq_len: int) -> int:
+    """Forward FLOPs per token of QKᵀ and AV: 2 per multiply-add over the keys a token sees, averaged over the
+    sequence (causal: key i sees i keys; a sliding window caps them at the window)."""
     if attention.linear is not None:  # a recurrent state per head: key_dim × value_dim, read and written per token
         lin = attention.linear
         return 2 * 2 * lin.value_heads * lin.key_dim * lin.value_dim
-    keys = (seq_len + 1) // 2 if attention.window is None else min(attention.window, (seq_len + 1) // 2)
+    window = seq_len if attention.window is None else min(attention.window, seq_len)
+    seen = window * (window + 1) // 2 + (seq_len - window) * window  # keys seen, summed over the sequence
     if attention.latent is not None:
-        qk = attention.latent.nope_dim + attention.latent.rope_dim
-        return 2 * keys * attention.heads * (qk + attention.latent.v_head_dim)
-    return 2 * keys * attention.heads * (attention.head_dim + (attention.v_head_dim or attention.head_dim))
+        width = attention.latent.nope_dim + attention.latent.rope_dim + attention.latent.v_head_dim
+    else:
+        width = attention.head_dim + (attention.v_head_dim or attention.head_dim)
+    return 2 * attention.heads * width * seen // seq_len
