@@ -9,7 +9,7 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
-from zeroplan.core.errors import InputError
+from zeroplan.core.errors import InputError, ref
 from zeroplan.core.evaluate.estimate import EstimateRequest, evaluate_options
 from zeroplan.core.options import PAPER_OPTIONS, Option
 from zeroplan.core.parallel.grid import ParallelDims
@@ -60,11 +60,11 @@ def _split(text: str | None, flag: str = "list") -> list[str]:
 
 def _models(inputs: SweepInputs) -> list[tuple[str, dict[str, str]]]:
     """(label, EstimateInputs fields) per model, in the order given."""
-    models = [(name, {"model": name}) for name in _split(inputs.grid.models, "--model")]
-    models += [(count, {"params": count}) for count in _split(inputs.grid.params, "--params")]
+    models = [(name, {"model": name}) for name in _split(inputs.grid.models, "model")]
+    models += [(count, {"params": count}) for count in _split(inputs.grid.params, "params")]
     if not models:
-        raise InputError("--model/--params", "no model given",
-                         "e.g. --model llama-2-7b,llama-2-13b or --params 7e9,13e9")
+        raise InputError("model/params", "no model given",
+                         f"e.g. {ref('models', 'llama-2-7b,llama-2-13b')} or {ref('params', '7e9,13e9')}")
     return models
 
 
@@ -87,12 +87,12 @@ def sweep_rows(inputs: SweepInputs) -> tuple[list[dict[str, Any]], list[str]]:
     from zeroplan.inputs.training import resolve_model
 
     grid = inputs.grid
-    counts = parse_int_list(grid.gpus, "--gpus")
-    stages = parse_int_list(grid.stages, "--stages", minimum=0) or (0, 1, 2, 3)
+    counts = parse_int_list(grid.gpus, "gpus")
+    stages = parse_int_list(grid.stages, "stages", minimum=0) or (0, 1, 2, 3)
     for stage in stages:
         if stage > 3:
-            raise InputError("--stages", f"ZeRO stage must be 0, 1, 2 or 3, got {stage}")
-    gpu_types: list[str | None] = list(_split(grid.gpu_types, "--gpu")) or [None]
+            raise InputError("stages", f"ZeRO stage must be 0, 1, 2 or 3, got {stage}")
+    gpu_types: list[str | None] = list(_split(grid.gpu_types, "gpu")) or [None]
     rows: list[dict[str, Any]] = []
     assumptions: list[str] = []
     fewest_cache: dict[tuple, int | None] = {}

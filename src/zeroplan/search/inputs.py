@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 from zeroplan.core.memory.activations import RECOMPUTE_MODES, DEFAULT_SEQ_LEN_CAP, default_seq_len
-from zeroplan.core.errors import InputError
+from zeroplan.core.errors import InputError, ref
 from zeroplan.core.parallel.rules import check_whole_nodes
 from zeroplan.core.parallel.grid import ParallelDims
 from zeroplan.core.precision import check_precision_on_gpu
@@ -78,25 +78,28 @@ class ResolvedPlan:
 
 def resolve_model(inputs: PlanInputs, assumptions: list[str]) -> ModelSpec:
     asked = inputs.model
-    shape = {"--layers": asked.layers, "--hidden": asked.hidden, "--heads": asked.heads, "--vocab": asked.vocab}
-    extra = {"--kv-heads": inputs.model.kv_heads, "--ffn": inputs.model.ffn}
+    shape = {"layers": asked.layers, "hidden": asked.hidden, "heads": asked.heads, "vocab": asked.vocab}
+    extra = {"kv_heads": inputs.model.kv_heads, "ffn": inputs.model.ffn}
     if inputs.model.model is not None:
         if inputs.model.params is not None:
-            raise InputError("--params/--model", "give one of them, not both", "--model already fixes the count")
+            raise InputError("params/model", "give one of them, not both", f"{ref('model')} already fixes the count")
         given = [flag for flag, value in {**shape, **extra}.items() if value is not None]
         if given:
-            raise InputError(given[0], "the model's shape comes from --model", f"drop {given[0]} or --model")
+            raise InputError(given[0], f"the model's shape comes from {ref('model')}",
+                             f"drop {ref(given[0])} or {ref('model')}")
         from zeroplan.inputs.training import resolve_model as resolve_named
 
         return resolve_named(inputs.model)
     if inputs.model.params is None:
-        raise InputError("--params", "no model given",
-                         "pass --model gpt3-175b, --model path/to/config.json, or --params with its shape")
+        raise InputError("params", "no model given",
+                         f"pass {ref('model', 'gpt3-175b')}, {ref('model', 'path/to/config.json')}, or {ref('params')} "
+                         "with its shape")
     missing = [flag for flag, value in shape.items() if value is None]
     layers, hidden, heads, vocab = asked.layers, asked.hidden, asked.heads, asked.vocab
     if missing or layers is None or hidden is None or heads is None or vocab is None:
-        raise InputError(", ".join(missing), "a plan needs the model's shape, and --params gives only a count",
-                         "add --layers, --hidden, --heads and --vocab, or use --model")
+        raise InputError(", ".join(missing), f"a plan needs the model's shape, and {ref('params')} gives only a count",
+                         f"add {ref('layers')}, {ref('hidden')}, {ref('heads')} and {ref('vocab')}, or use "
+                         f"{ref('model')}")
     for flag, value in {**shape, **extra}.items():
         if value is not None and value < 1:
             raise InputError(flag, f"must be a positive whole number, got {value}")
@@ -133,8 +136,8 @@ def _links(inputs: PlanInputs, cluster: ClusterSpec, assumptions: list[str]) -> 
 
 def _space(inputs: PlanInputs, model: ModelSpec, assumptions: list[str]) -> SearchSpace:
     if inputs.step.global_batch is None:
-        raise InputError("--global-batch", "is required: the sequences per optimizer step",
-                         "e.g. --global-batch 1536 (GPT-3's 3.2M tokens at 2048)")
+        raise InputError("global_batch", "is required: the sequences per optimizer step",
+                         f"e.g. {ref('global_batch', 1536)} (GPT-3's 3.2M tokens at 2048)")
     seq_len = inputs.step.seq_len
     if seq_len is None:
         seq_len = default_seq_len(model)
@@ -145,26 +148,26 @@ def _space(inputs: PlanInputs, model: ModelSpec, assumptions: list[str]) -> Sear
         assumptions.append(f"sequence length {seq_len} is beyond {model.name}'s context of {context}: "
                            "memory and time are counted as if the model accepted it")
     if inputs.search.sequence_parallel not in SEQUENCE_PARALLEL_CHOICES:
-        raise InputError("--sequence-parallel", f"unknown choice '{inputs.search.sequence_parallel}'",
+        raise InputError("sequence_parallel", f"unknown choice '{inputs.search.sequence_parallel}'",
                          "use search, on or off")
-    stages = parse_int_list(inputs.search.stages, "--stages", minimum=0)
+    stages = parse_int_list(inputs.search.stages, "stages", minimum=0)
     return SearchSpace(
         gpus=inputs.hardware.gpus, global_batch=inputs.step.global_batch, seq_len=seq_len,
         stages=stages or (0, 1, 2, 3),
         offload=inputs.search.offload,
-        recompute=parse_choice_list(inputs.search.recompute, RECOMPUTE_MODES, "--recompute") or RECOMPUTE_MODES,
+        recompute=parse_choice_list(inputs.search.recompute, RECOMPUTE_MODES, "recompute") or RECOMPUTE_MODES,
         sequence_parallel=SEQUENCE_PARALLEL_CHOICES[inputs.search.sequence_parallel],
-        virtual_stages=parse_int_list(inputs.search.virtual_stages, "--virtual-stages") or (1,),
-        micro_batches=parse_int_list(inputs.search.micro_batches, "--micro-batches"),
-        tp=parse_int_list(inputs.search.tp, "--tp"), pp=parse_int_list(inputs.search.pp, "--pp"),
+        virtual_stages=parse_int_list(inputs.search.virtual_stages, "virtual_stages") or (1,),
+        micro_batches=parse_int_list(inputs.search.micro_batches, "micro_batches"),
+        tp=parse_int_list(inputs.search.tp, "tp"), pp=parse_int_list(inputs.search.pp, "pp"),
         allow_cross_node_tp=inputs.search.allow_cross_node_tp, flash_attention=inputs.step.flash_attention,
-        cp=parse_int_list(inputs.search.cp, "--cp") or (1,), fsdp_pipeline=inputs.search.fsdp_pipeline)
+        cp=parse_int_list(inputs.search.cp, "cp") or (1,), fsdp_pipeline=inputs.search.fsdp_pipeline)
 
 
 def _stage_check(text: str | None) -> None:
-    for value in parse_int_list(text, "--stages", minimum=0) or ():
+    for value in parse_int_list(text, "stages", minimum=0) or ():
         if value > 3:
-            raise InputError("--stages", f"ZeRO stage must be 0, 1, 2 or 3, got {value}")
+            raise InputError("stages", f"ZeRO stage must be 0, 1, 2 or 3, got {value}")
 
 
 def resolve(inputs: PlanInputs) -> ResolvedPlan:
@@ -176,17 +179,17 @@ def resolve(inputs: PlanInputs) -> ResolvedPlan:
 
     assumptions: list[str] = []
     if isinstance(inputs.hardware.gpus, bool) or not isinstance(inputs.hardware.gpus, int) or inputs.hardware.gpus < 1:
-        raise InputError("--gpus", f"must be a positive whole number, got {inputs.hardware.gpus}")
+        raise InputError("gpus", f"must be a positive whole number, got {inputs.hardware.gpus}")
     if inputs.search.top < 1:
-        raise InputError("--top", f"must be at least 1, got {inputs.search.top}")
+        raise InputError("top", f"must be at least 1, got {inputs.search.top}")
     if inputs.units not in ("iec", "si"):
-        raise InputError("--units", f"unknown units '{inputs.units}'", "use iec (GiB) or si (GB)")
+        raise InputError("units", f"unknown units '{inputs.units}'", "use iec (GiB) or si (GB)")
     if inputs.search.efficiency is not None:
         check_efficiency(inputs.search.efficiency)
     _stage_check(inputs.search.stages)
     model = resolve_model(inputs, assumptions)
     if not model.has_shape:
-        raise InputError("--model", f"'{model.name}' has no shape (layers, hidden, heads, vocab)",
+        raise InputError("model", f"'{model.name}' has no shape (layers, hidden, heads, vocab)",
                          "use a preset or config.json that has one")
     cluster = resolve_cluster(inputs.hardware, assumptions, inputs.units)
     budget = resolve_budget(inputs.budget, cluster, assumptions)
@@ -207,7 +210,7 @@ def resolve(inputs: PlanInputs) -> ResolvedPlan:
                       dp_overlap=DP_OVERLAP if overlap.dp_overlap is None else overlap.dp_overlap,
                       tp_hidden=overlap.tp_hidden, pp_hidden=overlap.pp_hidden)
     tolerance = (DEFAULT_TIE_TOLERANCE if inputs.search.tie_tolerance is None
-                 else float(parse_fraction(inputs.search.tie_tolerance, "--tie-tolerance")))
+                 else float(parse_fraction(inputs.search.tie_tolerance, "tie_tolerance")))
     request = SearchRequest(model=model, cluster=cluster, per_param=per_param, budget=budget, space=space,
                             machine=machine, largest_layer_params=_largest_layer(model, assumptions),
                             tie_tolerance=tolerance)
