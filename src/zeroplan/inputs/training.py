@@ -46,7 +46,7 @@ def resolve_model(inputs: ModelInputs) -> ModelSpec:
         raise InputError("params", "no model given",
                          f"pass {ref('params', '13e9')}, {ref('model', 'llama-2-13b')} or "
                          f"{ref('model', 'path/to/config.json')}")
-    return ModelSpec(params=inputs.parsed("params"))
+    return ModelSpec(params=inputs.params)
 
 
 def resolve_activations(inputs: StepInputs, model: ModelSpec, parallel: ParallelDims,
@@ -131,7 +131,7 @@ def resolve_buffers(inputs: BufferInputs) -> BufferConfig:
                               ("prefetch_bucket_size", "prefetch_bucket_elements"),
                               ("max_live_parameters", "max_live_parameters"), ("sub_group_size", "sub_group_size")):
         if getattr(inputs, given) is not None:
-            overrides[field_name] = inputs.parsed(given)
+            overrides[field_name] = getattr(inputs, given)
     if inputs.overlap_comm is not None:
         overrides["overlap_comm"] = inputs.overlap_comm
     return dataclasses.replace(BufferConfig(), **overrides)

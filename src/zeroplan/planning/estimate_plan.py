@@ -36,7 +36,7 @@ class Plan:
 
 def _largest_layer(inputs: EstimateInputs, model, assumptions: list[str]) -> int:
     if inputs.model.largest_layer_params is not None:
-        largest = inputs.model.parsed("largest_layer_params")
+        largest = inputs.model.largest_layer_params
         if largest > model.params:
             raise InputError("largest_layer_params", f"{largest} is more than the model's {model.params} parameters",
                              "give the parameters of the single largest module")

@@ -14,12 +14,10 @@ from zeroplan.core.errors import InputError, ref
 from zeroplan.core.parallel.rules import check_whole_nodes
 from zeroplan.core.parallel.grid import ParallelDims
 from zeroplan.core.precision import check_precision_on_gpu
-from zeroplan.inputs.lists import parse_choice_list, parse_int_list
 from zeroplan.core.hardware import ClusterSpec, Link
 from zeroplan.core.model.spec import ModelShape, ModelSpec, check_count_against_shape
 from zeroplan.core.layout.space import SearchSpace
 from zeroplan.core.precision import bytes_per_param
-from zeroplan.core.memory.budget import parse_fraction
 from zeroplan.core.layout.search import DEFAULT_TIE_TOLERANCE, SearchRequest
 from zeroplan.core.timing.step_time import (DEFAULT_CPU_ADAM_PARAMS_PER_S, DP_OVERLAP, LinkTable, Machine, check_efficiency,
                                      comm_overlap, gemm_efficiency)
@@ -103,7 +101,7 @@ def resolve_model(inputs: PlanInputs, assumptions: list[str]) -> ModelSpec:
     for flag, value in {**shape, **extra}.items():
         if value is not None and value < 1:
             raise InputError(flag, f"must be a positive whole number, got {value}")
-    params = inputs.model.parsed("params")
+    params = inputs.model.params
     assumptions.append("model from --params and its shape: pipeline stages split the parameters evenly")
     check_count_against_shape(params, layers, hidden)
     custom = ModelShape.of(layers=layers, hidden=hidden, heads=heads, kv_heads=asked.kv_heads, vocab=vocab,
@@ -150,24 +148,16 @@ def _space(inputs: PlanInputs, model: ModelSpec, assumptions: list[str]) -> Sear
     if inputs.search.sequence_parallel not in SEQUENCE_PARALLEL_CHOICES:
         raise InputError("sequence_parallel", f"unknown choice '{inputs.search.sequence_parallel}'",
                          "use search, on or off")
-    stages = parse_int_list(inputs.search.stages, "stages", minimum=0)
+    search = inputs.search
     return SearchSpace(
         gpus=inputs.hardware.gpus, global_batch=inputs.step.global_batch, seq_len=seq_len,
-        stages=stages or (0, 1, 2, 3),
-        offload=inputs.search.offload,
-        recompute=parse_choice_list(inputs.search.recompute, RECOMPUTE_MODES, "recompute") or RECOMPUTE_MODES,
-        sequence_parallel=SEQUENCE_PARALLEL_CHOICES[inputs.search.sequence_parallel],
-        virtual_stages=parse_int_list(inputs.search.virtual_stages, "virtual_stages") or (1,),
-        micro_batches=parse_int_list(inputs.search.micro_batches, "micro_batches"),
-        tp=parse_int_list(inputs.search.tp, "tp"), pp=parse_int_list(inputs.search.pp, "pp"),
-        allow_cross_node_tp=inputs.search.allow_cross_node_tp, flash_attention=inputs.step.flash_attention,
-        cp=parse_int_list(inputs.search.cp, "cp") or (1,), fsdp_pipeline=inputs.search.fsdp_pipeline)
-
-
-def _stage_check(text: str | None) -> None:
-    for value in parse_int_list(text, "stages", minimum=0) or ():
-        if value > 3:
-            raise InputError("stages", f"ZeRO stage must be 0, 1, 2 or 3, got {value}")
+        stages=search.stages or (0, 1, 2, 3),
+        offload=search.offload,
+        recompute=search.recompute or RECOMPUTE_MODES,
+        sequence_parallel=SEQUENCE_PARALLEL_CHOICES[search.sequence_parallel],
+        virtual_stages=search.virtual_stages or (1,), micro_batches=search.micro_batches, tp=search.tp, pp=search.pp,
+        allow_cross_node_tp=search.allow_cross_node_tp, flash_attention=inputs.step.flash_attention,
+        cp=search.cp or (1,), fsdp_pipeline=search.fsdp_pipeline)
 
 
 def resolve(inputs: PlanInputs) -> ResolvedPlan:
@@ -186,7 +176,6 @@ def resolve(inputs: PlanInputs) -> ResolvedPlan:
         raise InputError("units", f"unknown units '{inputs.units}'", "use iec (GiB) or si (GB)")
     if inputs.search.efficiency is not None:
         check_efficiency(inputs.search.efficiency)
-    _stage_check(inputs.search.stages)
     model = resolve_model(inputs, assumptions)
     if not model.has_shape:
         raise InputError("model", f"'{model.name}' has no shape (layers, hidden, heads, vocab)",
@@ -195,8 +184,7 @@ def resolve(inputs: PlanInputs) -> ResolvedPlan:
     budget = resolve_budget(inputs.budget, cluster, assumptions)
     per_param = bytes_per_param(inputs.step.precision, inputs.step.optimizer)
     space = _space(inputs, model, assumptions)
-    cpu_rate = (DEFAULT_CPU_ADAM_PARAMS_PER_S if inputs.search.cpu_adam_rate is None
-                else inputs.search.parsed("cpu_adam_rate"))
+    cpu_rate = DEFAULT_CPU_ADAM_PARAMS_PER_S if inputs.search.cpu_adam_rate is None else inputs.search.cpu_adam_rate
     check_whole_nodes(ParallelDims(space.gpus, gpus_per_node=cluster.gpus_per_node))
     check_precision_on_gpu(inputs.step.precision, cluster.gpu.name, cluster.gpu.supports_bf16)
     overlap = comm_overlap(inputs.search.comm_overlap)
@@ -209,12 +197,11 @@ def resolve(inputs: PlanInputs) -> ResolvedPlan:
                       cpu_adam_params_per_s=cpu_rate, gpus_per_node=cluster.gpus_per_node,
                       dp_overlap=DP_OVERLAP if overlap.dp_overlap is None else overlap.dp_overlap,
                       tp_hidden=overlap.tp_hidden, pp_hidden=overlap.pp_hidden)
-    tolerance = (DEFAULT_TIE_TOLERANCE if inputs.search.tie_tolerance is None
-                 else float(parse_fraction(inputs.search.tie_tolerance, "tie_tolerance")))
+    tolerance = DEFAULT_TIE_TOLERANCE if inputs.search.tie_tolerance is None else float(inputs.search.tie_tolerance)
     request = SearchRequest(model=model, cluster=cluster, per_param=per_param, budget=budget, space=space,
                             machine=machine, largest_layer_params=_largest_layer(model, assumptions),
                             tie_tolerance=tolerance)
-    tokens = None if inputs.step.tokens is None else inputs.step.parsed("tokens")
+    tokens = inputs.step.tokens
     assumptions.extend(budget_assumptions(inputs.budget, budget, inputs.units))
     assumptions.extend(model_notes(inputs, request))
     return ResolvedPlan(inputs, request, tokens, assumptions)
