@@ -74,7 +74,7 @@ def gpu_capacity(context: CheckContext) -> int:
     from zeroplan.inputs.hardware import DEFAULT_GPU
 
     if context.gpu_memory is not None:
-        return parse_bytes(context.gpu_memory, "--gpu-memory")
+        return parse_bytes(context.gpu_memory, "gpu_memory")
     if context.cluster is not None:
         return presets.cluster(context.cluster).gpu.memory_bytes
     return presets.gpu(context.gpu or DEFAULT_GPU).memory_bytes
