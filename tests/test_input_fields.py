@@ -124,3 +124,15 @@ def test_core_names_fields_not_flags():
                     and re.fullmatch(r"--[a-z][a-z-]*(/--[a-z][a-z*-]*)*", node.value):
                 found.append(f"{path.name}:{node.lineno}: {node.value!r}")
     assert found == []
+
+
+def test_every_api_keyword_is_a_declared_field():
+    """The API names an input by its field, so each keyword a function takes must be the field of that name
+    (the CLI's flag for it comes from the same declaration)."""
+    from zeroplan.deepspeed.context import CheckContext
+    from zeroplan.inputs.estimate_inputs import FIELDS as ESTIMATE
+    from zeroplan.search.inputs import FIELDS as PLAN
+
+    keywords = {name for table in (ESTIMATE, PLAN) for names in table.values() for name in names}
+    keywords |= {item.name for item in dataclasses.fields(CheckContext)} - {"units", "origin"}
+    assert sorted(keywords - set(flags())) == []
