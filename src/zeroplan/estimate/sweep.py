@@ -17,6 +17,9 @@ from zeroplan.core.evaluate.recommend import fewest_gpus
 from zeroplan.inputs.command_sections import GridInputs
 from zeroplan.inputs.sections import (CommandInputs, BudgetInputs, HardwareInputs, ModelInputs, ParallelInputs, StepInputs, flag_of,
                                       Section)
+from zeroplan.planning.estimate_plan import build_plan
+from zeroplan.inputs.estimate_inputs import EstimateInputs
+from zeroplan.inputs.training import resolve_model
 
 PART_NAMES = ("params", "gradients", "optimizer_states", "activations", "buffers")
 
@@ -71,10 +74,6 @@ def _fewest(request: EstimateRequest, option: Option | None) -> int | None:
 
 def sweep_rows(inputs: SweepInputs) -> tuple[list[dict[str, Any]], list[str]]:
     """Every row, and the assumptions shared by all of them."""
-    from zeroplan.planning.estimate_plan import build_plan
-    from zeroplan.inputs.estimate_inputs import EstimateInputs
-    from zeroplan.inputs.training import resolve_model
-
     grid = inputs.grid
     counts = grid.gpus
     stages = grid.stages or (0, 1, 2, 3)

@@ -8,9 +8,10 @@ from enum import Enum
 from fractions import Fraction
 from typing import ClassVar
 
+from zeroplan.core.memory.budget import parse_fraction
 from zeroplan.inputs.lists import parse_text_list, recompute_modes, whole_numbers, zero_stages
 from zeroplan.inputs.sections import (GRID, MODEL, OUTPUT, RUN, SEARCH, STEP, TIMING, HardwareInputs, ModelInputs,
-                                      ParallelInputs, Section, StepInputs, as_count, as_fraction, flag,
+                                      ParallelInputs, Section, StepInputs, as_count, flag,
                                       flag_of, one_of, option)
 
 
@@ -83,7 +84,7 @@ class SearchInputs(Section):
                     default=5)
     tie_tolerance: Fraction | None = flag("--tie-tolerance", help="Step times this close to the fastest rank as "
                                           "ties, won by the simpler plan (default 2%).", panel=OUTPUT,
-                                          parse=as_fraction)
+                                          parse=parse_fraction)
 
 
 @dataclass(init=False, repr=False, eq=False)

@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Callable, overload
 
 from zeroplan.core.errors import InputError
+from zeroplan.core.memory.activations import RECOMPUTE_MODES
 
 
 @overload
@@ -68,6 +69,4 @@ def zero_stages(text: object, name: str) -> tuple[int, ...]:
 
 def recompute_modes(text: object, name: str) -> tuple[str, ...]:
     """A comma list of activation recompute modes."""
-    from zeroplan.core.memory.activations import RECOMPUTE_MODES
-
     return parse_choice_list(_joined(text), RECOMPUTE_MODES, name) or ()

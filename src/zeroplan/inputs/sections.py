@@ -23,6 +23,10 @@ from fractions import Fraction
 from typing import Any, Callable, ClassVar
 
 from zeroplan.core.errors import InputError
+from zeroplan.core.units import parse_bytes, parse_count, parse_rate
+from zeroplan.core.memory.budget import parse_fraction
+from zeroplan.inputs.presets import use_presets_file as layer
+from zeroplan.core.memory.deepspeed_estimator import DEFAULT_BUFFER_FACTOR
 
 # Help panels.
 MODEL = "Model"
@@ -122,36 +126,11 @@ def as_count(text: Any, flag: str) -> int:
     """A count given as text (13e9, 6.7B) or already a whole number."""
     if isinstance(text, int) and not isinstance(text, bool):
         return text
-    from zeroplan.core.units import parse_count
-
     return parse_count(text, flag)
-
-
-def as_bytes(text: Any, name: str) -> int:
-    """A byte size given as text (512GB, 80GiB) or already a number of bytes."""
-    from zeroplan.core.units import parse_bytes
-
-    return parse_bytes(text, name)
-
-
-def as_rate(text: Any, name: str) -> int:
-    """Bytes per second given as text (25GB/s, 400Gb/s) or already a number."""
-    from zeroplan.core.units import parse_rate
-
-    return parse_rate(text, name)
-
-
-def as_fraction(text: Any, name: str) -> Fraction:
-    """A share given as text (10%, 0.1) or a number, as an exact Fraction."""
-    from zeroplan.core.memory.budget import parse_fraction
-
-    return parse_fraction(text, name)
 
 
 def use_presets_file(value: str | None) -> str | None:
     """Layers a presets file over the built-in presets as the option is parsed (before any preset is read)."""
-    from zeroplan.inputs.presets import use_presets_file as layer
-
     layer(value)
     return value
 
@@ -309,18 +288,18 @@ class HardwareInputs(Section):
     gpu: str | None = flag("--gpu", help="GPU preset (default a100-80g).", panel=HARDWARE)
     cluster: str | None = flag("--cluster", help="Cluster preset: node type, links, CPU RAM, NVMe.", panel=HARDWARE)
     cpu_memory: int | None = flag("--cpu-memory", help="CPU RAM per node, e.g. 512GB.", panel=HARDWARE,
-                                  parse=as_bytes)
-    nvme: int | None = flag("--nvme", help="NVMe capacity per node, e.g. 2TB.", panel=HARDWARE, parse=as_bytes)
+                                  parse=parse_bytes)
+    nvme: int | None = flag("--nvme", help="NVMe capacity per node, e.g. 2TB.", panel=HARDWARE, parse=parse_bytes)
     nvme_bandwidth: int | None = flag("--nvme-bandwidth", help="NVMe bandwidth per node, e.g. 7GB/s.",
-                                      panel=HARDWARE, parse=as_rate)
+                                      panel=HARDWARE, parse=parse_rate)
     intra_node_bandwidth: int | None = flag(
         "--intra-node-bandwidth", help="GPU-to-GPU link inside a node, per direction, e.g. 300GB/s.", panel=HARDWARE,
-        parse=as_rate)
+        parse=parse_rate)
     inter_node_bandwidth: int | None = flag(
         "--inter-node-bandwidth", help="Network bandwidth per GPU across nodes, e.g. 400Gb/s or 25GB/s.",
-        panel=HARDWARE, parse=as_rate)
+        panel=HARDWARE, parse=parse_rate)
     gpu_memory: int | None = flag("--gpu-memory", help="Override the GPU's memory, e.g. 80GiB.", panel=HARDWARE,
-                                  parse=as_bytes)
+                                  parse=parse_bytes)
     presets_file: str | None = flag(
         "--presets", help="A presets YAML file that adds or overrides GPUs, clusters and models (same schema as the "
         "built-in ones; check it with `zeroplan presets validate FILE`).", panel=HARDWARE, echo=False,
@@ -408,8 +387,6 @@ class BufferInputs(Section):
 
 
 def _default_buffer_factor() -> float:
-    from zeroplan.core.memory.deepspeed_estimator import DEFAULT_BUFFER_FACTOR
-
     return DEFAULT_BUFFER_FACTOR
 
 
@@ -436,14 +413,14 @@ class BudgetInputs(Section):
     key: ClassVar[str] = "budget"
 
     runtime_reserve: int | None = flag("--runtime-reserve", help="GPU memory for CUDA context + NCCL (default "
-                                       "1GiB).", panel=MEMORY, parse=as_bytes)
+                                       "1GiB).", panel=MEMORY, parse=parse_bytes)
     fragmentation: Fraction | None = flag("--fragmentation", help="Allocator headroom as a share of capacity "
-                                          "(default 10%).", panel=MEMORY, parse=as_fraction)
+                                          "(default 10%).", panel=MEMORY, parse=parse_fraction)
     activation_reserve: Fraction | None = flag(
         "--activation-reserve", help="Share of usable memory kept for activations when they are not counted "
-        "(default 15%).", panel=MEMORY, parse=as_fraction)
+        "(default 15%).", panel=MEMORY, parse=parse_fraction)
     host_reserve: Fraction | None = flag("--host-reserve", help="Share of CPU RAM kept for the OS and dataloaders "
-                                         "(default 10%).", panel=MEMORY, parse=as_fraction)
+                                         "(default 10%).", panel=MEMORY, parse=parse_fraction)
 
 
 @dataclass(init=False, repr=False, eq=False)
