@@ -105,25 +105,42 @@ def test_every_field_has_one_flag_across_the_sections():
 
 
 def _strings(node: ast.AST) -> list[str]:
-    """Every string constant inside node, f-strings' literal parts included."""
-    return [n.value for n in ast.walk(node) if isinstance(n, ast.Constant) and isinstance(n.value, str)]
+    """Every string inside node: each constant, and each f-string whole (its values as {})."""
+    inside = {id(part) for n in ast.walk(node) if isinstance(n, ast.JoinedStr) for part in n.values}
+    return [n.value if isinstance(n, ast.Constant) else
+            "".join(part.value if isinstance(part, ast.Constant) else "{}" for part in n.values)
+            for n in ast.walk(node) if id(n) not in inside
+            and (isinstance(n, ast.JoinedStr) or isinstance(n, ast.Constant) and isinstance(n.value, str))]
+
+
+def _flags_in_errors(paths, bare: bool) -> list[str]:
+    """`--flag` texts inside InputError (or require_shape) calls, outside a command line in backticks; with
+    `bare`, also every string that is a flag (the tables of names that feed those calls)."""
+    found = []
+    for path in paths:
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Call):
+                name = node.func.attr if isinstance(node.func, ast.Attribute) else getattr(node.func, "id", "")
+                if name in ("InputError", "PresetError", "require_shape"):
+                    found += [f"{path.name}:{node.lineno}: {text!r}" for text in _strings(node)
+                              if FLAG.search(re.sub(r"`[^`]*`?", "", text))]
+            elif bare and isinstance(node, ast.Constant) and isinstance(node.value, str) \
+                    and re.fullmatch(r"--[a-z][a-z-]*(/--[a-z][a-z*-]*)*", node.value):
+                found.append(f"{path.name}:{node.lineno}: {node.value!r}")
+    return found
 
 
 def test_core_names_fields_not_flags():
-    """core/ raises with field names and ref(): no `--flag` inside an InputError (or require_shape) call,
-    and no string that is a flag (the tables of names that feed those calls)."""
-    found = []
-    for path in sorted(CORE.rglob("*.py")):
-        tree = ast.parse(path.read_text(encoding="utf-8"))
-        for node in ast.walk(tree):
-            if isinstance(node, ast.Call):
-                name = node.func.attr if isinstance(node.func, ast.Attribute) else getattr(node.func, "id", "")
-                if name in ("InputError", "require_shape"):
-                    found += [f"{path.name}:{node.lineno}: {text!r}" for text in _strings(node) if FLAG.search(text)]
-            elif isinstance(node, ast.Constant) and isinstance(node.value, str) \
-                    and re.fullmatch(r"--[a-z][a-z-]*(/--[a-z][a-z*-]*)*", node.value):
-                found.append(f"{path.name}:{node.lineno}: {node.value!r}")
-    assert found == []
+    """core/ raises with field names and ref(): no `--flag` inside an InputError call, and no string that is
+    a flag anywhere in core/."""
+    assert _flags_in_errors(sorted(CORE.rglob("*.py")), bare=True) == []
+
+
+def test_the_packages_the_python_api_runs_raise_with_fields():
+    package = CORE.parent
+    paths = [path for folder in ("core", "inputs", "planning", "estimate", "search", "deepspeed", "check")
+             for path in sorted((package / folder).rglob("*.py"))] + [package / "api.py"]
+    assert _flags_in_errors(paths, bare=False) == []
 
 
 def test_every_api_keyword_is_a_declared_field():

@@ -91,10 +91,10 @@ class ModelSpec:
             raise InputError("largest_layer_params",
                              f"must be between 1 and the model's {self.params} parameters, got {self.largest_layer_params}")
 
-    def require_shape(self, flag: str, problem: str, fix: str) -> ModelShape:
-        """The model's shape, or the InputError (flag, problem, fix) when only a count is known."""
+    def require_shape(self, name: str, problem: str, fix: str) -> ModelShape:
+        """The model's shape, or the InputError (name, problem, fix) when only a count is known."""
         if self.shape is None:
-            raise InputError(flag, problem, fix)
+            raise InputError(name, problem, fix)
         return self.shape
 
     @property
