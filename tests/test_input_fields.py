@@ -90,6 +90,9 @@ def test_fields_without_a_flag_are_written_as_they_are_and_files_are_not_fields(
     for name in ("model/config.json", "plan.yaml: zero", "WORLD_SIZE", "--output out.json"):
         assert cli_message(InputError(name, "x")) == f"{name}: x"
     assert cli_message(InputError("stage/offload_*", "x")) == "--stage/--offload-*: x"
+    placed = InputError(f"plan.yaml: {ref('kv_heads')}", "x", f"see {ref('tp/pp')}")  # a field inside a longer name
+    assert (str(placed), cli_message(placed)) == ("plan.yaml: kv_heads: x (see tp/pp)",
+                                                  "plan.yaml: --kv-heads: x (see --tp/--pp)")
 
 
 def test_every_field_has_one_flag_across_the_sections():

@@ -20,7 +20,7 @@ from zeroplan.deepspeed.context import CheckContext, from_accelerate, from_plan
 from zeroplan.deepspeed.findings import NOTE, SEVERITIES, FileReport, Finding
 from zeroplan.inputs.config_files import Source
 from zeroplan.deepspeed.plan_file import PLAN_KEY_FOR, PlanFile, referenced_config, validate_plan
-from zeroplan.core.errors import InputError
+from zeroplan.core.errors import InputError, ref
 
 # Where the DeepSpeed settings an inline accelerate config holds sit in its YAML.
 ACCELERATE_KEY_FOR = {
@@ -172,7 +172,7 @@ def _plan_section(input_name: str, plan: PlanFile) -> str:
         return section
     if plan.model is not None and plan.model.config and input_name.endswith(plan.model.config):
         return f"model.config: {input_name}"
-    return input_name
+    return ref(input_name)  # a field is still written as its reader typed it
 
 
 def _consistent_batch(context: CheckContext) -> CheckContext:

@@ -33,7 +33,7 @@ def render(text: str, name_of: Callable[[str], str | None] = keyword, assign: st
     """`text` with every ref() written out: name_of(field) names it (None: the field as it is), `assign` joins
     a name and its value ("=" for keywords, " " for flags)."""
     def written(match: re.Match[str]) -> str:
-        name = name_of(match.group(1)) or match.group(1)
+        name = name_input(match.group(1), name_of)
         return name if match.group(2) is None else f"{name}{assign}{match.group(2)}"
 
     return _REFERENCE.sub(written, text) if _OPEN in text else text
@@ -68,7 +68,8 @@ class InputError(ZeroplanError, ValueError):
 
     def message(self, name_of: Callable[[str], str | None] = keyword, assign: str = "=") -> str:
         """The one line, each input named through name_of (default: the API's keywords)."""
-        message = f"{name_input(self.input_name, name_of)}: {render(self.problem, name_of, assign)}"
+        head = render(name_input(self.input_name, name_of), name_of, assign)  # a head may hold a ref() too
+        message = f"{head}: {render(self.problem, name_of, assign)}"
         if self.fix:
             message += f" ({render(self.fix, name_of, assign)})"
         return message
