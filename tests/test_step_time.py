@@ -1,4 +1,4 @@
-"""The step-time model: FLOPs, α-β collectives, the bubble, overlap rules, offload (core.timing.step_time, core.plan_comm)."""
+"""The step-time model: FLOPs, α-β collectives, the bubble, overlap rules, offload (core.timing.step_time, core.timing.dp_offload)."""
 
 from __future__ import annotations
 

@@ -39,7 +39,7 @@ class PlanOutcome:
 
 
     def reason(self, plan: PlanRecord) -> str:
-        """Why this top plan ranks where it does (core.search.rank's order, in words)."""
+        """Why this top plan ranks where it does (core.layout.search.rank's order, in words)."""
         from zeroplan.search.reasons import rank_reason
 
         request = self.resolved.request
