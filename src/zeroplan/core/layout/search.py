@@ -1,5 +1,5 @@
 """Exhaustive plan search: every layout, ZeRO option, step shape and recompute mode, with its exact
-per-GPU memory (core.layout.batch_memory) and its step time (core.timing.step_time).
+per-GPU memory (core.layout.batch_memory) and its step time (core.timing.step_time); the rules: docs/formulas.md §17.
 
 Nothing is pruned: every combination that passes the structural checks (core.layout.space) is
 evaluated, and every one that does not is counted under its reason, so the report can say why the

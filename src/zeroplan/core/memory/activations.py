@@ -1,4 +1,4 @@
-"""Activation bytes per GPU on the most loaded pipeline stage, in exact integer bytes.
+"""Activation bytes per GPU on the most loaded pipeline stage, in exact integer bytes (docs/formulas.md §8).
 
 Two implementations (ActivationConfig.implementation):
 - "transformers" (the default of `estimate`): what Hugging Face transformers' modeling code keeps, derived
