@@ -239,3 +239,21 @@ def test_every_named_module_exists():
 ])
 def test_the_resolver_tells_real_names_from_stale_ones(name, exists):
     assert dotted_exists(name) is exists
+
+
+# "`core/timing/dp_offload.py` `offload_traffic`, `offload_seconds`": names a docs table gives after a module.
+_MODULE_AND_NAMES = re.compile(r"`((?:" + "|".join(_PACKAGES) + r")/[\w/]+\.py)`((?:\s*(?:,|→)?\s*`\w+`)+)")
+
+
+def test_names_given_after_a_module_are_defined_there():
+    named = []
+    for path in _files("docs", "README.md"):
+        for number, line in prose_lines(path):
+            for match in _MODULE_AND_NAMES.finditer(line):
+                module = PACKAGE / match.group(1)
+                for name in re.findall(r"`(\w+)`", match.group(2)):
+                    named.append((f"{_rel(path)}:{number}", module, name))
+    assert named, "the pattern found no module with names"
+    missing = [f"{where}: {module.relative_to(PACKAGE)} {name}" for where, module, name in named
+               if module.is_file() and not _defined(module, name)]
+    assert missing == [], "names a module does not define:\n" + "\n".join(missing)
