@@ -49,7 +49,7 @@ _SECTION = re.compile(r"§(\d+(?:\.\d+)*)")
 # A § belongs to whatever is named just before it: docs/formulas.md ("docs/formulas.md §4", "formulas.md §4.2,
 # §9", "docs/formulas.md §9-§14", "docs/formulas.md (ZeRO stages) §4") or another source ("ZeRO paper §3.1",
 # "arXiv 2304.11277 §3.3", "Korthikanti et al. §4.2"). Inside docs/formulas.md a § with no source is its own.
-_OURS = re.compile(r"formulas\.md(?:[^§\n]{0,40}?|(?:\s*§\d+(?:\.\d+)*\s*(?:,|-|–|and|or)\s*)+)$")
+_OURS = re.compile(r"formulas\.md[^§\n]{0,40}?(?:§\d+(?:\.\d+)*(?:\s*(?:,|-|–|and|or))+\s*)*$")
 _THEIRS = re.compile(r"(?:paper|arXiv|et al\.?|Table|PR)\b[^§()\n;]{0,30}$")
 
 
@@ -100,6 +100,7 @@ def test_every_section_sign_says_whose_section_it_is():
 @pytest.mark.parametrize("text, whose", [
     ("(docs/formulas.md §4)", ["ours"]), ("docs/formulas.md §9-§14", ["ours", "ours"]),
     ("docs/formulas.md §10, §13", ["ours", "ours"]), ("ZeRO paper §3.1, K = 12", ["theirs"]),
+    ("[docs/formulas.md](formulas.md): §9-§14, and §17", ["ours", "ours", "ours"]),
     ("arXiv 2304.11277 §3.3-3.4", ["theirs"]), ("Pipeline (1F1B, §5)", ["unattributed"]),
 ])
 def test_section_signs_are_attributed_as_written(tmp_path, text, whose):
