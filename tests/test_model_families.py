@@ -234,5 +234,6 @@ def test_a_sliding_window_caps_the_keys_a_token_sees() -> None:
     sliding, full = decoder.layers[0], decoder.layers[1]
     assert (sliding.attention.window, full.attention.window) == (128, None)
     gemm_flops = [2 * sum(m * n * k for _name, m, n, k, _c in decoder.gemms(layer, 1)) for layer in (sliding, full)]
-    attention = 12 * (width * (128 * 129 // 2 + (seq - 128) * 128) // seq) + 12 * (width * (seq * (seq + 1) // 2) // seq)
+    sliding_keys, full_keys = 128 * 129 // 2 + (seq - 128) * 128, seq * (seq + 1) // 2
+    attention = 12 * (width * sliding_keys // seq) + 12 * (width * full_keys // seq)
     assert decoder.flops_per_token(seq) == 12 * sum(gemm_flops) + attention + 2 * decoder.vocab * decoder.hidden

@@ -238,7 +238,9 @@ class Experts:
             shapes: tuple[Shape, ...] = ((e, hidden, up), (e, up), (e, f, hidden), (e, hidden)) if self.bias else \
                 ((e, hidden, up), (e, f, hidden))
             return shapes
-        return ((e, up, hidden), (e, up), (e, hidden, f), (e, hidden)) if self.bias else ((e, up, hidden), (e, hidden, f))
+        if self.bias:
+            return (e, up, hidden), (e, up), (e, hidden, f), (e, hidden)
+        return (e, up, hidden), (e, hidden, f)
 
 
 @dataclass(frozen=True)

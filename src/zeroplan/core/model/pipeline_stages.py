@@ -1,6 +1,7 @@
 """Parameters per pipeline stage: layers split evenly (earlier stages take the remainder), the
-embeddings on the first stage, the final norm and LM head on the last. Where layers differ (DeepSeek-V3's
-first three dense layers, Llama 4 Maverick's alternating MoE layers) each stage sums its own layers.
+embeddings on the first stage, the final norm and LM head on the last (docs/formulas.md §2.3). Where layers
+differ (DeepSeek-V3's first three dense layers, Llama 4 Maverick's alternating MoE layers) each stage sums its
+own layers.
 
 With tied embeddings the last stage keeps its own copy of the embedding matrix for the head (as
 Megatron-LM and DeepSpeed's TiedLayerSpec do), so stage totals can add up to more than the model.
@@ -9,14 +10,15 @@ With only a parameter count known, the stages split it evenly.
 
 from __future__ import annotations
 
-from zeroplan.core.errors import InputError
+from zeroplan.core.errors import InputError, ref
 from zeroplan.core.model.spec import ModelSpec
 from zeroplan.core.units import ceil_div
 
 
 def layers_per_stage(layers: int, pp: int) -> list[int]:
     if pp > layers:
-        raise InputError("--pp", f"pp({pp}) is more than the model's {layers} layers", f"use --pp {layers} or fewer")
+        raise InputError("pp", f"pp({pp}) is more than the model's {layers} layers",
+                         f"use {ref('pp', layers)} or fewer")
     base, extra = divmod(layers, pp)
     return [base + (1 if stage < extra else 0) for stage in range(pp)]
 
