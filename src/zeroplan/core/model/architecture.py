@@ -1,7 +1,7 @@
 """One declarative description of a decoder-only model, and everything derived from it (pure stdlib).
 
 A Decoder is embeddings, a per-layer pattern (each Layer: its attention, its MLP or mixture of experts, its norms),
-a final norm and a head. Readers (core.model.hf_families) build one from a config.json; from it come:
+a final norm and a head. Readers (core.model.families) build one from a config.json; from it come:
 
 - the modules that own parameters directly, with their tensors' shapes as transformers builds them (Module): the
   exact count (tied head counted once), DeepSpeed's largest layer (the most parameters one module owns directly,
