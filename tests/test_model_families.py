@@ -237,3 +237,12 @@ def test_a_sliding_window_caps_the_keys_a_token_sees() -> None:
     sliding_keys, full_keys = 128 * 129 // 2 + (seq - 128) * 128, seq * (seq + 1) // 2
     attention = 12 * (width * sliding_keys // seq) + 12 * (width * full_keys // seq)
     assert decoder.flops_per_token(seq) == 12 * sum(gemm_flops) + attention + 2 * decoder.vocab * decoder.hidden
+
+
+def test_deepseek_v3_mtp_module_is_the_published_difference() -> None:
+    """DeepSeek-V3's report: 671B main model plus 14B of multi-token-prediction module (685B on the Hub); the
+    description sizes the module, leaves it out of the count and says so."""
+    spec = model_spec_from_hf_config(released("deepseek-v3"), "deepseek-v3")
+    assert spec.extra["mtp_layers"] == 1
+    assert round(spec.extra["mtp_params"] / 1e9) in (13, 14)  # 13.46B: "14B" in the report
+    assert round((spec.params + spec.extra["mtp_params"]) / 1e9) in (684, 685)

@@ -250,14 +250,11 @@ class Layer:
     attention: Attention
     mlp: MLP | Experts
     norms: tuple[tuple[str, Norm], ...]
-    extras: tuple[tuple[str, tuple[Shape, ...]], ...] = ()  # other modules a layer owns (Gemma 3n/4 per-layer inputs)
-    norms_first: bool = False  # order only: a family whose norms come before its attention in module order
+    extras: tuple[tuple[str, tuple[Shape, ...]], ...] = ()  # other modules a layer owns (Gemma 4's per-layer inputs)
 
     def modules(self, hidden: int) -> list[tuple[str, tuple[Shape, ...]]]:
         norms = [(name, norm.shapes()) for name, norm in self.norms if norm.shapes()]
-        attention, mlp = self.attention.modules(hidden), self.mlp.modules(hidden)
-        body = norms + attention + mlp if self.norms_first else attention + mlp + norms
-        return body + list(self.extras)
+        return self.attention.modules(hidden) + self.mlp.modules(hidden) + norms + list(self.extras)
 
     @property
     def is_moe(self) -> bool:
@@ -283,7 +280,7 @@ class Decoder:
     input_extras: tuple[tuple[str, tuple[Shape, ...]], ...] = ()
     head_name: str = "lm_head"
     head_bias: bool = False
-    mtp_params: int = 0  # multi-token-prediction modules the config describes but transformers does not build
+    mtp_layers: int = 0  # multi-token-prediction modules the config describes but transformers does not build
     extra: dict = field(default_factory=dict, compare=False)
 
     @property
@@ -352,6 +349,16 @@ class Decoder:
     @property
     def output_params(self) -> int:
         return sum(prod(shape) for _name, shapes in self._output_modules() for shape in shapes)
+
+    @property
+    def mtp_params(self) -> int:
+        """Parameters of the multi-token-prediction modules, not in the count (transformers does not build them):
+        each, as DeepSeek-V3's checkpoint stores it, one more decoder layer like the last, eh_proj (h × 2h), three
+        norms (enorm, hnorm, the shared head's) and its own copies of the embedding and the head."""
+        if not self.mtp_layers:
+            return 0
+        module = self.layer_params(self.layers[-1]) + 2 * self.hidden * self.hidden + 3 * self.hidden
+        return self.mtp_layers * (module + 2 * self.vocab * self.width)
 
     def per_layer_params(self) -> tuple[int, ...]:
         cache = {layer: self.layer_params(layer) for layer, _count in self.layer_kinds()}

@@ -376,14 +376,15 @@ def _llama_style(fields: _Fields) -> Architecture:
     decoder = Decoder(family, hidden, vocab, tuple(built), fields.optional_count("max_position_embeddings", 2048),
                       tied, (style.final_norm, Norm(hidden, "rms" if style.norm_kind == "none" else style.norm_kind))
                       if style.norm_kind != "none" else None,
-                      head_bias=_head_bias(fields))
+                      head_bias=_head_bias(fields), mtp_layers=mtp if isinstance(mtp, int) else 0)
     notes = []
-    if mtp:
-        notes.append(f"the config describes {mtp} multi-token-prediction module(s); transformers does not build "
-                     "them, and neither does this count")
+    if decoder.mtp_layers:
+        notes.append(f"the config describes {decoder.mtp_layers} multi-token-prediction module(s), "
+                     f"about {decoder.mtp_params / 1e9:.1f}B parameters laid out as DeepSeek-V3's checkpoint stores "
+                     "them; transformers does not build them, and this count leaves them out")
     extra: dict = {"attention_bias": qkv_bias, "position_embeddings": "rotary"}
-    if mtp:
-        extra.update(mtp_layers=mtp, notes=notes)
+    if decoder.mtp_layers:
+        extra.update(mtp_layers=decoder.mtp_layers, mtp_params=decoder.mtp_params, notes=notes)
     return _architecture(decoder, heads, kv_heads, head_dim, extra)
 
 
