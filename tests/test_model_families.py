@@ -246,3 +246,12 @@ def test_deepseek_v3_mtp_module_is_the_published_difference() -> None:
     assert spec.extra["mtp_layers"] == 1
     assert round(spec.extra["mtp_params"] / 1e9) in (13, 14)  # 13.46B: "14B" in the report
     assert round((spec.params + spec.extra["mtp_params"]) / 1e9) in (684, 685)
+
+
+def test_formulas_doc_worked_moe_numbers_are_the_code_s() -> None:
+    """docs/formulas.md §2.1.1's worked Qwen3-30B-A3B figures, recomputed."""
+    doc = (Path(__file__).resolve().parents[1] / "docs" / "formulas.md").read_text(encoding="utf-8")
+    spec = model_spec_from_hf_config(released("qwen3-30b-a3b"), "qwen3-30b-a3b")
+    assert spec.shape is not None and spec.shape.moe is not None
+    for value in (spec.largest_layer_params, spec.shape.moe.expert_params, spec.params, spec.active_params):
+        assert f"**{value:,}**" in doc

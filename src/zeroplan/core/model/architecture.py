@@ -9,7 +9,7 @@ a final norm and a head. Readers (core.model.families) build one from a config.j
 - the layout for pipeline stages: per-layer parameters (layers may differ: first-k dense then MoE), input and
   output sides;
 - expert parameters (routed experts in total) and active parameters (what one token meets: top-k of the routed
-  experts), per docs/formulas.md "MoE active parameters";
+  experts), per docs/formulas.md §2.1.1;
 - FLOPs per token (2 per multiply-add of every GEMM a token meets, plus attention's QKᵀ and AV over the keys it
   sees, a sliding window capping them) and the GEMM shapes a layer runs.
 
@@ -385,8 +385,8 @@ class Decoder:
 
     @property
     def active_params(self) -> int:
-        """Parameters one token meets: all but the routed experts it is not sent to (docs/formulas.md "MoE
-        active parameters"); the whole model when dense."""
+        """Parameters one token meets: all but the routed experts it is not sent to (docs/formulas.md §2.1.1);
+        the whole model when dense."""
         return self.params - sum(total - active for total, active in map(self._routed, self.layers))
 
     # --- FLOPs and GEMMs -------------------------------------------------------------------------------------
