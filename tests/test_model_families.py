@@ -255,3 +255,16 @@ def test_formulas_doc_worked_moe_numbers_are_the_code_s() -> None:
     assert spec.shape is not None and spec.shape.moe is not None
     for value in (spec.largest_layer_params, spec.shape.moe.expert_params, spec.params, spec.active_params):
         assert f"**{value:,}**" in doc
+
+
+def test_a_moe_shape_given_by_fields_has_the_same_active_count_as_its_description() -> None:
+    """Mixtral-8x22B as fields (--experts 8, top 2, no config.json) and as its config.json: one active count."""
+    from zeroplan.core.model.spec import ModelShape, ModelSpec
+
+    described = model_spec_from_hf_config(released("mixtral-8x22b"), "mixtral-8x22b")
+    shape = described.shape
+    assert shape is not None and shape.moe is not None
+    fields = ModelShape.of(layers=shape.layers, hidden=shape.hidden, heads=shape.heads, vocab=shape.vocab,
+                           kv_heads=shape.kv_heads, ffn=shape.ffn, gated_mlp=True, experts=8, experts_per_token=2)
+    given = ModelSpec(params=described.params, shape=fields)
+    assert (given.expert_params, given.active_params) == (described.expert_params, described.active_params)

@@ -62,8 +62,13 @@ class ModelShape:
 
     @property
     def expert_params(self) -> int | None:
-        """Routed-expert parameters in total (None: dense, or not known)."""
-        return self.moe.expert_params if self.moe is not None else None
+        """Routed-expert parameters in total (None: dense). From the architecture description where there is
+        one; for a shape given by fields (--experts), every layer's E experts of (3 gated or 2)·hidden·ffn."""
+        if self.moe is not None:
+            return self.moe.expert_params
+        if self.experts and self.experts_per_token:
+            return self.layers * self.experts * (3 if self.gated_mlp else 2) * self.hidden * self.ffn
+        return None
 
     @property
     def active_params(self) -> int | None:
@@ -143,9 +148,15 @@ class ModelSpec:
 
     @property
     def active_params(self) -> int:
-        """Parameters one token meets: the MoE description's figure, else every parameter."""
-        active = self.shape.active_params if self.shape is not None else None
-        return self.params if active is None else active
+        """Parameters one token meets (docs/formulas.md §2.1.1): the description's figure; for a MoE shape given
+        by fields, all but the (E − k)/E of the routed experts a token is not sent to; else every parameter."""
+        shape = self.shape
+        if shape is None or not shape.experts or not shape.experts_per_token:
+            return self.params if shape is None or shape.active_params is None else shape.active_params
+        if shape.active_params is not None:
+            return shape.active_params
+        routed = shape.expert_params or 0
+        return self.params - routed * (shape.experts - shape.experts_per_token) // shape.experts
 
     @property
     def has_shape(self) -> bool:
