@@ -373,10 +373,9 @@ def _llama_style(fields: _Fields) -> Architecture:
             attention = Attention(heads, kv_heads, head_dim, linear=linear)
         built.append(Layer(attention, moe if index in moe_layers else dense, norms))  # type: ignore[arg-type]
     mtp = fields.config.get("num_nextn_predict_layers") or 0
+    final_norm = None if style.norm_kind == "none" else (style.final_norm, Norm(hidden, style.norm_kind))
     decoder = Decoder(family, hidden, vocab, tuple(built), fields.optional_count("max_position_embeddings", 2048),
-                      tied, (style.final_norm, Norm(hidden, "rms" if style.norm_kind == "none" else style.norm_kind))
-                      if style.norm_kind != "none" else None,
-                      head_bias=_head_bias(fields), mtp_layers=mtp if isinstance(mtp, int) else 0)
+                      tied, final_norm, head_bias=_head_bias(fields), mtp_layers=mtp if isinstance(mtp, int) else 0)
     notes = []
     if decoder.mtp_layers:
         notes.append(f"the config describes {decoder.mtp_layers} multi-token-prediction module(s), "
@@ -386,8 +385,6 @@ def _llama_style(fields: _Fields) -> Architecture:
     if decoder.mtp_layers:
         extra.update(mtp_layers=decoder.mtp_layers, mtp_params=decoder.mtp_params, notes=notes)
     return _architecture(decoder, heads, kv_heads, head_dim, extra)
-
-
 
 
 def _phi3(fields: _Fields) -> Architecture:
