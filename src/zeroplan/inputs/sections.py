@@ -305,6 +305,10 @@ class ParallelInputs(Section):
     tp: int = flag("--tp", help="Tensor-parallel degree (check: default tensor_parallel.autotp_size, else 1).",
                    panel=PARALLEL, kind=int, default=1)
     pp: int = flag("--pp", help="Pipeline-parallel degree.", panel=PARALLEL, kind=int, default=1)
+    ep: int = flag("--ep", help="Expert-parallel degree (mixture-of-experts models): each rank holds experts/ep "
+                   "experts; folded over the tp × dp ranks as Megatron-Core does.", panel=PARALLEL, kind=int,
+                   default=1)
+    etp: int | None = flag("--etp", help="Expert tensor-parallel degree (default: tp).", panel=PARALLEL, kind=int)
     stage: int | None = flag("--stage", help="Only this ZeRO stage (0-3).", panel=PARALLEL, kind=int)
     offload_optimizer: str | None = flag("--offload-optimizer", help="Only this optimizer tier: none, cpu, nvme.",
                                          panel=PARALLEL, parse=one_of(OffloadTier))

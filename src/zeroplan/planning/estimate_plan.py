@@ -15,7 +15,8 @@ from zeroplan.core.timing.dp_traffic import validate_zeropp
 from zeroplan.core.errors import InputError
 from zeroplan.core.evaluate.estimate import EstimateRequest, OptionEstimate, evaluate_options, model_largest_layer_params
 from zeroplan.core.options import options_for
-from zeroplan.core.parallel.rules import check_model_layout, check_whole_nodes, cross_node_tp_warning
+from zeroplan.core.parallel.rules import (check_model_layout, check_whole_nodes, cross_node_ep_warning,
+                                          cross_node_tp_warning)
 from zeroplan.core.parallel.grid import ParallelDims
 from zeroplan.core.precision import bytes_per_param, check_precision_on_gpu
 from zeroplan.core.evaluate.recommend import Recommendation, recommend
@@ -118,12 +119,20 @@ def _buffer_notes(inputs: EstimateInputs) -> list[str]:
             "model shard; override with --reduce-bucket-size etc."]
 
 
+def expert_groups_note(parallel: ParallelDims) -> str:
+    return (f"experts: Megatron-Core's folding, {parallel.describe()}; routed experts split over ep × etp "
+            f"({parallel.ep * parallel.etp} ranks) with their ZeRO states sharded over edp({parallel.edp}), the "
+            f"router, attention, norms and embeddings split over tp and sharded over dp({parallel.dp}) "
+            "(gpu/<component>/dense and /experts in the breakdown)")
+
+
 def build_request(inputs: EstimateInputs, assumptions: list[str]) -> tuple[EstimateRequest, ActivationConfig | None]:
     """Everything resolved and validated, ready for the core."""
     model = resolve_model(inputs.model)
     cluster = resolve_cluster(inputs.hardware, assumptions, inputs.units)
     given = inputs.parallel
-    parallel = ParallelDims(world=inputs.hardware.gpus, tp=given.tp, pp=given.pp, gpus_per_node=cluster.gpus_per_node)
+    parallel = ParallelDims(world=inputs.hardware.gpus, tp=given.tp, pp=given.pp, gpus_per_node=cluster.gpus_per_node,
+                            ep=given.ep, etp=given.etp)
     zeropp = frozenset(f.strip().lower() for f in (inputs.parallel.zeropp or "").split(",") if f.strip())
     _check_combinations(inputs, parallel, zeropp)
     options = options_for(inputs.convention.convention, given.stage, given.offload_optimizer, given.offload_params)
@@ -142,6 +151,10 @@ def build_request(inputs: EstimateInputs, assumptions: list[str]) -> tuple[Estim
                        sequence_parallel=activations.sequence_parallel if activations else False)
     if (warning := cross_node_tp_warning(parallel)) is not None:
         assumptions.insert(0, warning)
+    if (warning := cross_node_ep_warning(parallel)) is not None:
+        assumptions.insert(0, warning)
+    if parallel.has_experts_grid:
+        assumptions.append(expert_groups_note(parallel))
     if activations is not None and activations.num_micro_batches is not None:  # resolve_activations sets it
         micro_batches = activations.num_micro_batches
     else:
