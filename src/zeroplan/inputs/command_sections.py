@@ -58,6 +58,11 @@ class SearchInputs(Section):
         help="Only these tensor-parallel degrees, e.g. 1,2,4,8.", panel=SEARCH, kind=str))
     pp: str | None = option(flag_of(ParallelInputs, "pp").variant(
         help="Only these pipeline degrees.", panel=SEARCH, kind=str))
+    ep: str | None = option(flag_of(ParallelInputs, "ep").variant(
+        help="Expert-parallel degrees to try for a mixture-of-experts model, e.g. 1,8,64 (default 1).", panel=SEARCH,
+        kind=str))
+    etp: str | None = option(flag_of(ParallelInputs, "etp").variant(
+        help="Expert tensor-parallel degrees to try (default: etp = tp).", panel=SEARCH, kind=str))
     allow_cross_node_tp: bool = flag("--allow-cross-node-tp", help="Let tensor parallelism span nodes.",
                                      panel=SEARCH, kind=bool, default=False)
     efficiency: float | None = flag("--efficiency", help="Share of the GPU's dense bf16 peak a large GEMM reaches "

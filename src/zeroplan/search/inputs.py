@@ -44,13 +44,13 @@ FIELDS[HardwareInputs] += ("calibration",)
 FIELDS[SearchInputs] = ("efficiency", "cpu_adam_rate", "stages", "offload", "recompute", "sequence_parallel",
                         "virtual_stages", "micro_batches", "tp", "pp", "allow_cross_node_tp")
 FIELDS[StepInputs] += ("flash_attention",)
-FIELDS[SearchInputs] += ("cp", "fsdp_pipeline", "top", "tie_tolerance", "comm_overlap")
+FIELDS[SearchInputs] += ("cp", "fsdp_pipeline", "top", "tie_tolerance", "comm_overlap", "ep", "etp")
 ECHO_ORDER = ("gpus", "global_batch", "seq_len", "model", "params", "layers", "hidden", "heads", "kv_heads", "vocab",
               "ffn", "gpu", "cluster", "gpus_per_node", "cpu_memory", "nvme", "nvme_bandwidth", "intra_node_bandwidth",
               "inter_node_bandwidth", "gpu_memory", "runtime_reserve", "fragmentation", "host_reserve", "precision",
               "optimizer", "tokens", "calibration", "efficiency", "cpu_adam_rate", "stages", "offload", "recompute",
               "sequence_parallel", "virtual_stages", "micro_batches", "tp", "pp", "allow_cross_node_tp",
-              "flash_attention", "cp", "fsdp_pipeline", "top", "tie_tolerance", "comm_overlap")
+              "flash_attention", "cp", "fsdp_pipeline", "top", "tie_tolerance", "comm_overlap", "ep", "etp")
 
 
 @dataclass
@@ -158,7 +158,8 @@ def _space(inputs: PlanInputs, model: ModelSpec, assumptions: list[str]) -> Sear
         micro_batches=parse_int_list(inputs.search.micro_batches, "--micro-batches"),
         tp=parse_int_list(inputs.search.tp, "--tp"), pp=parse_int_list(inputs.search.pp, "--pp"),
         allow_cross_node_tp=inputs.search.allow_cross_node_tp, flash_attention=inputs.step.flash_attention,
-        cp=parse_int_list(inputs.search.cp, "--cp") or (1,), fsdp_pipeline=inputs.search.fsdp_pipeline)
+        cp=parse_int_list(inputs.search.cp, "--cp") or (1,), fsdp_pipeline=inputs.search.fsdp_pipeline,
+        ep=parse_int_list(inputs.search.ep, "--ep") or (1,), etp=parse_int_list(inputs.search.etp, "--etp"))
 
 
 def _stage_check(text: str | None) -> None:
@@ -217,6 +218,17 @@ def resolve(inputs: PlanInputs) -> ResolvedPlan:
     return ResolvedPlan(inputs, request, tokens, assumptions)
 
 
+def _active_note(request: SearchRequest) -> str:
+    """For a mixture-of-experts model: which Ψ the MFU counts (the active parameters, core.model.experts)."""
+    from zeroplan.core.model.experts import active_params, model_expert_params
+
+    model = request.model
+    if model_expert_params(model) is None:
+        return ""
+    return (f", Ψ the active parameters ({format_count(active_params(model))} of {format_count(model.params)}: "
+            "the top-k routed experts of each MoE layer, not all of them)")
+
+
 def model_notes(inputs: PlanInputs, request: SearchRequest) -> list[str]:
     """What the step-time model assumes, with this run's numbers."""
     machine, cluster = request.machine, request.cluster
@@ -228,7 +240,7 @@ def model_notes(inputs: PlanInputs, request: SearchRequest) -> list[str]:
         f"{f' plus {machine.gemm_overhead_s * 1e6:.0f} µs' if machine.gemm_overhead_s else ''}; "
         "attention core with or without flash, element-wise work at HBM bandwidth; recompute re-runs the forward "
         "(full) or the attention core (selective)",
-        "MFU = 6Ψ × tokens / (step time × peak × GPUs)",
+        "MFU = 6Ψ × tokens / (step time × peak × GPUs)" + _active_note(request),
         "communication: NCCL-like ring collectives: NVLink inside a node, the per-GPU NIC across nodes, hop "
         "latencies once per phase and a launch per bucket; TP: 4 AllReduces of s·b·h per layer and micro-batch "
         "(6 with full recompute), not overlapped; PP: one activation and one gradient per boundary and "
@@ -248,6 +260,14 @@ def model_notes(inputs: PlanInputs, request: SearchRequest) -> list[str]:
         "a tie goes to the simpler plan: "
         "no offload, less model parallelism, a lower ZeRO stage, less recompute",
     ]
+    if request.space.ep != (1,) or request.space.etp:
+        notes.append(
+            "experts (--ep/--etp): Megatron-Core's folding over the same GPUs (experts etp × ep × edp per stage); "
+            "routed experts' states sharded over edp, dense ones over dp; per MoE layer and micro-batch 4 all-to-alls "
+            "(dispatch and combine, forward and backward; 6 with full recompute) of T/tp × top-k × hidden 16-bit "
+            "elements over the EP group, balanced routing, exposed (no all-to-all overlap: DualPipe and "
+            "--overlap-moe-expert-parallel-comm not modelled); expert GEMMs: one grouped GEMM per matrix; MFU counts "
+            "active parameters (6 × active Ψ)")
     if request.per_param.precision == "fp32":
         notes.append("fp32 training is priced at the bf16 peak: an optimistic step time")
     return notes

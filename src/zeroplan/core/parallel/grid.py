@@ -139,6 +139,14 @@ class ParallelDims:
         return self._expert_groups_intra_node(self.edp, self.ep * self.etp, self.ep, self.etp, self.etp, 1)
 
     @property
+    def ep_ranks_per_node(self) -> int:
+        """Ranks of an EP group that share a node (they share its NICs): all ep inside one node, else the ranks
+        etp apart that a node holds."""
+        if self.ep_intra_node:
+            return self.ep
+        return max(1, self.gpus_per_node // self.etp) if self.etp <= self.gpus_per_node else 1
+
+    @property
     def ep_nodes_spanned(self) -> int:
         """Nodes the first EP group touches."""
         return len(self._nodes_of(self.ep_group()))
