@@ -163,3 +163,100 @@ def test_model_states_match_megatron_theoretical_memory(world, tp, pp, ep, etp):
     # and the per-group entries hold what each group shards
     assert states["gpu/optimizer_states/experts"] == 12 * -(-experts // dims.edp)
     assert states["gpu/params/experts"] == 2 * experts and states["gpu/gradients/experts"] == 4 * experts
+
+
+def test_expert_states_are_conserved_over_the_ranks():
+    """ZeRO-3 with EP: every parameter is held exactly once over the world (2 bytes each), dense and expert."""
+    mixtral = load_model("mixtral-8x7b")
+    for world, tp, ep, etp in ((64, 1, 8, 1), (64, 2, 4, 1), (128, 2, 8, 2)):
+        dims = ParallelDims(world, tp, 1, 8, ep=ep, etp=etp)
+        dense, experts = expert_shard_params(mixtral, tp, 1, ep, etp)
+        states = expert_group_states(Option(3), (dense, experts), dims, MEGATRON_BYTES)
+        split = expert_params(mixtral.shape)
+        assert states["gpu/params/experts"] * world == 2 * split.routed_total
+        assert states["gpu/params/dense"] * world == 2 * (mixtral.params - split.routed_total)
+
+
+# ---- time ----
+
+def test_all_to_all_prices_each_peer_share_on_its_link():
+    """An all-to-all sends S/n to each of the n-1 peers: inside a node all on NVLink; across nodes the peers of
+    other nodes take (n - per_node)/n·S on the NIC, concurrently with the NVLink share."""
+    from zeroplan.core.hardware import Link
+    from zeroplan.core.timing.collectives import (ALL_TO_ALL, NCCL_LAUNCH_S, NIC_EFFICIENCY, NVLINK_EFFICIENCY,
+                                                  LinkTable, collective_seconds)
+
+    nvlink, nic = Link(400e9, 3e-6, "preset"), Link(50e9, 5e-6, "preset")
+    links = LinkTable(nvlink, nic)
+    size = 64 * 2**20
+    inside = collective_seconds(ALL_TO_ALL, size, 8, links, 8)
+    assert inside == pytest.approx(3e-6 + 7 / 8 * size / (400e9 * NVLINK_EFFICIENCY) + NCCL_LAUNCH_S)
+    across = collective_seconds(ALL_TO_ALL, size, 64, links, 8)
+    assert across == pytest.approx(5e-6 + 56 / 64 * size / (50e9 * NIC_EFFICIENCY) + NCCL_LAUNCH_S)
+    assert collective_seconds(ALL_TO_ALL, size, 1, links, 8) == 0.0
+
+
+def test_ep_adds_exposed_all_to_all_and_leaves_compute_alone():
+    from zeroplan.core.timing.step_time import FlopModel, Layout, ep_alltoall_layer_seconds, microbatch_seconds
+    from zeroplan.core.hardware import Link
+    from zeroplan.core.timing.collectives import LinkTable
+    from zeroplan.core.timing.machine import Machine
+
+    mixtral = load_model("mixtral-8x7b")
+    flops = FlopModel.from_model(mixtral)
+    machine = Machine(peak_flops=989e12, hbm_bytes_per_s=3.35e12, pcie_bytes_per_s=63e9, nvme_bytes_per_s=None,
+                      links=LinkTable(Link(450e9, 3e-6, "preset"), Link(50e9, 5e-6, "preset")))
+    base = Layout(8, 1, 1, 1, 4096, 1, 8, "selective", False, True, True, True)
+    with_ep = Layout(8, 1, 1, 1, 4096, 1, 8, "selective", False, True, True, True, ep=8, ep_per_node=8)
+    f0, b0, c0, _ = microbatch_seconds(base, flops, flops.hidden, machine)
+    f1, b1, c1, _ = microbatch_seconds(with_ep, flops, flops.hidden, machine)
+    assert (f0, b0) == (f1, b1)  # the same FLOPs per rank: balanced routing spreads T·k tokens over the ranks
+    each = ep_alltoall_layer_seconds(with_ep, flops, machine)
+    assert c1 - c0 == pytest.approx(32 * each)
+    # 4 all-to-alls per layer of T·k·h 16-bit elements (T = 4096 tokens, k = 2, h = 4096)
+    from zeroplan.core.timing.collectives import ALL_TO_ALL, collective_seconds
+
+    assert each == pytest.approx(4 * collective_seconds(ALL_TO_ALL, 4096 * 2 * 4096 * 2, 8, machine.links, 8))
+    # MFU counts the active parameters: 6 × (12.9B) per token, not 6 × 46.7B
+    assert flops.model_flops_per_token() == 6 * active_params(mixtral)
+
+
+# ---- commands ----
+
+def test_estimate_with_ep_shards_experts_over_edp(cli):
+    import json
+
+    code, out, err = cli("estimate", "--model", "mixtral-8x7b", "--gpus", "64", "--gpu", "h100-80g", "--ep", "8",
+                         "--stage", "1", "--seq-len", "4096", "-f", "json")
+    assert code == 0, err
+    document = json.loads(out)
+    option = document["options"][0] if "options" in document else document["estimates"][0]
+    breakdown = option["breakdown"]
+    mixtral = load_model("mixtral-8x7b")
+    dense, experts = expert_shard_params(mixtral, 1, 1, 8, 1)
+    assert breakdown["gpu/params/experts"] == 2 * experts and breakdown["gpu/params/dense"] == 2 * dense
+    assert breakdown["gpu/optimizer_states/experts"] == 12 * -(-experts // 8)  # edp = 64 / 8
+    assert breakdown["gpu/optimizer_states/dense"] == 12 * -(-dense // 64)
+    assert document["inputs"]["ep"] == 8
+
+
+@pytest.mark.parametrize("args,expected", [
+    (("--model", "mixtral-8x7b", "--gpus", "48", "--ep", "3"),
+     "zeroplan: error: --ep: ep(3) does not divide the 8 experts of mixtral-8x7b"),
+    (("--model", "llama-2-7b", "--gpus", "16", "--ep", "2"), "zeroplan: error: --ep: ep(2) / etp(1) cut experts"),
+    (("--model", "mixtral-8x7b", "--gpus", "8", "--ep", "16"), "zeroplan: error: --ep: ep(16) × etp(1) = 16 does"),
+])
+def test_estimate_refuses_a_broken_expert_layout_in_one_line(cli, args, expected):
+    code, out, err = cli("estimate", *args)
+    assert code == 2 and not out and err.startswith(expected) and err.count("\n") == 1
+
+
+def test_plan_explains_why_ep_wins(cli):
+    code, out, err = cli("plan", "--model", "mixtral-8x7b", "--gpus", "64", "--gpu", "h100-80g", "--global-batch",
+                         "512", "--seq-len", "4096", "--ep", "1,8", "--tp", "1,2", "--pp", "1,2",
+                         "--recompute", "selective")
+    assert code == 0, err
+    text = " ".join(out.split())
+    assert "expert parallelism: the best plan with EP (ep 8" in text
+    assert "exposed all-to-all" in text and "the same layout without EP needs" in text
+    assert "Ψ the active parameters (12.9B of 46.7B" in text
