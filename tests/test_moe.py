@@ -260,3 +260,28 @@ def test_plan_explains_why_ep_wins(cli):
     assert "expert parallelism: the best plan with EP (ep 8" in text
     assert "exposed all-to-all" in text and "the same layout without EP needs" in text
     assert "Ψ the active parameters (12.9B of 46.7B" in text
+
+
+# ---- activations ----
+
+@pytest.mark.parametrize("capacity,share", [(None, 0.1), (1.25, 0.25), (2.0, 1.0)])
+def test_moe_imbalance_is_the_share_of_the_routed_copies(capacity, share):
+    """The most loaded EP rank's excess: share × the routed terms of Korthikanti's row (k dispatched copies of
+    the MLP input, k × the expert MLP's inner activations split over tp), per layer and micro-batch in flight."""
+    from fractions import Fraction
+
+    from zeroplan.core.memory.activations import ActivationConfig, activation_memory
+
+    mixtral = load_model("mixtral-8x7b")
+    s, b, tp, pp, h, f, k = 4096, 1, 2, 4, 4096, 14336, 2
+    config = ActivationConfig(seq_len=s, micro_batch=b, tp=tp, pp=pp, num_micro_batches=8, ep=8,
+                              capacity_factor=capacity, flash_attention=True)
+    found = activation_memory(mixtral, config).breakdown
+    routed_row = s * b * 2 * (k * h + Fraction(3 * f * k, tp))  # 16-bit copies and gate/up/down inputs
+    layers_in_flight = 8 * 4  # 32 layers / pp 4 on the first stage × pp micro-batches in flight
+    expected = Fraction(share).limit_denominator(100) * routed_row * layers_in_flight
+    assert found["activations/moe_imbalance"] == -(-expected.numerator // expected.denominator)
+    without = activation_memory(mixtral, ActivationConfig(seq_len=s, micro_batch=b, tp=tp, pp=pp,
+                                                          num_micro_batches=8, flash_attention=True)).breakdown
+    assert "activations/moe_imbalance" not in without  # ep = 1: every rank routes its own tokens
+    assert {k: v for k, v in found.items() if k != "activations/moe_imbalance"} == without

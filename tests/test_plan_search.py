@@ -29,7 +29,7 @@ def reference(request, plan):
     activations = ActivationConfig(
         seq_len=space.seq_len, micro_batch=plan.micro_batch, recompute=plan.recompute,
         flash_attention=space.flash_attention, sequence_parallel=plan.sequence_parallel, tp=plan.tp, pp=plan.pp,
-        virtual_stages=plan.virtual_stages, num_micro_batches=plan.grad_accum)
+        virtual_stages=plan.virtual_stages, num_micro_batches=plan.grad_accum, ep=plan.ep)
     estimate_request = EstimateRequest(
         model=request.model, cluster=request.cluster, parallel=parallel, per_param=request.per_param,
         budget=request.budget, options=(plan.option,), largest_layer_params=request.largest_layer_params,

@@ -354,6 +354,10 @@ class StepInputs(Section):
                                  panel=STEP, kind=bool, default=False)
     tokens: str | None = flag("--tokens", help="Training length in tokens (e.g. 300B): adds time to train and "
                               "GPU-hours.", panel=STEP, parse=as_count)
+    capacity_factor: float | None = flag(
+        "--capacity-factor", help="MoE expert capacity factor: tokens beyond c × an expert's even share are dropped "
+        "(DeepSpeed-MoE, Megatron's --moe-expert-capacity-factor); default dropless, with a 10% token-imbalance "
+        "allowance on the most loaded EP rank.", panel=STEP, kind=float)
 
 
 @dataclass(init=False, repr=False, eq=False)

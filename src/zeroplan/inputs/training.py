@@ -83,7 +83,8 @@ def resolve_activations(inputs: StepInputs, model: ModelSpec, parallel: Parallel
     return ActivationConfig(seq_len=seq_len, micro_batch=micro_batch, recompute=recompute,
                             flash_attention=inputs.flash_attention, sequence_parallel=inputs.sequence_parallel,
                             tp=parallel.tp, pp=parallel.pp, num_micro_batches=accumulation,
-                            dtype_bytes=activation_dtype_bytes(inputs.precision), implementation=implementation)
+                            dtype_bytes=activation_dtype_bytes(inputs.precision), implementation=implementation,
+                            ep=parallel.ep, capacity_factor=inputs.capacity_factor)
 
 
 def activation_dtype_bytes(precision: str) -> int:

@@ -97,8 +97,18 @@ def _activation_notes(request: EstimateRequest, activations: ActivationConfig | 
                 "norm, fp32 log-softmax and the loss gradient's fp32 temporaries" + (f"; {routing}" if routing else "")]
     flash = "flash attention (no s×s scores stored)" if activations.flash_attention else "no flash attention"
     note = f"; {why}" if why else ""
-    return [f"activations: megatron implementation (Korthikanti et al. 2022 per layer), {step}, {flash}; the first "
-            f"pipeline stage holds pp micro-batches in flight (1F1B){note}"]
+    notes = [f"activations: megatron implementation (Korthikanti et al. 2022 per layer), {step}, {flash}; the first "
+             f"pipeline stage holds pp micro-batches in flight (1F1B){note}"]
+    if activations.ep > 1 and request.model.shape is not None and request.model.shape.experts:
+        from zeroplan.core.memory.activations import moe_excess_share
+
+        share = float(moe_excess_share(activations))
+        how = ("dropless routing with a stated allowance (--capacity-factor caps it)" if activations.capacity_factor
+               is None else f"capacity factor {activations.capacity_factor:g}: every expert capped at that multiple "
+               "of its even share, tokens beyond it dropped")
+        notes.append(f"MoE activations: the most loaded EP rank receives {share:.0%} more routed token copies than "
+                     f"the average ({how}): activations/moe_imbalance")
+    return notes
 
 
 def _buffer_notes(inputs: EstimateInputs) -> list[str]:
@@ -144,6 +154,9 @@ def build_request(inputs: EstimateInputs, assumptions: list[str]) -> tuple[Estim
         assumptions.append(f"pipeline pp({parallel.pp}): only ZeRO stages 0-1 (DeepSpeed's pipeline engine "
                            "supports no higher stage)")
     check_whole_nodes(parallel)
+    if inputs.step.capacity_factor is not None and (model.shape is None or not model.shape.experts):
+        raise InputError("--capacity-factor", f"caps the tokens of each expert, and {model.name} has no experts",
+                         "drop --capacity-factor, or use a mixture-of-experts model")
     check_precision_on_gpu(inputs.step.precision, cluster.gpu.name, cluster.gpu.supports_bf16)
     largest = _largest_layer(inputs, model, assumptions)
     activations = resolve_activations(inputs.step, model, parallel, assumptions)

@@ -293,7 +293,7 @@ def _search_layout(request: SearchRequest, grid: _Grid, flops: FlopModel, activa
         if issue:
             skipped[issue] += option_count
             continue
-        act = activations.bytes(tp, pp, v, sp, recompute, m, b)
+        act = activations.bytes(tp, pp, v, sp, recompute, m, b, ep)
         layout = Layout(dp, tp, pp, v, seq_len, b, m, recompute, sp, tp_intra_node, dp_intra_node, pp_intra,
                         cp, flash, ep, ep_per_node)
         passes = pass_times(layout, microbatch_seconds(layout, flops, hidden, machine, micro_cache), overlap)
