@@ -285,3 +285,76 @@ def test_moe_imbalance_is_the_share_of_the_routed_copies(capacity, share):
                                                           num_micro_batches=8, flash_attention=True)).breakdown
     assert "activations/moe_imbalance" not in without  # ep = 1: every rank routes its own tokens
     assert {k: v for k, v in found.items() if k != "activations/moe_imbalance"} == without
+
+
+# ---- check and export ----
+
+def _ds_config(tmp_path, expert_parallel=None, name="ds.json"):
+    import json
+
+    config = {"train_batch_size": 512, "train_micro_batch_size_per_gpu": 1, "gradient_accumulation_steps": 8,
+              "bf16": {"enabled": True}, "zero_optimization": {"stage": 1}}
+    if expert_parallel is not None:
+        config["expert_parallel"] = expert_parallel
+    path = tmp_path / name
+    path.write_text(json.dumps(config), encoding="utf-8")
+    return str(path)
+
+
+def _rules(out):
+    import json
+
+    return sorted(f["rule"] for report in json.loads(out)["files"] for f in report["findings"])
+
+
+MIXTRAL_ON_64 = ("--model", "mixtral-8x7b", "--gpus", "64", "--gpu", "h100-80g", "--seq-len", "4096", "-f", "json")
+
+
+def test_check_reads_autoep_and_its_expert_memory(cli, tmp_path):
+    """Without EP Mixtral's ZeRO-1 states do not fit 64 H100 (ZP011); DeepSpeed AutoEP's block with
+    autoep_size 8 shards the experts over edp 8, and the config fits."""
+    code, out, _ = cli("check", _ds_config(tmp_path), *MIXTRAL_ON_64)
+    assert code == 1 and _rules(out) == ["ZP011"]
+    code, out, _ = cli("check", _ds_config(tmp_path, {"enabled": True, "autoep_size": 8}), *MIXTRAL_ON_64)
+    assert code == 0 and _rules(out) == []
+    # a disabled block is not read (DeepSpeed's parse_autoep_config: enabled defaults to false)
+    code, out, _ = cli("check", _ds_config(tmp_path, {"enabled": False, "autoep_size": 8}), *MIXTRAL_ON_64)
+    assert _rules(out) == ["ZP011"]
+
+
+@pytest.mark.parametrize("block,flags,expected", [
+    ({"enabled": True, "autoep_size": 16}, (), ["ZP021", "ZP023"]),  # 8 experts; 16 ranks span 2 nodes
+    ({"enabled": True, "autoep_size": 8, "expert_tensor_parallel_size": 2}, (), ["ZP022", "ZP023"]),
+    (None, ("--ep", "3"), ["ZP021", "ZP022"]),  # 3 divides neither 8 experts nor 64 ranks
+    (None, ("--ep", "2", "--model", "llama-2-7b"), ["ZP021"]),  # a dense model
+])
+def test_check_expert_rules(cli, tmp_path, block, flags, expected):
+    args = list(MIXTRAL_ON_64)
+    if "--model" in flags:
+        args[1] = flags[flags.index("--model") + 1]
+        flags = flags[:flags.index("--model")]
+    code, out, _ = cli("check", _ds_config(tmp_path, block), *args, *flags)
+    found = _rules(out)
+    assert [rule for rule in found if rule.startswith("ZP02")] == expected, found
+
+
+def test_export_writes_autoep_and_the_plan_file_reads_back(cli, tmp_path):
+    import json
+
+    import yaml
+
+    ds, plan = tmp_path / "ds.json", tmp_path / "plan.yaml"
+    args = ("--model", "mixtral-8x7b", "--gpus", "64", "--gpu", "h100-80g", "--ep", "8", "--seq-len", "4096",
+            "--micro-batch", "1", "--global-batch", "512")
+    code, _, err = cli("export", "deepspeed", *args, "-o", str(ds))
+    assert code == 0, err
+    assert json.loads(ds.read_text())["expert_parallel"] == {"enabled": True, "autoep_size": 8,
+                                                             "expert_tensor_parallel_size": 1}
+    code, _, err = cli("export", "plan", *args, "--capacity-factor", "1.0", "-o", str(plan))
+    assert code == 0, err
+    data = yaml.safe_load(plan.read_text())
+    assert data["parallel"] == {"tp": 1, "pp": 1, "ep": 8, "etp": 1} and data["training"]["capacity_factor"] == 1.0
+    code, out, _ = cli("check", str(plan), "-f", "json")
+    assert _rules(out) == ["ZP024"]  # capacity 1.0: below the 10% allowance, tokens dropped every step
+    code, _, err = cli("export", "deepspeed", *args, "--etp", "2", "-o", str(tmp_path / "x.json"))
+    assert code == 2 and "--etp: DeepSpeed's AutoEP supports expert_tensor_parallel_size 1 only" in err
