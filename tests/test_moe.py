@@ -358,3 +358,34 @@ def test_export_writes_autoep_and_the_plan_file_reads_back(cli, tmp_path):
     assert _rules(out) == ["ZP024"]  # capacity 1.0: below the 10% allowance, tokens dropped every step
     code, _, err = cli("export", "deepspeed", *args, "--etp", "2", "-o", str(tmp_path / "x.json"))
     assert code == 2 and "--etp: DeepSpeed's AutoEP supports expert_tensor_parallel_size 1 only" in err
+
+
+def test_fewest_gpus_keeps_the_expert_grid():
+    """When nothing fits, the recommendation's fewest-GPUs search walks worlds that hold whole ep × etp blocks
+    and keeps ep: each world it tries is evaluated with the same experts' cut."""
+    import zeroplan
+
+    asked = dict(model="mixtral-8x7b", gpu="h100-80g", ep=8, stage=1, offload_optimizer="none", seq_len=4096)
+    result = zeroplan.estimate(gpus=8, **asked)
+    assert result.to_dict()["inputs"]["ep"] == 8
+    reason = result.recommendation.reason
+    assert "nothing fits on 8" in reason and "the fewest h100-80g GPUs that fit: 64 (ZeRO-1)" in reason
+    # the same layout at 64 fits and at the node below does not: the search kept ep = 8
+    assert zeroplan.estimate(gpus=64, **asked).recommendation.label == "ZeRO-1"
+    assert zeroplan.estimate(gpus=56, **asked).recommendation.label is None
+    plan = zeroplan.plan(model="mixtral-8x7b", gpus=64, gpu="h100-80g", global_batch=512, seq_len=4096,
+                         ep="8", tp="1", pp="1", recompute="selective")
+    assert plan.top and plan.to_dict()["top"][0]["ep"] == 8
+
+
+def test_sweep_rows_carry_the_expert_grid(cli):
+    import csv
+    import io
+
+    code, out, err = cli("sweep", "--model", "mixtral-8x7b", "--gpus", "64", "--gpu", "h100-80g", "--ep", "8",
+                         "--stages", "1", "--seq-len", "4096")
+    assert code == 0, err
+    (row,) = list(csv.DictReader(io.StringIO(out)))
+    dense, experts = expert_shard_params(load_model("mixtral-8x7b"), 1, 1, 8, 1)
+    assert (row["ep"], row["edp"]) == ("8", "8")
+    assert int(row["gpu_bytes_optimizer_states"]) == 12 * -(-dense // 64) + 12 * -(-experts // 8)
