@@ -389,3 +389,32 @@ def test_sweep_rows_carry_the_expert_grid(cli):
     dense, experts = expert_shard_params(load_model("mixtral-8x7b"), 1, 1, 8, 1)
     assert (row["ep"], row["edp"]) == ("8", "8")
     assert int(row["gpu_bytes_optimizer_states"]) == 12 * -(-dense // 64) + 12 * -(-experts // 8)
+
+
+# ---- estimate --cp ----
+
+def test_estimate_cp_matches_the_plan_search_to_the_byte():
+    """estimate --cp 2 and plan's pinned cp = 2 layout count the same per-GPU memory: activations of s/cp tokens,
+    ZeRO over the dp × cp ranks, the batch over dp."""
+    import zeroplan
+
+    plan = zeroplan.plan(model="llama-2-7b", gpus=16, global_batch=64, seq_len=32768, cp="2", tp="1", pp="1",
+                         stages="1", offload=False, recompute="full", micro_batches="1", sequence_parallel="off")
+    top = plan.to_dict()["top"][0]
+    estimate = zeroplan.estimate(model="llama-2-7b", gpus=16, cp=2, seq_len=32768, global_batch=64, stage=1,
+                                 offload_optimizer="none", recompute="full", micro_batch=1, activations="megatron")
+    option = estimate.to_dict()["options"][0]
+    assert (top["cp"], top["dp"]) == (2, 8)
+    assert option["gpu_bytes"]["total"] == top["gpu_bytes_total"]
+    assert option["gpu_bytes"]["activations"] == top["gpu_bytes_activations"]
+    assert option["grad_accum_steps"] is None or option["grad_accum_steps"] == 8  # 64 = 1 × 8 × dp 8
+
+
+@pytest.mark.parametrize("args,expected", [
+    (("--cp", "3"), "--cp: cp(3) does not divide the 16 ranks"),
+    (("--cp", "2", "--seq-len", "4098"), "--cp: context parallelism cuts each sequence into 2·cp(2) = 4 chunks"),
+    (("--cp", "2", "--activations", "transformers"), "--activations: transformers runs no context parallelism"),
+])
+def test_estimate_cp_refusals(cli, args, expected):
+    code, out, err = cli("estimate", "--model", "llama-2-7b", "--gpus", "16", *args)
+    assert code == 2 and not out and err.startswith(f"zeroplan: error: {expected}")

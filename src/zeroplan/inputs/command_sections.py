@@ -75,8 +75,9 @@ class SearchInputs(Section):
                                     parse=one_of(CommOverlapChoice))
     cpu_adam_rate: str | None = flag("--cpu-adam-rate", help="CPU optimizer parameters per second per node "
                                      "(default 1e9).", panel=TIMING, parse=as_count)
-    cp: str | None = flag("--cp", help="Context-parallel degrees to try, e.g. 1,2,4 (default 1; needs the sequence "
-                          "divisible by 2·cp).", panel=SEARCH)
+    cp: str | None = option(flag_of(ParallelInputs, "cp").variant(
+        help="Context-parallel degrees to try, e.g. 1,2,4 (default 1; needs the sequence divisible by 2·cp).",
+        panel=SEARCH, kind=str))
     fsdp_pipeline: bool = flag("--fsdp-with-pp", help="Also try ZeRO-2/3 (FSDP) with pipeline parallelism "
                                "(torchtitan, Llama 3).", panel=SEARCH, kind=bool, default=False)
     top: int = flag("--top", help="How many plans to show (distinct dp×tp×pp and stage).", panel=OUTPUT, kind=int,

@@ -305,6 +305,9 @@ class ParallelInputs(Section):
     tp: int = flag("--tp", help="Tensor-parallel degree (check: default tensor_parallel.autotp_size, else 1).",
                    panel=PARALLEL, kind=int, default=1)
     pp: int = flag("--pp", help="Pipeline-parallel degree.", panel=PARALLEL, kind=int, default=1)
+    cp: int = flag("--cp", help="Context-parallel degree: each rank holds seq/cp tokens of every sequence (ring "
+                   "attention; needs the sequence divisible by 2·cp); ZeRO shards over dp × cp ranks.",
+                   panel=PARALLEL, kind=int, default=1)
     ep: int = flag("--ep", help="Expert-parallel degree (mixture-of-experts models): each rank holds experts/ep "
                    "experts; folded over the tp × dp ranks as Megatron-Core does.", panel=PARALLEL, kind=int,
                    default=1)

@@ -159,7 +159,17 @@ def build_request(inputs: EstimateInputs, assumptions: list[str]) -> tuple[Estim
                          "drop --capacity-factor, or use a mixture-of-experts model")
     check_precision_on_gpu(inputs.step.precision, cluster.gpu.name, cluster.gpu.supports_bf16)
     largest = _largest_layer(inputs, model, assumptions)
-    activations = resolve_activations(inputs.step, model, parallel, assumptions)
+    cp = given.cp
+    if isinstance(cp, bool) or not isinstance(cp, int) or cp < 1:
+        raise InputError("--cp", f"must be a positive whole number, got {cp!r}")
+    if cp > 1 and parallel.dp % cp:
+        raise InputError("--cp", f"cp({cp}) does not divide the {parallel.dp} ranks left by tp({parallel.tp}) × "
+                         f"pp({parallel.pp}) on {parallel.world} GPUs (they are dp × cp)",
+                         "use a cp that divides them, or change --gpus")
+    if cp > 1 and inputs.convention.convention != "paper":
+        raise InputError("--cp", f"the {inputs.convention.convention} convention models no context parallelism",
+                         "use --convention paper with --cp")
+    activations = resolve_activations(inputs.step, model, parallel, assumptions, cp)
     check_model_layout(model, parallel, seq_len=activations.seq_len if activations else None,
                        sequence_parallel=activations.sequence_parallel if activations else False)
     if (warning := cross_node_tp_warning(parallel)) is not None:
@@ -175,7 +185,7 @@ def build_request(inputs: EstimateInputs, assumptions: list[str]) -> tuple[Estim
             raise InputError("--micro-batch", f"must be at least 1, got {inputs.step.micro_batch}")
         if inputs.step.global_batch is not None and inputs.step.micro_batch is None:
             assumptions.append("micro-batch 1 sequence per GPU (the default; --micro-batch)")
-        micro_batches = grad_accum_steps(inputs.step, parallel, inputs.step.micro_batch or 1, assumptions)
+        micro_batches = grad_accum_steps(inputs.step, parallel, inputs.step.micro_batch or 1, assumptions, cp)
     if inputs.step.max_micro_batch and activations is None:
         raise InputError("--max-micro-batch", "needs the model's shape to size activations",
                          "use --model with a preset or a config.json")
@@ -188,7 +198,7 @@ def build_request(inputs: EstimateInputs, assumptions: list[str]) -> tuple[Estim
         activations=activations, micro_batches_per_step=micro_batches, global_batch=step.global_batch,
         max_micro_batch=step.max_micro_batch,
         calibrated_links=_calibrated_links(inputs, assumptions), framework=inputs.convention.framework or "deepspeed",
-        parameters=_parameters(inputs, model),
+        parameters=_parameters(inputs, model), cp=cp,
     )
     return request, activations
 

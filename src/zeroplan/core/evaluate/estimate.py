@@ -57,6 +57,7 @@ class EstimateRequest:
     # The framework convention: which framework, and the model's parameter tensors it partitions.
     framework: str = "deepspeed"
     parameters: tuple = ()  # core.memory.framework_partition.ParamSpec, imported only when this convention runs
+    cp: int = 1  # context parallelism: parallel.dp counts the dp × cp ranks sharing ZeRO's partitions
 
     def __post_init__(self) -> None:
         if self.convention in ("deepspeed", "framework") and self.parallel.has_experts_grid:
@@ -199,7 +200,7 @@ def _evaluate(request: EstimateRequest, option: Option, activations: dict[str, i
                               fits=True, limits=(), host_checked=True)
     if request.max_micro_batch and request.activations is not None:
         estimate = with_max_micro_batch(estimate, request.model, request.activations, request.budget.usable_gpu_bytes,
-                                        request.global_batch, request.parallel.dp)
+                                        request.global_batch, request.parallel.dp // request.cp)
     return _with_fit(request, estimate)
 
 

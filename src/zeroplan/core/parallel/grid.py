@@ -174,8 +174,12 @@ class ParallelDims:
             return self.dp
         return ((self.dp - 1) * self.tp) // self.gpus_per_node + 1
 
-    def describe(self) -> str:
-        text = f"dp({self.dp}) × tp({self.tp}) × pp({self.pp}) = world({self.world})"
+    def describe(self, cp: int = 1) -> str:
+        """The grid in words; cp > 1: dp counts the dp × cp ranks that share ZeRO's partitions, shown apart."""
+        if cp > 1:
+            text = f"dp({self.dp // cp}) × cp({cp}) × tp({self.tp}) × pp({self.pp}) = world({self.world})"
+        else:
+            text = f"dp({self.dp}) × tp({self.tp}) × pp({self.pp}) = world({self.world})"
         if self.has_experts_grid:
             text += f"; experts edp({self.edp}) × ep({self.ep}) × etp({self.etp})"
         return text
