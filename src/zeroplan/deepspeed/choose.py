@@ -90,7 +90,7 @@ def choose(context: CheckContext, *, stage: int | None = None, offload_optimizer
     if ep > 1 and etp != 1:
         raise InputError("--etp", f"DeepSpeed's AutoEP supports expert_tensor_parallel_size 1 only, asked {etp}",
                          "use --etp 1 (plan Megatron-Core layouts with `zeroplan plan --etp`)")
-    dims = ParallelDims(world=world, tp=tp, pp=pp, ep=ep, etp=etp)  # validates divisibility before anything else
+    dims = ParallelDims(world=world, tp=tp, pp=pp, ep=ep, etp=tp if etp is None else etp)  # validates divisibility before anything else
     batch = consistent(dims.dp, context.micro_batch, context.grad_accum, context.global_batch)
     hidden = planning.hidden_size(context)
     reduce, prefetch, persistence = _bucket_sizes(hidden)

@@ -64,9 +64,10 @@ def expert_sizes(context: CheckContext, config: dict) -> tuple[int, int]:
     """(ep, etp): --ep/--etp or a plan file's, else DeepSpeed AutoEP's expert_parallel block when enabled
     (autoep_size, expert_tensor_parallel_size: module_inject/auto_ep_config.py parse_autoep_config), else 1."""
     block = config.get("expert_parallel") if isinstance(config, dict) else None
-    enabled = isinstance(block, dict) and block.get("enabled") is True
-    ep = _as_count(block.get("autoep_size", 1)) if enabled else None
-    etp = _as_count(block.get("expert_tensor_parallel_size", 1)) if enabled else None
+    ep = etp = None
+    if isinstance(block, dict) and block.get("enabled") is True:
+        ep = _as_count(block.get("autoep_size", 1))
+        etp = _as_count(block.get("expert_tensor_parallel_size", 1))
     return (context.ep or (ep if ep and ep > 0 else 1), context.etp or (etp if etp and etp > 0 else 1))
 
 

@@ -142,7 +142,7 @@ def build_request(inputs: EstimateInputs, assumptions: list[str]) -> tuple[Estim
     cluster = resolve_cluster(inputs.hardware, assumptions, inputs.units)
     given = inputs.parallel
     parallel = ParallelDims(world=inputs.hardware.gpus, tp=given.tp, pp=given.pp, gpus_per_node=cluster.gpus_per_node,
-                            ep=given.ep, etp=given.etp)
+                            ep=given.ep, etp=given.tp if given.etp is None else given.etp)
     zeropp = frozenset(f.strip().lower() for f in (inputs.parallel.zeropp or "").split(",") if f.strip())
     _check_combinations(inputs, parallel, zeropp)
     options = options_for(inputs.convention.convention, given.stage, given.offload_optimizer, given.offload_params)

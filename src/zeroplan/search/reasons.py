@@ -209,8 +209,9 @@ def expert_parallel_verdict(result: SearchResult, units: str) -> str | None:
     if not without:
         if 1 not in request.space.ep:
             return head
-        smallest = min((p for p in result.plans if p.ep == 1), key=lambda p: p.gpu_total, default=None)
-        needs = f" (the smallest needs {format_bytes(smallest.gpu_total, units)} per GPU)" if smallest else ""
+        dense_smallest = min((p for p in result.plans if p.ep == 1), key=lambda p: p.gpu_total, default=None)
+        needs = (f" (the smallest needs {format_bytes(dense_smallest.gpu_total, units)} per GPU)"
+                 if dense_smallest else "")
         return f"{head}; it wins because no plan without EP fits{needs}"
     best = without[0]
     # the same layout and step without EP: what EP changes on its own (experts' memory against the all-to-all)
