@@ -44,13 +44,21 @@ def simpler_because(plan: PlanRecord, other: PlanRecord) -> str:
     return "fewer features (sequence parallelism, interleaving)"
 
 
+def part_names(*plans: PlanRecord) -> dict[str, str]:
+    """PART_NAMES, with the tp_comm part named for what it holds when a plan has EP: its all-to-all too."""
+    if any(plan.ep > 1 for plan in plans):
+        return {**PART_NAMES, "tp_comm": "tensor-parallel and expert all-to-all communication"}
+    return PART_NAMES
+
+
 def rank_reason(plan: PlanRecord, best: PlanRecord, fastest: PlanRecord, tolerance: float, usable: int,
                 units: str) -> str:
     """#1: what its step is made of (and why it beat a slightly faster plan). Others: how they compare to #1."""
+    names = part_names(plan, best)
     parts = plan.time.parts()
     if plan is best:
         shares = sorted(((v, k) for k, v in parts.items() if v >= 0.005 * plan.time.total), reverse=True)
-        made_of = ", ".join(f"{PART_NAMES[k]} {v / plan.time.total:.0%}" for v, k in shares[:3])
+        made_of = ", ".join(f"{names[k]} {v / plan.time.total:.0%}" for v, k in shares[:3])
         text = f"fastest: {_seconds(plan.time.total)} per step ({made_of})"
         if fastest.time.total < plan.time.total:
             text = (f"{_seconds(plan.time.total)} per step ({made_of}), within {tolerance:.0%} of the fastest plan "
@@ -65,9 +73,9 @@ def rank_reason(plan: PlanRecord, best: PlanRecord, fastest: PlanRecord, toleran
     elif relative < 0.0005:
         text = f"as fast as #1, which is simpler: {simpler_because(best, plan)}"
     else:
-        worse = [f"+{_seconds(d)} {PART_NAMES[k]}{_why_compute_differs(plan, best) if k == 'compute' else ''}"
+        worse = [f"+{_seconds(d)} {names[k]}{_why_compute_differs(plan, best) if k == 'compute' else ''}"
                  for d, k in deltas if d > 0.005 * best.time.total][:2]
-        better = [f"{_seconds(-d)} less {PART_NAMES[k]}" for d, k in reversed(deltas)
+        better = [f"{_seconds(-d)} less {names[k]}" for d, k in reversed(deltas)
                   if -d > 0.005 * best.time.total][:1]
         text = f"{relative:.1%} slower than #1" + (": " + ", ".join(worse) if worse else "")
         if better:
