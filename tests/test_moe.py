@@ -317,6 +317,13 @@ def test_check_reads_autoep_and_its_expert_memory(cli, tmp_path):
     assert code == 1 and _rules(out) == ["ZP011"]
     code, out, _ = cli("check", _ds_config(tmp_path, {"enabled": True, "autoep_size": 8}), *MIXTRAL_ON_64)
     assert code == 0 and _rules(out) == []
+    # ep 2: the experts' half per rank does not fit, and ZP011 says how much of the states they are
+    code, out, _ = cli("check", _ds_config(tmp_path, {"enabled": True, "autoep_size": 2}), *MIXTRAL_ON_64)
+    import json
+
+    (finding,) = json.loads(out)["files"][0]["findings"]
+    assert finding["rule"] == "ZP011"
+    assert "of which routed experts" in finding["message"] and "sharded over edp(32)" in finding["message"]
     # a disabled block is not read (DeepSpeed's parse_autoep_config: enabled defaults to false)
     code, out, _ = cli("check", _ds_config(tmp_path, {"enabled": False, "autoep_size": 8}), *MIXTRAL_ON_64)
     assert _rules(out) == ["ZP011"]
@@ -375,7 +382,7 @@ def test_fewest_gpus_keeps_the_expert_grid():
     assert zeroplan.estimate(gpus=56, **asked).recommendation.label is None
     plan = zeroplan.plan(model="mixtral-8x7b", gpus=64, gpu="h100-80g", global_batch=512, seq_len=4096,
                          ep="8", tp="1", pp="1", recompute="selective")
-    assert plan.top and plan.to_dict()["top"][0]["ep"] == 8
+    assert plan.top and plan.to_dict()["top"][0]["ep"] == 8 and (plan.top[0].ep, plan.top[0].etp) == (8, 1)
 
 
 def test_sweep_rows_carry_the_expert_grid(cli):
