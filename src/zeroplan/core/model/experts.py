@@ -51,9 +51,22 @@ class ExpertParams:
 
 
 def expert_params(shape: ModelShape | None) -> ExpertParams | None:
-    """The routed-expert split of a model's shape, or None for a dense model (or a count without a shape)."""
+    """The routed-expert split of a model's shape, or None for a dense model (or a count without a shape).
+
+    A shape with an architecture description's MoE fields (`shape.moe`: MoE layer count, routed-expert total,
+    expert width, shared experts) is read from them, its dense layers taken first (DeepSeek's first_k_dense);
+    otherwise the shape is Mixtral-style: every layer routed, experts ffn wide, no shared expert."""
     if shape is None or not shape.experts or not shape.experts_per_token:
         return None
+    described = getattr(shape, "moe", None)
+    if described is not None and described.moe_layers:
+        gated = 3 if shape.gated_mlp else 2
+        dense = shape.layers - described.moe_layers
+        shared = gated * shape.hidden * (described.shared_expert_ffn or 0)
+        return ExpertParams(experts=shape.experts, experts_per_token=shape.experts_per_token,
+                            expert_params=described.expert_params // (described.moe_layers * shape.experts),
+                            expert_ffn=described.expert_ffn, router_params=shape.hidden * shape.experts,
+                            moe_layers=(False,) * dense + (True,) * described.moe_layers, shared_params=shared)
     per_expert = (3 if shape.gated_mlp else 2) * shape.hidden * shape.ffn
     return ExpertParams(experts=shape.experts, experts_per_token=shape.experts_per_token, expert_params=per_expert,
                         expert_ffn=shape.ffn, router_params=shape.hidden * shape.experts,
@@ -67,6 +80,9 @@ def model_expert_params(model: ModelSpec) -> ExpertParams | None:
 def active_params(model: ModelSpec) -> int:
     """Parameters one token meets: all of a dense model; a MoE model less its idle routed experts (E − k of
     each MoE layer). What MFU and model FLOPs per token count for MoE (6 × active parameters)."""
+    described = getattr(model.shape, "moe", None)
+    if described is not None and described.active_params:
+        return int(described.active_params)
     split = model_expert_params(model)
     if split is None:
         return model.params
