@@ -425,3 +425,35 @@ def test_estimate_cp_matches_the_plan_search_to_the_byte():
 def test_estimate_cp_refusals(cli, args, expected):
     code, out, err = cli("estimate", "--model", "llama-2-7b", "--gpus", "16", *args)
     assert code == 2 and not out and err.startswith(f"zeroplan: error: {expected}")
+
+
+DEEPSEEK_V3 = Path(__file__).parent / "configs" / "models" / "deepseek-v3.json"
+
+
+@pytest.mark.parametrize("world,tp,ep", [(64, 1, 8), (64, 1, 64), (128, 2, 8)])
+def test_deepseek_v3_states_match_megatron(world, tp, ep):
+    """DeepSeek-V3 (MLA, a shared expert, three dense layers first) through the architecture description, against
+    Megatron-LM's compute_weight_and_optimizer_memory: the routed experts to the parameter, the dense group to the
+    parameter at tp 1, and at tp 2 less exactly half of what Megatron keeps whole on each tp rank (two RMSNorms
+    per layer, the router of each MoE layer, the final norm). Runs where the description reads the config."""
+    if not DEEPSEEK_V3.exists():
+        pytest.skip("needs the architecture description's DeepSeek-V3 reader (tests/configs/models/deepseek-v3.json)")
+    model = load_model(str(DEEPSEEK_V3))
+    if getattr(model.shape, "moe", None) is None:
+        pytest.skip("the shape carries no MoE description")
+    args = types.SimpleNamespace(
+        kv_channels=128, num_attention_heads=128, hidden_size=7168, group_query_attention=False, num_query_groups=128,
+        num_experts=256, swiglu=True, moe_shared_expert_intermediate_size=2048, moe_layer_freq=[0] * 3 + [1] * 58,
+        num_layers=61, moe_ffn_hidden_size=2048, mtp_num_layers=None, normalization="RMSNorm",
+        multi_latent_attention=True, q_lora_rank=1536, kv_lora_rank=512, qk_head_dim=128, qk_pos_emb_head_dim=64,
+        v_head_dim=128, padded_vocab_size=129280, untie_embeddings_and_output_weights=True, ffn_hidden_size=18432,
+        moe_latent_size=None, moe_router_topk=8, add_bias_linear=False, expert_tensor_parallel_size=1,
+        expert_model_parallel_size=ep, pipeline_model_parallel_size=1, world_size=world,
+        tensor_model_parallel_size=tp, data_parallel_size=world // tp, use_distributed_optimizer=True)
+    expected = _megatron().compute_weight_and_optimizer_memory(args)
+    dims = ParallelDims(world, tp, 1, 8, ep=ep, etp=1)
+    dense, experts = expert_shard_params(model, tp, 1, ep, 1)
+    assert experts * ep == 256 * 3 * 7168 * 2048 * 58  # Megatron's routed_expert_params × MoE layers
+    megatron_dense = (expected - experts * (6 + 12 / dims.edp)) / (6 + 12 / dims.dp)
+    replicated = 58 * (2 * 7168 + 7168 * 256) + 3 * 2 * 7168 + 7168
+    assert megatron_dense - dense == pytest.approx(replicated * (tp - 1) / tp, abs=1e-3)
