@@ -434,8 +434,20 @@ def moe_predict(run: dict) -> Outcome:
 
     if run.get("not_expressible"):
         return Outcome(run, None, None, None, f"not expressible: {run['not_expressible']}", [])
-    layout, s = run["layout"], run["shape"]
-    model = moe_model(run)
+    if run.get("config"):  # a config.json the architecture description reads (MLA, shared experts, dense layers)
+        from zeroplan.core.model.experts import model_expert_params
+        from zeroplan.inputs.training import load_model
+
+        path = Path(__file__).resolve().parents[1] / run["config"]
+        model = load_model(str(path)) if path.exists() else None
+        if model is None or getattr(model.shape, "moe", None) is None or model_expert_params(model) is None:
+            return Outcome(run, None, None, None, f"not expressible without {run['not_expressible_without']}", [])
+        shape = model.shape
+        s = {"layers": shape.layers, "hidden": shape.hidden, "heads": shape.heads, "vocab": shape.vocab}
+    else:
+        s = run["shape"]
+        model = moe_model(run)
+    layout = run["layout"]
     inputs = PlanInputs.of(
         gpus=run["gpus"], cluster=run["cluster"], seq_len=run["seq"], global_batch=run["global_batch"],
         params=str(model.params), layers=s["layers"], hidden=s["hidden"], heads=s["heads"], vocab=s["vocab"],
