@@ -457,3 +457,14 @@ def test_deepseek_v3_states_match_megatron(world, tp, ep):
     megatron_dense = (expected - experts * (6 + 12 / dims.edp)) / (6 + 12 / dims.dp)
     replicated = 58 * (2 * 7168 + 7168 * 256) + 3 * 2 * 7168 + 7168
     assert megatron_dense - dense == pytest.approx(replicated * (tp - 1) / tp, abs=1e-3)
+
+
+def test_explain_gives_each_parameter_group_its_formula(cli):
+    code, out, err = cli("estimate", "--model", "mixtral-8x7b", "--gpus", "64", "--gpu", "h800-80g", "--ep", "8",
+                         "--stage", "1", "--seq-len", "4096", "--explain")
+    assert code == 0, err
+    text = " ".join(out.split())
+    dense, experts = expert_shard_params(load_model("mixtral-8x7b"), 1, 1, 8, 1)
+    assert f"Ψ_d = {dense:,} dense parameters" in text and f"Ψ_e = {experts:,} routed-expert parameters" in text
+    assert "ZeRO-1: dense Ψ_d: model states = (P+G)Ψ + KΨ/N_d" in text
+    assert "routed experts Ψ_e: model states = (P+G)Ψ + KΨ/N_e = 4×5.6B + 12×5.6B/8" in text
