@@ -159,7 +159,24 @@ def _space(inputs: PlanInputs, model: ModelSpec, assumptions: list[str]) -> Sear
         tp=parse_int_list(inputs.search.tp, "--tp"), pp=parse_int_list(inputs.search.pp, "--pp"),
         allow_cross_node_tp=inputs.search.allow_cross_node_tp, flash_attention=inputs.step.flash_attention,
         cp=parse_int_list(inputs.search.cp, "--cp") or (1,), fsdp_pipeline=inputs.search.fsdp_pipeline,
-        ep=parse_int_list(inputs.search.ep, "--ep") or (1,), etp=parse_int_list(inputs.search.etp, "--etp"))
+        ep=_expert_degrees(inputs, model, assumptions), etp=parse_int_list(inputs.search.etp, "--etp"))
+
+
+def _expert_degrees(inputs: PlanInputs, model: ModelSpec, assumptions: list[str]) -> tuple[int, ...]:
+    """--ep's degrees; for a mixture-of-experts model without --ep, every divisor of its experts (ep 1 included:
+    the layouts without expert parallelism compete too); 1 for a dense model."""
+    given = parse_int_list(inputs.search.ep, "--ep")
+    if given:
+        return given
+    from zeroplan.core.model.experts import model_expert_params
+
+    split = model_expert_params(model)
+    if split is None:
+        return (1,)
+    degrees = tuple(d for d in range(1, split.experts + 1) if split.experts % d == 0)
+    assumptions.append(f"expert parallelism: ep {','.join(map(str, degrees))} tried (the divisors of the "
+                       f"{split.experts} experts; --ep to narrow)")
+    return degrees
 
 
 def _stage_check(text: str | None) -> None:
