@@ -45,12 +45,14 @@ FIELDS[SearchInputs] = ("efficiency", "cpu_adam_rate", "stages", "offload", "rec
                         "virtual_stages", "micro_batches", "tp", "pp", "allow_cross_node_tp")
 FIELDS[StepInputs] += ("flash_attention",)
 FIELDS[SearchInputs] += ("cp", "fsdp_pipeline", "top", "tie_tolerance", "comm_overlap", "ep", "etp")
+FIELDS[StepInputs] += ("capacity_factor",)
 ECHO_ORDER = ("gpus", "global_batch", "seq_len", "model", "params", "layers", "hidden", "heads", "kv_heads", "vocab",
               "ffn", "gpu", "cluster", "gpus_per_node", "cpu_memory", "nvme", "nvme_bandwidth", "intra_node_bandwidth",
               "inter_node_bandwidth", "gpu_memory", "runtime_reserve", "fragmentation", "host_reserve", "precision",
               "optimizer", "tokens", "calibration", "efficiency", "cpu_adam_rate", "stages", "offload", "recompute",
               "sequence_parallel", "virtual_stages", "micro_batches", "tp", "pp", "allow_cross_node_tp",
-              "flash_attention", "cp", "fsdp_pipeline", "top", "tie_tolerance", "comm_overlap", "ep", "etp")
+              "flash_attention", "cp", "fsdp_pipeline", "top", "tie_tolerance", "comm_overlap", "ep", "etp",
+              "capacity_factor")
 
 
 @dataclass
@@ -159,7 +161,16 @@ def _space(inputs: PlanInputs, model: ModelSpec, assumptions: list[str]) -> Sear
         tp=parse_int_list(inputs.search.tp, "--tp"), pp=parse_int_list(inputs.search.pp, "--pp"),
         allow_cross_node_tp=inputs.search.allow_cross_node_tp, flash_attention=inputs.step.flash_attention,
         cp=parse_int_list(inputs.search.cp, "--cp") or (1,), fsdp_pipeline=inputs.search.fsdp_pipeline,
-        ep=_expert_degrees(inputs, model, assumptions), etp=parse_int_list(inputs.search.etp, "--etp"))
+        ep=_expert_degrees(inputs, model, assumptions), etp=parse_int_list(inputs.search.etp, "--etp"),
+        capacity_factor=_capacity_factor(inputs, model))
+
+
+def _capacity_factor(inputs: PlanInputs, model: ModelSpec) -> float | None:
+    factor = inputs.step.capacity_factor
+    if factor is not None and (model.shape is None or not model.shape.experts):
+        raise InputError("--capacity-factor", f"caps the tokens of each expert, and {model.name} has no experts",
+                         "drop --capacity-factor, or use a mixture-of-experts model")
+    return factor
 
 
 def _expert_degrees(inputs: PlanInputs, model: ModelSpec, assumptions: list[str]) -> tuple[int, ...]:

@@ -64,8 +64,10 @@ def fixed_memory(request: EstimateRequest) -> list[FixedMemory]:
 class ActivationTable:
     """Activation bytes per GPU for any step shape, from cached one-sequence terms as exact fractions."""
 
-    def __init__(self, model: ModelSpec, seq_len: int, flash_attention: bool, dtype_bytes: int = 2) -> None:
+    def __init__(self, model: ModelSpec, seq_len: int, flash_attention: bool, dtype_bytes: int = 2,
+                 capacity_factor: float | None = None) -> None:
         self.model, self.seq_len, self.flash_attention, self.dtype_bytes = model, seq_len, flash_attention, dtype_bytes
+        self.capacity_factor = capacity_factor
         self._terms: dict[tuple, tuple[tuple[int, int], ...]] = {}
 
     def config(self, tp: int, pp: int, virtual_stages: int, sequence_parallel: bool, recompute: str,
@@ -74,7 +76,7 @@ class ActivationTable:
         return ActivationConfig(seq_len=self.seq_len, micro_batch=micro_batch, recompute=recompute,
                                 flash_attention=self.flash_attention, sequence_parallel=sequence_parallel, tp=tp,
                                 pp=pp, virtual_stages=virtual_stages, num_micro_batches=grad_accum,
-                                dtype_bytes=self.dtype_bytes, ep=ep)
+                                dtype_bytes=self.dtype_bytes, ep=ep, capacity_factor=self.capacity_factor)
 
     def bytes(self, tp: int, pp: int, virtual_stages: int, sequence_parallel: bool, recompute: str,
               grad_accum: int, micro_batch: int, ep: int = 1) -> int:

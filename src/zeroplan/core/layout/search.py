@@ -184,7 +184,8 @@ def _search(request: SearchRequest, progress: Callable[[int, int], None] | None)
             rejected[problem] += 1
         else:
             if cp not in tables:  # each rank holds s/cp tokens of every sequence
-                tables[cp] = ActivationTable(model, space.seq_len // cp, space.flash_attention)
+                tables[cp] = ActivationTable(model, space.seq_len // cp, space.flash_attention,
+                                             capacity_factor=space.capacity_factor)
             _search_layout(request, grid, flops, tables[cp], micro_cache, plans, skipped, cp)
         if progress is not None:
             progress(index + 1, len(candidates))

@@ -60,6 +60,7 @@ class SearchSpace:
     fsdp_pipeline: bool = False  # also ZeRO-2/3 (FSDP) with pp > 1, as torchtitan and Llama 3 run
     ep: tuple[int, ...] = (1,)  # expert-parallel degrees to try (mixture-of-experts models)
     etp: tuple[int, ...] | None = None  # expert tensor-parallel degrees; None: etp = tp (Megatron's default)
+    capacity_factor: float | None = None  # MoE expert capacity (None: dropless), for the activations
 
     def __post_init__(self) -> None:
         for name, value in (("--gpus", self.gpus), ("--global-batch", self.global_batch),
