@@ -468,3 +468,29 @@ def test_explain_gives_each_parameter_group_its_formula(cli):
     assert f"Ψ_d = {dense:,} dense parameters" in text and f"Ψ_e = {experts:,} routed-expert parameters" in text
     assert "ZeRO-1: dense Ψ_d: model states = (P+G)Ψ + KΨ/N_d" in text
     assert "routed experts Ψ_e: model states = (P+G)Ψ + KΨ/N_e = 4×5.6B + 12×5.6B/8" in text
+
+
+def test_every_expert_layout_combination_is_evaluated_or_skipped():
+    """With ep searched, every (layout, ep, option, step shape) is evaluated or counted under its reason; EP with
+    tp > 1 keeps only sequence-parallel shapes (Megatron-Core's rule), the others counted as skipped."""
+    from zeroplan.core.layout import space as plan_space
+    from zeroplan.core.layout.search import search
+    from zeroplan.search.inputs import PlanInputs, resolve
+
+    request = resolve(PlanInputs.of(model="mixtral-8x7b", gpus=16, global_batch=32, seq_len=1024, tp="1,2",
+                                    pp="1,2", ep="1,8", recompute="selective,full", gpu="h100-80g")).request
+    result = search(request)
+    space = request.space
+    expected = 0
+    for tp, pp in plan_space.layouts(space):
+        for ep in space.ep:
+            if (space.gpus // pp) % (ep * tp):
+                continue
+            parallel = ParallelDims(space.gpus, tp, pp, 8, ep=ep, etp=tp)
+            if plan_space.layout_problem(request.model, parallel, space) is None:
+                sp = 2 if tp > 1 else 1
+                expected += len(space.options()) * sp * len(space.recompute) * len(
+                    plan_space.micro_batch_choices(space, parallel.dp))
+    assert len(result.plans) + sum(result.skipped.values()) == expected
+    assert result.skipped[plan_space.EP_WITHOUT_SP] > 0
+    assert all(p.sequence_parallel for p in result.plans if p.ep > 1 and p.tp > 1)

@@ -24,7 +24,7 @@ from zeroplan.core.model.spec import ModelSpec
 from zeroplan.core.options import Option
 from zeroplan.core.parallel.grid import ParallelDims
 from zeroplan.core.layout.batch_memory import ActivationTable, FixedMemory, fixed_memory
-from zeroplan.core.layout.space import (EP_RANKS, PIPELINE_STAGE, PIPELINE_STAGES, SearchSpace, expert_layouts,
+from zeroplan.core.layout.space import (EP_RANKS, EP_WITHOUT_SP, PIPELINE_STAGE, PIPELINE_STAGES, SearchSpace, expert_layouts,
                                         interleave_problem, layout_problem, layouts, micro_batch_choices)
 from zeroplan.core.precision import BytesPerParam
 from zeroplan.core.timing.dp_offload import DpSeconds, gpu_optimizer_seconds, offload_seconds, zero_dp_seconds, offload_traffic
@@ -272,6 +272,11 @@ def _search_layout(request: SearchRequest, grid: _Grid, flops: FlopModel, activa
     zero_ranks, tp, pp = parallel.dp, parallel.tp, parallel.pp  # ZeRO partitions over dp·cp ranks
     dp = zero_ranks // cp
     shapes = _step_shapes(space, tp, dp)
+    if parallel.ep > 1 and tp > 1:  # Megatron-Core runs MoE with tp > 1 under sequence parallelism only
+        kept = [shape for shape in shapes if shape[1]]
+        if len(kept) < len(shapes):
+            skipped[EP_WITHOUT_SP] += (len(shapes) - len(kept)) * (len(grid.options) + grid.left_out)
+        shapes = kept
     if grid.left_out:
         skipped[PIPELINE_STAGE] += grid.left_out * len(shapes)
     if not grid.options or not shapes:

@@ -32,6 +32,7 @@ PIPELINE_STAGE = "ZeRO-2/3 with pipeline parallelism (DeepSpeed supports stages 
 INTERLEAVE_PIPELINE = "interleaving needs a pipeline (pp > 1)"
 INTERLEAVE_LAYERS = "interleaving needs at least one layer per chunk (pp × virtual stages layers)"
 INTERLEAVE_MICRO_BATCHES = "interleaving needs micro-batches divisible by pp"
+EP_WITHOUT_SP = "expert parallelism with tp > 1 needs sequence parallelism (Megatron-Core)"
 
 
 def divisors(n: int) -> list[int]:
