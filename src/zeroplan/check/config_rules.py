@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import difflib
 from collections.abc import Iterator
+import json
 
 from zeroplan.deepspeed import keys as ds_keys
 from zeroplan.deepspeed import startup_model
@@ -263,8 +264,6 @@ def refusals(view: ConfigView, reported: list[Finding]) -> Iterator[Finding]:
 
 
 def _shown(value) -> str:
-    import json
-
     return json.dumps(value) if isinstance(value, (str, bool, int, float)) or value is None else repr(value)
 
 
