@@ -12,6 +12,8 @@ from zeroplan.deepspeed.batch import BatchProblem, deepspeed_fill, neither_batch
 from zeroplan.deepspeed.config_view import ConfigView
 from zeroplan.deepspeed.context import CheckContext
 from zeroplan.deepspeed.findings import ERROR, WARNING, Finding, Skipped
+from zeroplan.core.memory.activations import MOE_DROPLESS_ALLOWANCE
+from zeroplan.core.model.experts import model_expert_params
 from zeroplan.core.parallel.grid import ParallelDims
 
 BATCH_KEYS = ("train_batch_size", "train_micro_batch_size_per_gpu", "gradient_accumulation_steps")
@@ -204,7 +206,6 @@ def experts(view: ConfigView, context: CheckContext, skipped: list[Skipped]) -> 
     if context.model is None:
         skipped.append(Skipped(("ZP021",), "no model: give --model (a preset or config.json) to know its experts"))
     else:
-        from zeroplan.core.model.experts import model_expert_params
         from zeroplan.deepspeed import planning
 
         model = planning.model_spec(context)
@@ -226,8 +227,6 @@ def _capacity(context: CheckContext) -> Iterator[Finding]:
     factor = context.capacity_factor
     if factor is None:
         return
-    from zeroplan.core.memory.activations import MOE_DROPLESS_ALLOWANCE
-
     allowance = 1 + float(MOE_DROPLESS_ALLOWANCE)
     if factor < allowance:
         yield Finding("ZP024", WARNING, f"capacity factor {factor:g} drops every token routed to an expert beyond "

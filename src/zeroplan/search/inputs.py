@@ -16,6 +16,7 @@ from zeroplan.core.parallel.grid import ParallelDims
 from zeroplan.core.precision import check_precision_on_gpu
 from zeroplan.inputs.lists import parse_choice_list, parse_int_list
 from zeroplan.core.hardware import ClusterSpec, Link
+from zeroplan.core.model.experts import active_params, model_expert_params
 from zeroplan.core.model.spec import ModelShape, ModelSpec, check_count_against_shape
 from zeroplan.core.layout.space import SearchSpace
 from zeroplan.core.precision import bytes_per_param
@@ -178,8 +179,6 @@ def _expert_degrees(inputs: PlanInputs, model: ModelSpec, assumptions: list[str]
     given = parse_int_list(inputs.search.ep, "--ep")
     if given:
         return given
-    from zeroplan.core.model.experts import model_expert_params
-
     split = model_expert_params(model)
     if split is None:
         return (1,)
@@ -241,8 +240,6 @@ def resolve(inputs: PlanInputs) -> ResolvedPlan:
 
 def _active_note(request: SearchRequest) -> str:
     """For a mixture-of-experts model: which Ψ the MFU counts (the active parameters, core.model.experts)."""
-    from zeroplan.core.model.experts import active_params, model_expert_params
-
     model = request.model
     if model_expert_params(model) is None:
         return ""

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from zeroplan.core.layout.search import PlanRecord, SearchResult
+from zeroplan.core.layout.search import PlanRecord, SearchResult, plan_alltoall_seconds
 from zeroplan.core.units import format_bytes
 
 PART_NAMES = {
@@ -194,8 +194,6 @@ def nothing_fits(result: SearchResult, units: str) -> str:
 def expert_parallel_verdict(result: SearchResult, units: str) -> str | None:
     """Why the best plan with expert parallelism wins or loses against the best without it (all-to-all exposed
     against memory saved), when the search tried both; None otherwise."""
-    from zeroplan.core.layout.search import plan_alltoall_seconds
-
     request = result.request
     if request.space.ep == (1,):
         return None

@@ -12,7 +12,8 @@ from dataclasses import dataclass, field
 
 from zeroplan.core.timing import dp_traffic as comm
 from zeroplan.core.memory.activations import ActivationConfig, activation_memory
-from zeroplan.core.memory.deepspeed_buffers import BufferConfig, gpu_buffer_bytes, host_buffer_bytes, bucket_calls
+from zeroplan.core.memory.deepspeed_buffers import (FP32_BYTES, BufferConfig, bucket_calls, gpu_buffer_bytes,
+                                                    host_buffer_bytes)
 from zeroplan.core.memory.deepspeed_estimator import DEFAULT_BUFFER_FACTOR, deepspeed_model_states
 from zeroplan.core.errors import InputError
 from zeroplan.core.memory.budget import MemoryBudget
@@ -227,8 +228,6 @@ def expert_group_states(option: Option, split: tuple[int, int], parallel: Parall
 def _grouped_fp32_partition(request: EstimateRequest, option: Option) -> int:
     """The optimizer step's fp32 gradient partition with two groups: each group's partition (dense over dp,
     experts over edp), as gpu_buffer_bytes counts one group's."""
-    from zeroplan.core.memory.deepspeed_buffers import FP32_BYTES
-
     assert request.expert_split is not None
     dense, experts = request.expert_split
     parallel = request.parallel

@@ -28,8 +28,10 @@ from zeroplan.core.layout.space import (EP_RANKS, EP_WITHOUT_SP, PIPELINE_STAGE,
                                         interleave_problem, layout_problem, layouts, micro_batch_choices)
 from zeroplan.core.precision import BytesPerParam
 from zeroplan.core.timing.dp_offload import DpSeconds, gpu_optimizer_seconds, offload_seconds, zero_dp_seconds, offload_traffic
-from zeroplan.core.timing.step_time import (FlopModel, Layout, Machine, StepTime, exposed_seconds, microbatch_seconds,
-                                    pass_times, pp_intra_node, step_time)
+from zeroplan.core.model.pipeline_stages import layers_per_stage
+from zeroplan.core.timing.step_time import (FlopModel, Layout, Machine, StepTime, ep_alltoall_layer_seconds,
+                                            exposed_seconds, microbatch_seconds, pass_times, pp_intra_node,
+                                            step_time)
 from zeroplan.core.units import ceil_div
 
 RECOMPUTE_ORDER = {"none": 0, "selective": 1, "selective-op": 2, "full": 3}
@@ -352,9 +354,6 @@ def plan_alltoall_seconds(request: SearchRequest, plan: PlanRecord) -> float:
     micro-batch's MoE layers on the busiest stage (core.timing.step_time.ep_alltoall_layer_seconds)."""
     if plan.ep <= 1:
         return 0.0
-    from zeroplan.core.model.pipeline_stages import layers_per_stage
-    from zeroplan.core.timing.step_time import ep_alltoall_layer_seconds
-
     flops = FlopModel.from_model(request.model)
     parallel = ParallelDims(plan.world, plan.tp, plan.pp, request.cluster.gpus_per_node, ep=plan.ep,
                             etp=plan.etp or plan.tp)

@@ -9,6 +9,7 @@ With only a parameter count known, the stages split it evenly.
 from __future__ import annotations
 
 from zeroplan.core.errors import InputError
+from zeroplan.core.model.experts import expert_params
 from zeroplan.core.model.spec import ModelSpec
 from zeroplan.core.units import ceil_div
 
@@ -47,8 +48,6 @@ def shard_params(model: ModelSpec, tp: int, pp: int) -> int:
 
 def stage_routed_params(model: ModelSpec, pp: int) -> list[int]:
     """Routed-expert parameters held by each pipeline stage (0 for a dense model): core.model.experts' split."""
-    from zeroplan.core.model.experts import expert_params
-
     split = expert_params(model.shape)
     if split is None or model.shape is None:
         return [0] * pp
