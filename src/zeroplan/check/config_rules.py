@@ -1,4 +1,4 @@
-"""Rules that need only the config (and the world size): ZP001-ZP010, ZP016-ZP020. Facts: FORMULAS.md §10."""
+"""Rules that need only the config (and the world size): ZP001-ZP010, ZP016-ZP020. Facts: docs/formulas.md §18."""
 
 from __future__ import annotations
 

@@ -41,7 +41,7 @@ class PlanOutcome:
 
 
     def reason(self, plan: PlanRecord) -> str:
-        """Why this top plan ranks where it does (core.search.rank's order, in words)."""
+        """Why this top plan ranks where it does (core.layout.search.rank's order, in words)."""
         request = self.resolved.request
         fastest = min(self.result.feasible, key=lambda p: p.time.total)
         return rank_reason(plan, self.top[0], fastest, request.tie_tolerance, request.budget.usable_gpu_bytes,

@@ -1,5 +1,5 @@
 """The data × tensor × pipeline grid, with expert parallelism folded over it, validated once, and which groups
-stay inside a node.
+stay inside a node (docs/formulas.md §11.1).
 
 Rank order follows Megatron-LM: tp innermost (consecutive ranks), then dp, then pp. That order is
 the single source of truth for whether a TP or DP group crosses a node boundary.
