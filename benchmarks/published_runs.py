@@ -434,11 +434,11 @@ def moe_predict(run: dict) -> Outcome:
 
     if run.get("not_expressible"):
         return Outcome(run, None, None, None, f"not expressible: {run['not_expressible']}", [])
-    if run.get("config"):  # a config.json the architecture description reads (MLA, shared experts, dense layers)
+    if run.get("config"):  # a config.json of tests' model configs the architecture description reads (MLA, ...)
         from zeroplan.core.model.experts import model_expert_params
         from zeroplan.inputs.training import load_model
 
-        path = Path(__file__).resolve().parents[1] / run["config"]
+        path = Path(__file__).resolve().parents[1] / "tests" / "configs" / "models" / run["config"]
         model = load_model(str(path)) if path.exists() else None
         if model is None or getattr(model.shape, "moe", None) is None or model_expert_params(model) is None:
             return Outcome(run, None, None, None, f"not expressible without {run['not_expressible_without']}", [])

@@ -1,6 +1,6 @@
 """Mixture-of-experts layouts: Megatron-Core's expert folding, the rules that make a layout legal, and the model
 states of the two parameter groups (dense over dp, routed experts over edp) against Megatron-LM's own
-theoretical memory function (tests/data/megatron/theoretical_memory_usage.py, verbatim)."""
+theoretical memory function (tests/data/megatron/theoretical_memory_usage.txt, verbatim)."""
 
 from __future__ import annotations
 
@@ -21,7 +21,8 @@ from zeroplan.core.parallel.rules import check_model_layout
 from zeroplan.core.precision import BytesPerParam
 from zeroplan.inputs.training import load_model
 
-MEGATRON = Path(__file__).parent / "data" / "megatron" / "theoretical_memory_usage.py"
+# Kept as .txt: it is Megatron-LM's file, not ours (the repository's doc-reference checks read our .py files).
+MEGATRON = Path(__file__).parent / "data" / "megatron" / "theoretical_memory_usage.txt"
 
 
 def _megatron():
@@ -494,3 +495,19 @@ def test_every_expert_layout_combination_is_evaluated_or_skipped():
     assert len(result.plans) + sum(result.skipped.values()) == expected
     assert result.skipped[plan_space.EP_WITHOUT_SP] > 0
     assert all(p.sequence_parallel for p in result.plans if p.ep > 1 and p.tp > 1)
+
+
+def test_the_formulas_reference_holds_the_worked_moe_numbers():
+    """docs/formulas.md §20's worked numbers are what the code computes."""
+    from zeroplan.core.timing.collectives import ALL_TO_ALL, LinkTable, collective_seconds
+    from zeroplan.inputs import presets
+
+    doc = (Path(__file__).resolve().parents[1] / "docs" / "formulas.md").read_text(encoding="utf-8")
+    dense, experts = expert_shard_params(load_model("mixtral-8x7b"), 1, 1, 8, 1)
+    for value in (dense, experts, 12 * -(-dense // 64), 12 * -(-experts // 8)):
+        assert f"**{value:,}**" in doc
+    node = presets.cluster("hgx-h800")
+    links = LinkTable(node.gpu.intra_node_link, node.inter_node_link)
+    size = 4096 * 2 * 4096 * 2
+    assert f"**{collective_seconds(ALL_TO_ALL, size, 8, links, 8) * 1e6:,.0f} µs**" in doc
+    assert f"**{collective_seconds(ALL_TO_ALL, size, 64, links, 8) * 1e6:,.0f} µs**" in doc

@@ -85,7 +85,7 @@ GPUS = {
   "default_cluster": "hgx-h800",
   "sources": [
    "https://www.nvidia.com/en-us/data-center/h800/ (NVIDIA H800 Tensor Core GPU, NVLink 400GB/s)",
-   "DeepSeek-V3 Technical Report (arXiv 2412.19437) §3.1-3.2.2 (2048 H800, NVLink 160 GB/s, IB 50 GB/s)"
+   "DeepSeek-V3 Technical Report, arXiv 2412.19437 §3.1-3.2.2 (2048 H800, NVLink 160 GB/s, IB 50 GB/s)"
   ]
  },
  "h200-141g": {
@@ -354,7 +354,7 @@ CLUSTERS = {
   "nvme_bandwidth": "25GB/s",
   "pcie_generation": 5,
   "sources": [
-   "DeepSeek-V3 Technical Report (arXiv 2412.19437) §3.1 (H800 nodes, NVLink/NVSwitch inside, InfiniBand across)"
+   "DeepSeek-V3 Technical Report, arXiv 2412.19437 §3.1 (H800 nodes, NVLink/NVSwitch inside, InfiniBand across)"
   ]
  },
  "hgx-h200": {

@@ -29,7 +29,7 @@ Assumptions, where the sources leave a choice:
   default) is given MOE_DROPLESS_ALLOWANCE more (a stated allowance, not a bound: a router that collapses
   onto few experts exceeds it); a capacity factor c caps every expert at c × its even share, the most a rank
   can receive (and what Megatron's pad-to-capacity holds on every rank). The excess of the routed terms (the
-  k dispatched copies and the experts' inner activations) is "activations/moe_imbalance".
+  k dispatched copies and the experts' inner activations) is "activations/moe_imbalance" (docs/formulas.md §20.3).
 - Full recompute stores each layer's input (the checkpoint, split by t under sequence parallelism) and,
   during the backward pass, one layer's full working set for the micro-batch being recomputed.
 """

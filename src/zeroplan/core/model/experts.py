@@ -1,5 +1,4 @@
-"""How a mixture-of-experts model's parameters split into routed-expert and dense ones (docs/formulas.md,
-"MoE parameter groups").
+"""How a mixture-of-experts model's parameters split into routed-expert and dense ones (docs/formulas.md §20.2).
 
 Expert parallelism shards the two groups differently (Megatron-Core's folding, DeepSpeed-MoE's expert groups):
 routed experts are split over ep × etp ranks and their ZeRO states over the expert-data-parallel group; the

@@ -10,7 +10,7 @@ are cut twice, for attention and dense layers as tp × (cp ×) dp, for the route
 etp innermost, then ep, then edp (edp = world / (pp · ep · etp), the expert-data-parallel group that shards the
 experts' ZeRO states). A rank's expert coordinates are those of its index inside its stage:
 index = (edp_index · ep + ep_index) · etp + etp_index. etp defaults to tp (Megatron's
---expert-tensor-parallel-size default); ep = 1 with etp = tp is the plain grid.
+--expert-tensor-parallel-size default); ep = 1 with etp = tp is the plain grid (docs/formulas.md §20.1).
 """
 
 from __future__ import annotations

@@ -268,7 +268,8 @@ def _all_to_all_seconds(buffer_bytes: float, ranks: int, links: LinkTable, ranks
     rank's buffer_bytes, S/n to each peer: (per_node-1)/n·S to the peers inside its node on the GPU link and
     (n-per_node)/n·S to the others on its NIC, the two at once (the slower sets the time); one latency per link
     (the sends are issued together), NCCL_LAUNCH_S per call. Routing is taken as uniform over the ranks: a
-    node-limited router (DeepSeek-V3 sends each token to at most 4 nodes) moves less across nodes."""
+    node-limited router (DeepSeek-V3 sends each token to at most 4 nodes) moves less across nodes
+    (docs/formulas.md §20.4)."""
     if ranks <= 1 or buffer_bytes <= 0:
         return 0.0
     per_node = min(ranks, max(1, ranks_per_node))
