@@ -364,8 +364,8 @@ def _layer_pieces(layout: Layout, flops: FlopModel, hidden: int, machine: Machin
 
 def ep_alltoall_layer_seconds(layout: Layout, flops: FlopModel, machine: Machine) -> float:
     """One MoE layer's all-to-all seconds for one micro-batch, forward and backward (see the module docstring):
-    dispatch and combine forward and backward, and forward again under full recompute; exposed (docs/formulas.md
-    §20.4)."""
+    dispatch and combine forward and backward, and forward again under full recompute; exposed
+    (docs/formulas.md §20.4)."""
     if layout.ep <= 1 or not flops.moe_layers:
         return 0.0
     tokens = layout.micro_batch * layout.seq_len / layout.cp / layout.tp
