@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import typer
+
 from zeroplan.cli.options import command, uses
 from zeroplan.core.errors import InputError
 from zeroplan.inputs.sections import TIMING, HardwareInputs, OutputInputs
@@ -37,18 +39,21 @@ def plan(output: OutputInputs, **sections) -> None:
         from zeroplan.search.plot import plot_plans
 
         plot_plans(outcome, plot, read)
+    wrote: list[str] = []
     if write_deepspeed is not None:
         from zeroplan.search.export_top import write_deepspeed_config
 
-        write_deepspeed_config(outcome, write_deepspeed, read)
+        wrote = write_deepspeed_config(outcome, write_deepspeed, read)
     if output_format == "table":
         from zeroplan.search.table import render
 
         console = canvas_for(output.output)
         render(outcome, console)
         write_text(console.text(), output.output, read)
-        return
-    from zeroplan.search import report
+    else:
+        from zeroplan.search import report
 
-    write_text(report.to_json(outcome) if output_format == "json" else report.to_csv(outcome), output.output,
-               read)
+        write_text(report.to_json(outcome) if output_format == "json" else report.to_csv(outcome), output.output,
+                   read)
+    for line in wrote:  # after the report: stderr, so a report on stdout stays clean
+        typer.echo(line, err=True)

@@ -50,8 +50,12 @@ class CheckContext:
                 raise InputError(flag, f"{value} is beyond any real setup")
         if self.units not in ("iec", "si"):
             raise InputError("--units", f"unknown units '{self.units}'", "use iec (GiB) or si (GB)")
-        if self.recompute is not None and self.recompute not in ("none", "selective", "full"):
-            raise InputError("--recompute", f"unknown mode '{self.recompute}'", "use none, selective or full")
+        from zeroplan.core.memory.activations import RECOMPUTE_MODES
+
+        if self.recompute is not None and self.recompute not in RECOMPUTE_MODES:
+            from zeroplan.inputs.training import recompute_choices
+
+            raise InputError("--recompute", f"unknown mode '{self.recompute}'", f"use {recompute_choices()}")
         if self.params is not None:
             from zeroplan.inputs.sections import as_count
 
@@ -122,6 +126,33 @@ def from_plan(plan: PlanFile) -> CheckContext:
         flash_attention=training.flash_attention)
     context.origin = {f.name: "plan" for f in dataclasses.fields(context) if f.name not in ("units", "origin")}
     return context
+
+
+# The context's fields as `zeroplan check` flags, in the order a command line names them.
+_CHECK_FLAGS = (("model", "--model"), ("params", "--params"), ("hidden", "--hidden"),
+                ("largest_layer_params", "--largest-layer-params"), ("gpus", "--gpus"), ("cluster", "--cluster"),
+                ("gpu", "--gpu"), ("gpus_per_node", "--gpus-per-node"), ("gpu_memory", "--gpu-memory"),
+                ("cpu_memory", "--cpu-memory"), ("nvme", "--nvme"), ("tp", "--tp"), ("pp", "--pp"),
+                ("seq_len", "--seq-len"), ("recompute", "--recompute"))
+
+
+def check_command(path: str, context: CheckContext, presets_file: str | None = None) -> str:
+    """The `zeroplan check` command line that judges the DeepSpeed config at `path` with this context: what a
+    ds_config.json cannot hold (the model, the hardware, tp and pp, the step's shape) given as flags."""
+    import shlex
+
+    words = ["zeroplan", "check", path]
+    for name, flag in _CHECK_FLAGS:
+        value = getattr(context, name)
+        if value is not None:
+            words += [flag, str(value)]
+    if context.flash_attention is False:
+        words.append("--no-flash-attention")
+    if presets_file is not None:
+        words += ["--presets", presets_file]
+    if context.units != "iec":
+        words += ["--units", context.units]
+    return shlex.join(words)
 
 
 def _positive_int(data: dict, key: str, file: str) -> int | None:
