@@ -88,3 +88,18 @@ def test_estimate_with_selective_op_matches_the_plan_row(cli):
     assert code == 0
     option = json.loads(out)["options"][0]
     assert option["gpu_bytes"]["activations"] == row["gpu_bytes_activations"]
+
+
+def test_a_config_checked_itself_and_through_its_accelerate_config_reports_each_finding_once(cli, monkeypatch):
+    monkeypatch.chdir(CONFIGS / "accelerate")
+    code, out, err = cli("check", "../deepspeed/hf_ds_config_zero2.json", "zero2_config_file.yaml", "-f", "json")
+    assert code == 0, err
+    direct, through = json.loads(out)["files"]
+    assert through["checked_file"] == direct["checked_file"]
+    assert direct["findings"] and through["repeated"] == len(direct["findings"])
+    shown = [(f["rule"], f["line"], f["message"]) for entry in (direct, through) for f in entry["findings"]]
+    assert len(shown) == len(set(shown))
+    code, out, _ = cli("check", "../deepspeed/hf_ds_config_zero2.json", "zero2_config_file.yaml")
+    assert f"{len(direct['findings'])} notes" in out.splitlines()[-1] and "as reported above" in " ".join(out.split())
+    code, out, _ = cli("check", "../deepspeed/hf_ds_config_zero2.json", "zero2_config_file.yaml", "-f", "github")
+    assert len(out.splitlines()) == len(set(out.splitlines())) == len(direct["findings"])
