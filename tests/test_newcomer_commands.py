@@ -103,3 +103,18 @@ def test_a_config_checked_itself_and_through_its_accelerate_config_reports_each_
     assert f"{len(direct['findings'])} notes" in out.splitlines()[-1] and "as reported above" in " ".join(out.split())
     code, out, _ = cli("check", "../deepspeed/hf_ds_config_zero2.json", "zero2_config_file.yaml", "-f", "github")
     assert len(out.splitlines()) == len(set(out.splitlines())) == len(direct["findings"])
+
+
+def test_a_config_json_without_a_recorded_name_is_labelled_by_the_path_given(cli, tmp_path, monkeypatch):
+    config = json.loads((CONFIGS / "llama-2-7b-hf.json").read_text())
+    config.pop("_name_or_path", None)
+    (tmp_path / "path" / "to").mkdir(parents=True)
+    (tmp_path / "path" / "to" / "config.json").write_text(json.dumps(config))
+    monkeypatch.chdir(tmp_path)
+    code, out, _ = cli("estimate", "--model", "path/to/config.json", "--gpus", "16", "-f", "json")
+    assert code == 0 and json.loads(out)["model"]["name"] == "path/to/config.json"
+    snapshot = tmp_path / "hub" / "models--meta-llama--Llama-2-7b-hf" / "snapshots" / "0123abc"
+    snapshot.mkdir(parents=True)
+    (snapshot / "config.json").write_text(json.dumps(config))
+    code, out, _ = cli("estimate", "--model", str(snapshot / "config.json"), "--gpus", "16", "-f", "json")
+    assert code == 0 and json.loads(out)["model"]["name"] == "meta-llama/Llama-2-7b-hf"
