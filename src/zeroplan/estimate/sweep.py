@@ -136,7 +136,9 @@ def _rows_for(plan, label: str, stages: tuple[int, ...], fewest_cache: dict) -> 
                    gpu_capacity_bytes=cluster.gpu.memory_bytes,
                    fits="" if estimate is None else "gpu" not in estimate.limits,
                    min_gpus_stage=fewest_cache[(key, stage)] or "",
-                   recommended=recommended.option.key if recommended else "",
+                   # as estimate's column: whether this row's option is the one estimate recommends
+                   recommended=recommended is not None and recommended.option == option,
+                   recommended_option=recommended.option.label if recommended else "",
                    recommended_gpu_bytes=recommended.gpu_bytes["total"] if recommended else "",
                    min_gpus_any_option=fewest_cache[(key, None)] or "",
                    note="" if estimate is not None else "DeepSpeed's pipeline engine runs ZeRO stages 0-1 only")
