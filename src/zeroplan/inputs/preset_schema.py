@@ -279,10 +279,19 @@ def validate_file(path: Path, builtin: dict[str, dict[str, dict]]) -> dict[str, 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description="Regenerate or check zeroplan/inputs/presets_data.py.")
     parser.add_argument("--write", action="store_true", help="write the file (default: check it is current)")
+    parser.add_argument("--source", type=Path, default=None,
+                        help="the presets/ directory of a source checkout (default: the one beside src/)")
     args = parser.parse_args(argv)
+    directory = args.source or source_dir()
+    missing = [name for name in CATEGORIES if not (directory / f"{name}.yaml").is_file()]
+    if missing:  # an installed zeroplan ships the generated presets_data.py, not the YAML it is made from
+        print(f"error: no presets sources in {directory} ({', '.join(m + '.yaml' for m in missing)} missing): this "
+              "tool regenerates the built-in presets in a source checkout (git clone; or --source DIR); to check "
+              "your own presets file run `zeroplan presets validate FILE`", file=sys.stderr)
+        return 2
     try:
-        text = render(build_data())
-    except InputError as exc:
+        text = render(build_data(directory))
+    except (InputError, OSError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     if args.write:
