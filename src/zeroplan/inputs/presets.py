@@ -10,11 +10,12 @@ Sizes are written with units ("81920MiB", "2039GB/s", "400Gb/s") and parsed exac
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import os
 import sys
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 
 from zeroplan.core.errors import InputError
 from zeroplan.core.hardware import ClusterSpec, GpuSpec, Link
@@ -72,6 +73,22 @@ def use_presets_file(path: str | None) -> None:
     if path is not None and not Path(path).expanduser().is_file():
         raise PresetError("--presets", f"no such file '{path}'", "give the path of a presets YAML file")
     _presets_file = path
+
+
+@contextlib.contextmanager
+def _layered(before: str | None) -> Iterator[None]:
+    global _presets_file
+    try:
+        yield
+    finally:
+        _presets_file = before
+
+
+def layered(path: str | None) -> contextlib.AbstractContextManager[None]:
+    """This presets file layered (checked now, as use_presets_file), then the one in place before."""
+    before = _presets_file
+    use_presets_file(path)
+    return _layered(before)
 
 
 def user_files() -> tuple[Path, ...]:
