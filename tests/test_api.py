@@ -174,3 +174,23 @@ def test_the_types_the_docs_name_are_taken():
     on = zeroplan.estimate(model="llama-2-7b", gpus=8, flash_attention=True).option("ZeRO-3")
     assert off.gpu_bytes["activations"] > on.gpu_bytes["activations"]
     assert zeroplan.plan(model="llama-2-7b", gpus=8, global_batch=64, tp=[1, 2], stages=(1, 3)).top
+
+
+def test_results_are_built_from_the_evaluation_not_a_json_round_trip(monkeypatch):
+    """A call renders no JSON document (a loop of estimates costs the evaluations); to_dict() builds it when
+    asked, and it is the command's (test_estimate_is_the_command)."""
+    from zeroplan.estimate import report as estimate_report
+    from zeroplan.search import report as plan_report
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("the API rendered the JSON document")
+
+    with monkeypatch.context() as patched:
+        patched.setattr(estimate_report, "to_json", refuse)
+        patched.setattr(plan_report, "to_json", refuse)
+        result = zeroplan.estimate(model="llama-2-7b", gpus=8)
+        planned = zeroplan.plan(model="llama-2-7b", gpus=8, global_batch=16)
+    document = result.to_dict()
+    assert [o.gpu_bytes for o in result.options] == [o["gpu_bytes"] for o in document["options"]]
+    assert [o.cpu_bytes_per_node for o in result.options] == [o["cpu_bytes_per_node"] for o in document["options"]]
+    assert [p.row for p in planned.top] == planned.to_dict()["top"]

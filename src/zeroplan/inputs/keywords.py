@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import contextlib
 import difflib
+import functools
 import math
 import os
 from typing import Any
@@ -55,10 +56,15 @@ def keyword_of(declared: Any) -> str:
 
 def _declared(fields: dict[Any, tuple[str, ...]]) -> dict[str, tuple[str, Any, Any]]:
     """keyword -> (field name, its Flag, its section) for every field, by field name and by flag name."""
+    return _declared_for(tuple(fields.items()))
+
+
+@functools.lru_cache(maxsize=16)
+def _declared_for(fields: tuple[tuple[Any, tuple[str, ...]], ...]) -> dict[str, tuple[str, Any, Any]]:
     from zeroplan.inputs.sections import flag_of
 
     found: dict[str, tuple[str, Any, Any]] = {}
-    for section, names in fields.items():
+    for section, names in fields:
         for name in names:
             declared = flag_of(section, name)
             found[name] = (name, declared, section)
