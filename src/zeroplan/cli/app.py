@@ -139,7 +139,10 @@ def _run(args: list[str], only: str | None, help_requested: bool) -> Any:
 
 
 def main(argv: list[str] | None = None) -> None:
+    from zeroplan.render.sink import forget_inputs
+
     make_streams_safe()
+    forget_inputs()  # the files a run reads are its own
     args = list(sys.argv[1:] if argv is None else argv)
     debug = "--debug" in args
     if debug:

@@ -99,6 +99,10 @@ def user_files() -> tuple[Path, ...]:
         files.append(configured)
     if _presets_file is not None:
         files.append(Path(_presets_file).expanduser())
+    from zeroplan.render.sink import note_input
+
+    for path in files:  # read now or earlier in this process (cached): either way no output replaces it
+        note_input(path)
     return tuple(files)
 
 

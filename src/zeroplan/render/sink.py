@@ -38,6 +38,21 @@ def check_format(name: str, allowed: tuple[str, ...] = FORMATS) -> str:
 
 InputPaths = Iterable["str | Path | None"]
 
+# Every file this run has read (inputs.text_files.read_user_text notes each one, inputs.presets the presets
+# files in use, the config directory's presets.yaml included): no output replaces one, whether or not the
+# command listed it. zeroplan.cli.app.main starts each run with none.
+_READ: set[str] = set()
+
+
+def note_input(path: str | Path) -> None:
+    """A file this run reads: write_file refuses to replace it."""
+    with contextlib.suppress(OSError, ValueError):
+        _READ.add(os.path.realpath(path))
+
+
+def forget_inputs() -> None:
+    _READ.clear()
+
 
 def write_text(text: str, output: str | None, inputs: InputPaths = (), option: str = "-o") -> None:
     """`text` to stdout, or atomically to `output` (never over one of `inputs`)."""
@@ -52,7 +67,7 @@ def refuse_inputs(output: str | Path, inputs: InputPaths, option: str = "-o") ->
 
     Call it before the work when the output is known early; write_file calls it again."""
     target = Path(output)
-    for given in inputs:
+    for given in [*inputs, *sorted(_READ)]:
         if given is None or str(given) == "-":
             continue
         source = Path(given)
