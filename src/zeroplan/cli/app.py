@@ -170,7 +170,9 @@ def main(argv: list[str] | None = None) -> None:
         if debug:
             raise
         message, status = _error_line(exc)
-        sys.stderr.write(f"zeroplan: error: {message}\n")
+        from zeroplan.render.encoding import visible
+
+        sys.stderr.write(f"zeroplan: error: {visible(message)}\n")
         sys.exit(status)
     sys.exit(returned if isinstance(returned, int) else 0)
 

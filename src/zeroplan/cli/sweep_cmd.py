@@ -3,13 +3,10 @@ GPU types and ZeRO stages, for capacity planning. CSV by default; --plot draws m
 
 from __future__ import annotations
 
-from pathlib import Path
-
 from zeroplan.cli.options import command, uses
-from zeroplan.core.errors import InputError
 from zeroplan.estimate.sweep import FIELDS, SweepInputs
 from zeroplan.inputs.sections import OutputInputs
-from zeroplan.render.sink import canvas_for, check_format, write_text
+from zeroplan.render.sink import canvas_for, check_format, distinct_outputs, write_text
 
 
 @command(*(uses(section, *names) for section, names in FIELDS.items()),
@@ -21,8 +18,7 @@ def sweep(output: OutputInputs, **sections) -> None:
 
     output_format = check_format(output.output_format, ("csv", "json", "table"))
     plot = output.plot
-    if plot is not None and output.output is not None and Path(plot).resolve() == Path(output.output).resolve():
-        raise InputError("--plot", f"{plot} is also the --output file", "give the plot and the table different files")
+    distinct_outputs({"--output": output.output, "--plot": plot})
     inputs = SweepInputs(units=output.units, **sections)
     models = [name.strip() for name in (inputs.grid.models or "").split(",")]  # presets, or config.json paths: inputs
     rows, assumptions = sweep_rows(inputs)

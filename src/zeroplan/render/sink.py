@@ -62,6 +62,19 @@ def write_text(text: str, output: str | None, inputs: InputPaths = (), option: s
     write_file(output, lambda temporary: Path(temporary).write_text(text, encoding="utf-8"), inputs, option)
 
 
+def distinct_outputs(outputs: dict[str, "str | Path | None"]) -> None:
+    """InputError (exit 2) before any work when two outputs of one command name the same file (--plot and
+    --write-deepspeed on one name: the second write would replace the first); `outputs` maps option -> path."""
+    seen: dict[str, str] = {}
+    for option, path in outputs.items():
+        if path is None or str(path) == "-":
+            continue
+        key = os.path.realpath(path)
+        if key in seen:
+            raise InputError(f"{option} {path}", f"is also the {seen[key]} file", "give each output its own file")
+        seen[key] = option
+
+
 def refuse_inputs(output: str | Path, inputs: InputPaths, option: str = "-o") -> None:
     """InputError (exit 2) when `output` is one of `inputs`: the same path, a symlink to it or a hard link.
 
@@ -91,6 +104,9 @@ def write_file(output: str | Path, write: Callable[[str], object], inputs: Input
     (`ulimit -f`) is ignored while writing, so an oversized write fails with EFBIG instead of killing zeroplan.
     """
     refuse_inputs(output, inputs, option)
+    if str(output).endswith(("/", os.sep)) and not os.path.isdir(output):
+        raise InputError(f"{option} {output}", "names a directory (it ends with /), and there is none",
+                         "give a file name, e.g. ds_config.json")
     target = Path(os.path.realpath(output))
     try:
         mode = target.stat().st_mode

@@ -15,6 +15,7 @@ import textwrap
 import time
 from typing import TextIO
 
+_OWN_ESCAPE = "\ue000"  # stands for ESC in the canvas's own colour sequences until text()
 _STYLES = {"bold": "1", "red": "31", "green": "32", "yellow": "33", "cyan": "36", "bold cyan": "1;36",
            "bold red": "1;31", "dim": "2"}
 
@@ -42,9 +43,11 @@ class Canvas:
         return cls(max(_terminal_width(stream), min_width), color=False)
 
     def style(self, text: str, style: str | None) -> str:
+        """The text in a colour: marked with a private-use character that text() turns into ESC once every
+        control character that came in with the text has been escaped (a user's own ESC never passes)."""
         if not style or not self.color:
             return text
-        return f"\033[{_STYLES[style]}m{text}\033[0m"
+        return f"{_OWN_ESCAPE}[{_STYLES[style]}m{text}{_OWN_ESCAPE}[0m"
 
     def line(self, text: str = "") -> None:
         self.lines.append(text)
@@ -68,7 +71,11 @@ class Canvas:
             self.lines.extend(self.style(piece, style) for piece in pieces)
 
     def text(self) -> str:
-        return "\n".join(self.lines) + "\n"
+        """The lines, with any control character that came in with the text (a preset name from a file, a
+        model's recorded name) shown as an escape; the canvas's own colour kept."""
+        from zeroplan.render.encoding import visible
+
+        return visible("\n".join(self.lines)).replace(_OWN_ESCAPE, "\033") + "\n"
 
 
 class Table:
