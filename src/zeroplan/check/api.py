@@ -47,8 +47,10 @@ def _fields() -> dict[Any, tuple[str, ...]]:
 
 
 def _path(value: Any, keyword: str) -> str | Path:
-    if isinstance(value, (str, Path)) or (isinstance(value, os.PathLike) and isinstance(os.fspath(value), str)):
+    if isinstance(value, (str, Path)):
         return value
+    if isinstance(value, os.PathLike) and isinstance(os.fspath(value), str):
+        return str(os.fspath(value))
     raise InputError(keyword, f"must be a path (text or os.PathLike), got {type(value).__name__} {value!r}",
                      "give the path of a DeepSpeed config, plan file or accelerate config")
 

@@ -31,11 +31,19 @@ def check_plot_path(path: str) -> Path:
 
 
 def pyplot() -> Any:
+    import os
+
+    # zeroplan draws files with Agg whatever MPLBACKEND says (matplotlib.use below), and matplotlib refuses to
+    # import at all under an MPLBACKEND it does not know: the variable is set aside while it loads.
+    backend = os.environ.pop("MPLBACKEND", None)
     try:
         import matplotlib
     except ImportError:
         raise InputError("--plot", "needs matplotlib, which is not installed",
                          "pip install 'zeroplan[plot]' (or pip install matplotlib)") from None
+    finally:
+        if backend is not None:
+            os.environ["MPLBACKEND"] = backend
     matplotlib.use("Agg")  # files only, never a window
     matplotlib.rcParams["svg.fonttype"] = "none"  # SVG text stays text: searchable, selectable, smaller
     import matplotlib.pyplot as plt

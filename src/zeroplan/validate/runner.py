@@ -5,7 +5,6 @@ Imports torch (validate paths only)."""
 from __future__ import annotations
 
 import json
-import sys
 from dataclasses import replace
 
 from zeroplan.core.errors import InputError
@@ -52,10 +51,11 @@ def _meta(config: ValidateConfig, world: int, backend: str, torch) -> dict:
 
 
 def _emit(reports, config: ValidateConfig, meta: dict) -> None:
-    if config.output_format == "json":
-        sys.stdout.write(to_json(meta, reports))
-        return
     from zeroplan.render.sink import canvas_for, write_text
+
+    if config.output_format == "json":
+        write_text(to_json(meta, reports), None)
+        return
 
     console = canvas_for(None)
     render(meta, reports, console)
