@@ -131,11 +131,15 @@ def names(category: str) -> list[str]:
     return sorted(_load_category(category))
 
 
-def entry(category: str, name: str) -> PresetEntry:
-    entries = _load_category(category)
+Entries = dict[str, dict[str, dict]]  # category -> name -> fields (the merged presets, or a file's being validated)
+
+
+def entry(category: str, name: str, entries_by_category: Entries | None = None) -> PresetEntry:
+    entries = _load_category(category) if entries_by_category is None else entries_by_category[category]
     key = name.strip().lower()
     if key in entries:
-        return entries[key]
+        found = entries[key]
+        return found if isinstance(found, PresetEntry) else PresetEntry(found)
     flag = {"gpus": "--gpu", "clusters": "--cluster", "models": "--model"}[category]
     import difflib
 
@@ -149,8 +153,10 @@ def _link(bandwidth: str, latency_us: float, what: str) -> Link:
     return Link(bandwidth_bytes_per_s=parse_rate(bandwidth, what), latency_s=latency_us * 1e-6, source="preset")
 
 
-def gpu(name: str) -> GpuSpec:
-    e = entry("gpus", name)
+def gpu(name: str, entries: Entries | None = None) -> GpuSpec:
+    """The GPU preset as every command uses it (presets validate builds each entry of a file through here too,
+    so a file it accepts is one every command can use)."""
+    e = entry("gpus", name, entries)
     return GpuSpec(
         name=name.strip().lower(),
         memory_bytes=parse_bytes(e.memory, f"gpu preset {name}: memory"),
@@ -163,11 +169,11 @@ def gpu(name: str) -> GpuSpec:
     )
 
 
-def cluster(name: str) -> ClusterSpec:
-    e = entry("clusters", name)
+def cluster(name: str, entries: Entries | None = None) -> ClusterSpec:
+    e = entry("clusters", name, entries)
     return ClusterSpec(
         name=name.strip().lower(),
-        gpu=gpu(e.gpu),
+        gpu=gpu(e.gpu, entries),
         gpus_per_node=e.gpus_per_node,
         inter_node_link=_link(e.inter_node_bandwidth_per_gpu, e.inter_node_latency_us,
                               f"cluster preset {name}: inter_node_bandwidth_per_gpu"),
@@ -209,24 +215,27 @@ def _hf_config(e: PresetEntry) -> dict[str, Any]:
     return config
 
 
-def model(name: str) -> ModelSpec:
+def model(name: str, entries: Entries | None = None) -> ModelSpec:
     """A model preset with its full shape; rebuilt through core.model.families where the family is supported."""
     from zeroplan.core.model.families import SUPPORTED_FAMILIES, model_spec_from_hf_config
 
-    e = entry("models", name)
+    e = entry("models", name, entries)
     key = name.strip().lower()
     if e.family in SUPPORTED_FAMILIES:
         spec = model_spec_from_hf_config(_hf_config(e), key, source=f"model preset {key}")
         if (spec.params, spec.largest_layer_params) != (e.params, e.largest_layer_params):
             raise PresetError("--model", f"preset '{key}' says {e.params} parameters (largest layer "
                               f"{e.largest_layer_params}) but its shape gives {spec.params} ({spec.largest_layer_params})",
-                              "fix presets/models.yaml")
+                              "fix the preset's params, largest_layer_params or shape fields")
         return spec
     # Families core.model.families does not build (e.g. bloom): the shape fields as given, with the
     # layout derived from them (token embedding in, untied head out).
     embedding = e.vocab * e.hidden
     output = 0 if e.tied_embeddings else embedding
     layer_params = (e.params - embedding - output) // e.layers
+    if layer_params < 1:
+        raise PresetError("--model", f"preset '{key}' says {e.params} parameters, fewer than its embeddings "
+                          f"({embedding + output}) and {e.layers} layers hold", "fix params or the shape fields")
     shape = ModelShape.of(
         layers=e.layers, hidden=e.hidden, heads=e.heads, kv_heads=e.kv_heads, ffn=e.ffn, vocab=e.vocab,
         experts=e.experts, experts_per_token=e.experts_per_token, max_seq_len=e.max_seq_len,
