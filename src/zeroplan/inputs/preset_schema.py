@@ -22,7 +22,7 @@ from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt, Valida
 
 from zeroplan.core.errors import InputError
 from zeroplan.inputs.text_files import read_user_text
-from zeroplan.inputs.yaml_text import YamlSyntaxError, load_with_nodes
+from zeroplan.inputs.yaml_text import YamlSyntaxError, YamlTooLarge, load_with_nodes
 from zeroplan.core.model.families import MAX_CONFIG_FIELD
 from zeroplan.core.parallel.grid import MAX_WORLD
 from zeroplan.core.units import MAX_COUNT, parse_bytes, parse_rate
@@ -163,6 +163,8 @@ def _parse(text: str, path: Path) -> tuple[Any, Any]:
     """(data, node): the plain data and the YAML node tree that knows each value's line and column."""
     try:
         return load_with_nodes(text)
+    except YamlTooLarge as exc:
+        raise PresetFileError(str(path), exc.problem, "check that this is the presets file") from None
     except YamlSyntaxError as exc:
         where = f"{path}:{exc.line}:{exc.column}" if exc.line else str(path)
         raise PresetFileError(where, f"malformed YAML: {exc.problem}", "fix the YAML syntax") from None
