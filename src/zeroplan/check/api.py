@@ -8,7 +8,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from zeroplan.check.render import to_json
+from zeroplan.check.runner import check_files
 from zeroplan.core.errors import InputError
+from zeroplan.deepspeed.context import from_flags
+from zeroplan.inputs.keywords import api_values, presets_layer
+from zeroplan.inputs.sections import HardwareInputs, ModelInputs, OutputInputs, ParallelInputs, StepInputs
 
 
 @dataclass(frozen=True)
@@ -35,8 +40,6 @@ class CheckResult:
 
 def _fields() -> dict[Any, tuple[str, ...]]:
     """The flags check takes as context (zeroplan.cli.check_cmd), by section: their keywords and types."""
-    from zeroplan.inputs.sections import HardwareInputs, ModelInputs, OutputInputs, ParallelInputs, StepInputs
-
     return {ModelInputs: ("params", "model", "hidden", "largest_layer_params"),
             HardwareInputs: ("gpus", "gpus_per_node", "gpu", "cluster", "presets_file", "cpu_memory", "nvme",
                              "gpu_memory"),
@@ -60,11 +63,6 @@ def check(*files: str | Path, plan: str | Path | None = None, strict: bool = Fal
     """`zeroplan check`: DeepSpeed configs, plan files and accelerate configs against what DeepSpeed accepts
     and what fits. `context` holds what the memory and batch rules need (gpus=, model=, tp=, ...); keywords
     and their types: zeroplan.inputs.keywords (None = not given)."""
-    from zeroplan.check.render import to_json
-    from zeroplan.check.runner import check_files
-    from zeroplan.deepspeed.context import from_flags
-    from zeroplan.inputs.keywords import api_values, presets_layer
-
     if not files:
         raise InputError("files", "no file to check", "give the paths of DeepSpeed configs or plan files")
     paths = [_path(file, "files") for file in files]

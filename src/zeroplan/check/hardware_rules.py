@@ -18,6 +18,7 @@ from zeroplan.core.options import Option
 from zeroplan.core.units import format_bytes, ceil_div, parse_count
 from zeroplan.core.memory.deepspeed_buffers import OVERLAPPED_STAGES
 from zeroplan.core.model.pipeline_stages import shard_params
+from zeroplan.planning.estimate_plan import build_plan
 
 MEMORY_RULES = ("ZP011", "ZP012", "ZP013")
 
@@ -85,7 +86,6 @@ def memory(view: ConfigView, context: CheckContext, skipped: list[Skipped], assu
     except InputError as exc:
         skipped.append(Skipped(MEMORY_RULES, f"zeroplan does not model this offload combination: {exc.problem}"))
         return
-    from zeroplan.planning.estimate_plan import build_plan
 
     precision = "fp32" if element_bytes(view) == 4 else "mixed"
     buckets = config_buckets(view, stage) or Buckets(
@@ -145,7 +145,7 @@ def _fix(recommendation, units: str, view: ConfigView) -> str:
 def _bucket_shard(context: CheckContext, tp: int, pp: int) -> tuple[int, int]:
     """(parameters on the most loaded shard, its largest layer) exactly as `zeroplan estimate` takes them."""
     model = planning.model_spec(context)
-    largest = (parse_count(context.largest_layer_params, "--largest-layer-params")
+    largest = (parse_count(context.largest_layer_params, "largest_layer_params")
                if context.largest_layer_params is not None else model_largest_layer_params(model)[0])
     return shard_params(model, tp, pp), ceil_div(largest, tp)
 

@@ -20,7 +20,7 @@ def sweep(output: OutputInputs, **sections) -> None:
     plot = output.plot
     distinct_outputs({"--output": output.output, "--plot": plot})
     inputs = SweepInputs(units=output.units, **sections)
-    models = [name.strip() for name in (inputs.grid.models or "").split(",")]  # presets, or config.json paths: inputs
+    models = list(inputs.grid.models or ())  # presets, or config.json paths: inputs, never overwritten
     rows, assumptions = sweep_rows(inputs)
     if plot is not None:
         from zeroplan.estimate.sweep_plot import plot_sweep

@@ -15,6 +15,7 @@ from zeroplan.core.evaluate.estimate import OptionEstimate, evaluate_options
 from zeroplan.core.errors import InputError, RunFailed
 from zeroplan.core.parallel.grid import ParallelDims
 from zeroplan.core.precision import check_precision_on_gpu
+from zeroplan.planning.estimate_plan import build_plan
 
 PRECISIONS = ("bf16", "fp16", "fp32")
 
@@ -74,14 +75,12 @@ def _fit_buckets(request, estimate: OptionEstimate, reduce: int, prefetch: int, 
 
 def choose(context: CheckContext, *, stage: int | None = None, offload_optimizer: str | None = None,
            offload_params: str | None = None, force: bool = False) -> Choice:
-    from zeroplan.planning.estimate_plan import build_plan
-
     # bf16 by default, fp16 on GPUs without bf16 (V100): an fp16 config needs DeepSpeed's loss scaling.
     gpu = planning.gpu_spec(context)
     check_precision_on_gpu(context.precision, gpu.name, gpu.supports_bf16)
     precision = (context.precision or ("bf16" if gpu.supports_bf16 else "fp16")).strip().lower()
     if precision not in PRECISIONS:
-        raise InputError("--precision", f"unknown precision '{context.precision}'", "use bf16, fp16 or fp32")
+        raise InputError("precision", f"unknown precision '{context.precision}'", "use bf16, fp16 or fp32")
     world, tp, pp = context.gpus or 1, context.tp or 1, context.pp or 1
     dims = ParallelDims(world=world, tp=tp, pp=pp)  # validates divisibility before anything else
     batch = consistent(dims.dp, context.micro_batch, context.grad_accum, context.global_batch)

@@ -6,13 +6,16 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
+from zeroplan.estimate import report
+from zeroplan.inputs.estimate_inputs import FIELDS, EstimateInputs
+from zeroplan.inputs.keywords import api_values, presets_layer
+from zeroplan.planning.estimate_plan import build_plan
 from zeroplan.inputs.sections import OutputInputs
 
 
 @dataclass(frozen=True)
 class EstimateOption:
     """One ZeRO stage and offload tier, as a row of the estimate table (bytes per GPU, CPU/NVMe per node)."""
-
     key: str
     label: str
     stage: int
@@ -34,7 +37,6 @@ class EstimateOption:
 @dataclass(frozen=True)
 class Recommendation:
     """The option to use and why; `label` is None when nothing fits (then `fewest_gpus` may say how many would)."""
-
     label: str | None
     key: str | None
     reason: str
@@ -55,8 +57,6 @@ class EstimateResult:
 
     def to_dict(self) -> dict[str, Any]:
         """The JSON document `zeroplan estimate -f json` prints for the same inputs (built on demand)."""
-        from zeroplan.estimate import report
-
         return json.loads(report.to_json(self._plan))
 
     def option(self, label: str) -> EstimateOption:
@@ -70,10 +70,6 @@ class EstimateResult:
 def estimate(*, units: str = "iec", **options: Any) -> EstimateResult:
     """`zeroplan estimate`: what every GPU holds at each ZeRO stage and offload tier, and what to use.
     Keywords and their types: zeroplan.inputs.keywords (None = not given)."""
-    from zeroplan.planning.estimate_plan import build_plan
-    from zeroplan.inputs.estimate_inputs import FIELDS, EstimateInputs
-    from zeroplan.inputs.keywords import api_values, presets_layer
-
     values = api_values({"units": units, **options}, {**FIELDS, OutputInputs: ("units",)}, "estimate")
     units = values.pop("units", "iec")
     with presets_layer(values.get("presets_file"), "presets_file" if "presets_file" in options else "presets"):

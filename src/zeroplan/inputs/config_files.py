@@ -16,6 +16,7 @@ from pathlib import Path
 from zeroplan.core.errors import InputError
 from zeroplan.inputs.text_files import read_user_text
 from zeroplan.inputs.yaml_text import YamlSyntaxError, YamlTooLarge, load_with_nodes
+from zeroplan.inputs.hjson import ConfigParseError, TooManyValues, read_with_marks
 
 
 @dataclass
@@ -62,8 +63,6 @@ def read_text(path: Path, what: str = "config") -> str:
 
 def parse_json(path: Path, text: str) -> Source:
     """A DeepSpeed config, parsed as DeepSpeed parses it (hjson); duplicate keys are kept for ZP017."""
-    from zeroplan.inputs.hjson import ConfigParseError, TooManyValues, read_with_marks
-
     try:
         parsed = read_with_marks(text, max_values=MAX_CONFIG_VALUES)
     except TooManyValues:

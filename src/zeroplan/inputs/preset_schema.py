@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any, Callable, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt, ValidationError, field_validator, model_validator
+import json
 
 from zeroplan.core.errors import InputError
 from zeroplan.inputs.text_files import read_user_text
@@ -322,8 +323,6 @@ def build_data(directory: Path | None = None) -> dict[str, Any]:
 def render(data: dict[str, Any]) -> str:
     """The source of presets_data.py: one dict literal per category, in file order. Written as JSON (stable
     across Python versions, unlike pprint) with JSON's three names bound to Python's values."""
-    import json
-
     lines = [f'"""Built-in presets, validated: generated from presets/*.yaml by `{REGENERATE}`. Do not edit."""',
              "# ruff: noqa", "", "true, false, null = True, False, None", ""]
     for category in CATEGORIES:
@@ -366,21 +365,22 @@ def load_user_file(path: Path) -> tuple[dict[str, dict[str, dict]], dict[tuple[s
     return entries, places
 
 
-def validate_file(path: Path, builtin: dict[str, dict[str, dict]]) -> dict[str, dict[str, dict]]:
-    """The file's entries, checked alone and merged over the built-in ones; PresetFileError names the place."""
+def validate_file(path: Path, builtin: dict[str, dict[str, dict]],
+                  build: Callable[[str, str, dict[str, dict[str, dict]]], Any] | None = None) -> dict[str, dict[str, dict]]:
+    """The file's entries, checked alone and merged over the built-in ones; PresetFileError names the place.
+    build(category, name, merged): each entry made as the commands make it (inputs.presets.build), its error
+    placed at the entry."""
     entries, places = load_user_file(path)
     merged = {category: {**builtin[category], **entries.get(category, {})} for category in CATEGORIES}
     check_references(merged, places)
-    from zeroplan.inputs import presets
-
-    build = {"gpus": presets.gpu, "clusters": presets.cluster, "models": presets.model}
-    for category, found in entries.items():
-        for name in found:  # each entry as every command will use it: what validate accepts, they accept
-            try:
-                build[category](name, merged)
-            except InputError as exc:
-                raise PresetFileError(places.get((category, name), str(path)), f"{name}: {exc.problem}",
-                                      exc.fix) from None
+    if build is not None:
+        for category, found in entries.items():
+            for name in found:  # each entry as every command will use it: what validate accepts, they accept
+                try:
+                    build(category, name, merged)
+                except InputError as exc:
+                    raise PresetFileError(places.get((category, name), str(path)), f"{name}: {exc.problem}",
+                                          exc.fix) from None
     return entries
 
 

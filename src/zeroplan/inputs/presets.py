@@ -16,16 +16,22 @@ import os
 import sys
 from pathlib import Path
 from typing import Any, Iterator
+import difflib
 
 from zeroplan.core.errors import InputError
 from zeroplan.core.hardware import ClusterSpec, GpuSpec, Link
 from zeroplan.core.model.spec import ModelShape, ModelSpec, ParamLayout
 from zeroplan.core.units import parse_bytes, parse_rate
+from zeroplan.inputs.presets_data import CLUSTERS, GPUS, MODELS
+from zeroplan.render.sink import note_input
 
 CATEGORIES = ("gpus", "clusters", "models")
 USER_FILE_NAME = "presets.yaml"
 # PCIe x16 per direction, after encoding overhead (Gen3 15.75, Gen4 31.5, Gen5 63 GB/s).
 PCIE_X16_BYTES_PER_S = {3: 15_750_000_000, 4: 31_500_000_000, 5: 63_000_000_000}
+
+
+Entries = dict[str, dict[str, dict]]  # category -> name -> fields (the merged presets, or a file's being validated)
 
 
 class PresetError(InputError):
@@ -44,8 +50,6 @@ class PresetEntry(dict):
 
 def builtin() -> dict[str, dict[str, dict]]:
     """The built-in entries by category, as validated when presets_data.py was generated."""
-    from zeroplan.inputs.presets_data import CLUSTERS, GPUS, MODELS
-
     return {"gpus": GPUS, "clusters": CLUSTERS, "models": MODELS}
 
 
@@ -69,9 +73,9 @@ def use_presets_file(path: str | None) -> None:
     """Layer this file (--presets) over the built-in and config-directory presets; None for none."""
     global _presets_file
     if path is not None and not path.strip():
-        raise PresetError("--presets", "is empty", "give the path of a presets YAML file")
+        raise PresetError("presets_file", "is empty", "give the path of a presets YAML file")
     if path is not None and not Path(path).expanduser().is_file():
-        raise PresetError("--presets", f"no such file '{path}'", "give the path of a presets YAML file")
+        raise PresetError("presets_file", f"no such file '{path}'", "give the path of a presets YAML file")
     _presets_file = path
 
 
@@ -99,8 +103,6 @@ def user_files() -> tuple[Path, ...]:
         files.append(configured)
     if _presets_file is not None:
         files.append(Path(_presets_file).expanduser())
-    from zeroplan.render.sink import note_input
-
     for path in files:  # read now or earlier in this process (cached): either way no output replaces it
         note_input(path)
     return tuple(files)
@@ -111,12 +113,23 @@ def _merged(files: tuple[Path, ...]) -> dict[str, dict[str, PresetEntry]]:
     base = builtin()
     merged = {category: dict(base[category]) for category in CATEGORIES}
     for path in files:
-        from zeroplan.inputs.preset_schema import validate_file  # YAML and pydantic: only for user files
-
-        for category, entries in validate_file(path, merged).items():
+        for category, entries in validate(path, merged).items():
             merged[category].update(entries)
     return {category: {name: PresetEntry(fields) for name, fields in entries.items()}
             for category, entries in merged.items()}
+
+
+def validate(path: Path, base: Entries | None = None) -> Entries:
+    """A user presets file's entries, validated over `base` (the built-in ones by default) and each built as
+    every command builds it (gpu(), cluster(), model()), so what validation accepts, every command can use."""
+    from zeroplan.inputs.preset_schema import validate_file  # YAML and pydantic: only for user files
+
+    return validate_file(path, builtin() if base is None else base, build)
+
+
+def build(category: str, name: str, entries: Entries) -> object:
+    """The preset `name` of `category` made from `entries` as the commands make it."""
+    return {"gpus": gpu, "clusters": cluster, "models": model}[category](name, entries)
 
 
 def _load_category(category: str) -> dict[str, PresetEntry]:
@@ -131,17 +144,13 @@ def names(category: str) -> list[str]:
     return sorted(_load_category(category))
 
 
-Entries = dict[str, dict[str, dict]]  # category -> name -> fields (the merged presets, or a file's being validated)
-
-
 def entry(category: str, name: str, entries_by_category: Entries | None = None) -> PresetEntry:
     entries = _load_category(category) if entries_by_category is None else entries_by_category[category]
     key = name.strip().lower()
     if key in entries:
         found = entries[key]
         return found if isinstance(found, PresetEntry) else PresetEntry(found)
-    flag = {"gpus": "--gpu", "clusters": "--cluster", "models": "--model"}[category]
-    import difflib
+    flag = {"gpus": "gpu", "clusters": "cluster", "models": "model"}[category]
 
     close = difflib.get_close_matches(key, entries, n=3, cutoff=0.5)
     hint = f"did you mean {' or '.join(close)}? " if close else ""
@@ -224,7 +233,7 @@ def model(name: str, entries: Entries | None = None) -> ModelSpec:
     if e.family in SUPPORTED_FAMILIES:
         spec = model_spec_from_hf_config(_hf_config(e), key, source=f"model preset {key}")
         if (spec.params, spec.largest_layer_params) != (e.params, e.largest_layer_params):
-            raise PresetError("--model", f"preset '{key}' says {e.params} parameters (largest layer "
+            raise PresetError("model", f"preset '{key}' says {e.params} parameters (largest layer "
                               f"{e.largest_layer_params}) but its shape gives {spec.params} ({spec.largest_layer_params})",
                               "fix the preset's params, largest_layer_params or shape fields")
         return spec
@@ -234,7 +243,7 @@ def model(name: str, entries: Entries | None = None) -> ModelSpec:
     output = 0 if e.tied_embeddings else embedding
     layer_params = (e.params - embedding - output) // e.layers
     if layer_params < 1:
-        raise PresetError("--model", f"preset '{key}' says {e.params} parameters, fewer than its embeddings "
+        raise PresetError("model", f"preset '{key}' says {e.params} parameters, fewer than its embeddings "
                           f"({embedding + output}) and {e.layers} layers hold", "fix params or the shape fields")
     shape = ModelShape.of(
         layers=e.layers, hidden=e.hidden, heads=e.heads, kv_heads=e.kv_heads, ffn=e.ffn, vocab=e.vocab,
@@ -256,7 +265,6 @@ def category_of(name: str) -> str:
         if key in _load_category(category):
             return category
     every = [n for c in CATEGORIES for n in _load_category(c)]
-    import difflib
 
     close = difflib.get_close_matches(key, every, n=3, cutoff=0.5)
     hint = f"did you mean {' or '.join(close)}? " if close else ""

@@ -6,13 +6,17 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
+from zeroplan.inputs.keywords import api_values, presets_layer
+from zeroplan.search import report
+from zeroplan.search.inputs import FIELDS, PlanInputs
+from zeroplan.search.report import top_entries
+from zeroplan.search.run import run_plan
 from zeroplan.inputs.sections import OutputInputs
 
 
 @dataclass(frozen=True)
 class PlanSummary:
     """One of the fastest plans that fit: layout, ZeRO option, step shape, predicted time and memory."""
-
     rank: int
     label: str
     dp: int
@@ -37,19 +41,12 @@ class PlanResult:
 
     def to_dict(self) -> dict[str, Any]:
         """The JSON document `zeroplan plan -f json` prints for the same inputs (built on demand)."""
-        from zeroplan.search import report
-
         return json.loads(report.to_json(self._outcome))
 
 
 def plan(*, units: str = "iec", **options: Any) -> PlanResult:
     """`zeroplan plan`: the fastest DP×TP×PP×ZeRO plans that fit, with predicted step time.
     Keywords and their types: zeroplan.inputs.keywords (None = not given)."""
-    from zeroplan.inputs.keywords import api_values, presets_layer
-    from zeroplan.search.report import top_entries
-    from zeroplan.search.inputs import FIELDS, PlanInputs
-    from zeroplan.search.run import run_plan
-
     values = api_values({"units": units, **options}, {**FIELDS, OutputInputs: ("units",)}, "plan")
     units = values.pop("units", "iec")
     with presets_layer(values.get("presets_file"), "presets_file" if "presets_file" in options else "presets"):

@@ -15,6 +15,7 @@ from zeroplan.distributed.torch_import import import_torch
 from zeroplan.validate import ValidateFailed
 from zeroplan.validate.config import ValidateConfig, check_world
 from zeroplan.validate.report import build_reports, render, to_json
+from zeroplan.render.sink import canvas_for, write_text
 
 WORKER = "zeroplan.validate.worker"
 LABEL = "zeroplan validate"
@@ -51,8 +52,6 @@ def _meta(config: ValidateConfig, world: int, backend: str, torch) -> dict:
 
 
 def _emit(reports, config: ValidateConfig, meta: dict) -> None:
-    from zeroplan.render.sink import canvas_for, write_text
-
     if config.output_format == "json":
         write_text(to_json(meta, reports), None)
         return

@@ -1,5 +1,5 @@
 """Parameters per pipeline stage: layers split evenly (earlier stages take the remainder), the
-embeddings on the first stage, the final norm and LM head on the last.
+embeddings on the first stage, the final norm and LM head on the last (docs/formulas.md §2.3).
 
 With tied embeddings the last stage keeps its own copy of the embedding matrix for the head (as
 Megatron-LM and DeepSpeed's TiedLayerSpec do), so stage totals can add up to more than the model.
@@ -8,14 +8,15 @@ With only a parameter count known, the stages split it evenly.
 
 from __future__ import annotations
 
-from zeroplan.core.errors import InputError
+from zeroplan.core.errors import InputError, ref
 from zeroplan.core.model.spec import ModelSpec
 from zeroplan.core.units import ceil_div
 
 
 def layers_per_stage(layers: int, pp: int) -> list[int]:
     if pp > layers:
-        raise InputError("--pp", f"pp({pp}) is more than the model's {layers} layers", f"use --pp {layers} or fewer")
+        raise InputError("pp", f"pp({pp}) is more than the model's {layers} layers",
+                         f"use {ref('pp', layers)} or fewer")
     base, extra = divmod(layers, pp)
     return [base + (1 if stage < extra else 0) for stage in range(pp)]
 

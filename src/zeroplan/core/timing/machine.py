@@ -1,7 +1,8 @@
 """The throughput side of the hardware a step runs on (Machine), and the calibrated constants it carries:
 the share of peak a GEMM reaches, attention and element-wise memory traffic, the DP overlap share (fitted on the
 calibration set only: benchmarks/fit_step_time.py) and the CPU Adam rate. core.timing.step_time prices a step
-on it; core.timing.dp_offload prices data-parallel, offload and optimizer time on it."""
+on it; core.timing.dp_offload prices data-parallel, offload and optimizer time on it. Formulas
+and fitted values: docs/formulas.md §14."""
 
 from __future__ import annotations
 
@@ -51,7 +52,7 @@ DEFAULT_EFFICIENCY = gemm_efficiency("a100")
 
 def check_efficiency(value: float) -> float:
     if not 0.001 <= value <= 1:  # below 0.1% of peak no step-time figure means anything (and may underflow)
-        raise InputError("--efficiency", f"must be a fraction in [0.001, 1], got {value:g}", "write e.g. 0.5")
+        raise InputError("efficiency", f"must be a fraction in [0.001, 1], got {value:g}", "write e.g. 0.5")
     return value
 
 
