@@ -27,8 +27,8 @@ def test_a_name_ending_in_a_slash_is_a_directory_not_a_file(cli, tmp_path, monke
 
 
 ESCAPES = """gpus:
-  "evil\\e]0;pwned\\a\\e[2J":
-    description: "x\\e[31mred\\rover"
+  evil:
+    description: "x\\e]0;pwned\\a\\e[2J\\e[31mred\\rover"
     memory: 46068MiB
     hbm_bandwidth: 864GB/s
     bf16_tflops: 181
@@ -46,6 +46,11 @@ def test_control_characters_from_a_presets_file_are_shown_as_escapes(cli, tmp_pa
     line = next(line for line in out.splitlines() if "evil" in line)
     assert "\x07" not in out and "\r" not in out and "\x1b]" not in out and "\x1b[2" not in out
     assert "\\x1b]0;pwned\\x07" in line and "\\x1b[31mred" in line
+    # a name with control characters is refused by the presets validation; its error line shows them escaped
+    named = tmp_path / "evil-name.yaml"
+    named.write_text(ESCAPES.replace("  evil:", '  "evil\\e[2J":'))
+    code, out, err = cli("presets", "list", "--presets", str(named))
+    assert code == 2 and "control characters" in err and "\x1b" not in err and "\\x1b[2J" in err
 
 
 def test_an_error_line_shows_control_characters_as_escapes(cli):

@@ -12,6 +12,7 @@ from zeroplan.deepspeed.batch import BatchProblem, deepspeed_fill, neither_batch
 from zeroplan.deepspeed.config_view import ConfigView
 from zeroplan.deepspeed.findings import ERROR, WARNING, Finding, Skipped
 from zeroplan.core.parallel.grid import ParallelDims
+from zeroplan.core.units import shown
 
 BATCH_KEYS = ("train_batch_size", "train_micro_batch_size_per_gpu", "gradient_accumulation_steps")
 
@@ -130,8 +131,6 @@ def _unknown_by_block(view: ConfigView) -> Iterator[tuple[tuple[str, ...], froze
 
 def unknown_keys(view: ConfigView) -> Iterator[Finding]:
     """ZP008: keys outside DeepSpeed's schema, with the closest known key."""
-    from zeroplan.core.units import shown
-
     for where, known, rejected, unknown in _unknown_by_block(view):
         place = ".".join(where) or "the top level"
         consequence = ("DeepSpeed rejects unknown keys here and stops at start-up" if rejected

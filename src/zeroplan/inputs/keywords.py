@@ -25,6 +25,8 @@ import os
 from typing import Any
 
 from zeroplan.core.errors import InputError
+from zeroplan.inputs import presets
+from zeroplan.inputs.sections import flag_of
 
 # Fields whose text is read as a number (a count, bytes, a rate, a share): a number is taken as well.
 NUMERIC_TEXT = frozenset({
@@ -61,8 +63,6 @@ def _declared(fields: dict[Any, tuple[str, ...]]) -> dict[str, tuple[str, Any, A
 
 @functools.lru_cache(maxsize=16)
 def _declared_for(fields: tuple[tuple[Any, tuple[str, ...]], ...]) -> dict[str, tuple[str, Any, Any]]:
-    from zeroplan.inputs.sections import flag_of
-
     found: dict[str, tuple[str, Any, Any]] = {}
     for section, names in fields:
         for name in names:
@@ -135,8 +135,6 @@ def api_values(given: dict[str, Any], fields: dict[Any, tuple[str, ...]], comman
 def presets_layer(path: str | None, keyword: str = "presets") -> contextlib.AbstractContextManager[None]:
     """The presets file layered over the built-in presets for one API call (the CLI layers --presets as the
     flag is parsed); a missing file is an InputError naming the keyword."""
-    from zeroplan.inputs import presets
-
     try:
         return presets.layered(path)
     except InputError as exc:

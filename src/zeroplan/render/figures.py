@@ -3,6 +3,7 @@ through render.sink's atomic writer, so a failed write never leaves half a pictu
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Any
 
@@ -31,8 +32,6 @@ def check_plot_path(path: str) -> Path:
 
 
 def pyplot() -> Any:
-    import os
-
     # zeroplan draws files with Agg whatever MPLBACKEND says (matplotlib.use below), and matplotlib refuses to
     # import at all under an MPLBACKEND it does not know: the variable is set aside while it loads.
     backend = os.environ.pop("MPLBACKEND", None)

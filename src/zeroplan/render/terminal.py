@@ -15,6 +15,8 @@ import textwrap
 import time
 from typing import TextIO
 
+from zeroplan.render.encoding import visible
+
 _OWN_ESCAPE = "\ue000"  # stands for ESC in the canvas's own colour sequences until text()
 _STYLES = {"bold": "1", "red": "31", "green": "32", "yellow": "33", "cyan": "36", "bold cyan": "1;36",
            "bold red": "1;31", "dim": "2"}
@@ -73,8 +75,6 @@ class Canvas:
     def text(self) -> str:
         """The lines, with any control character that came in with the text (a preset name from a file, a
         model's recorded name) shown as an escape; the canvas's own colour kept."""
-        from zeroplan.render.encoding import visible
-
         return visible("\n".join(self.lines)).replace(_OWN_ESCAPE, "\033") + "\n"
 
 

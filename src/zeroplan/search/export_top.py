@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
+from zeroplan.core.units import format_bytes
 from zeroplan.render.sink import write_text
 from zeroplan.search.run import PlanOutcome
 
@@ -13,7 +14,6 @@ _PRECISIONS = {"mixed": "bf16", "bf16": "bf16", "fp16": "fp16", "fp32": "fp32"}
 def write_deepspeed_config(outcome: PlanOutcome, path: str, input_paths: Iterable[str | None] = ()) -> list[str]:
     """Writes the top plan's ds_config.json; returns the lines that say what was written, what a DeepSpeed
     config cannot hold (tp, pp: set by the launcher) and the `zeroplan check` command that judges it."""
-    from zeroplan.core.units import format_bytes
     from zeroplan.deepspeed.context import check_command, from_sections
     from zeroplan.deepspeed.choose import ExportError, choose
 
