@@ -78,6 +78,7 @@ def test_only_config_json_is_ever_requested(monkeypatch, tmp_path):
         return str(CONFIGS / "qwen2-7b.json")
 
     monkeypatch.setattr("huggingface_hub.hf_hub_download", fake_download)
+    monkeypatch.setattr(hub, "hub_unreachable", lambda: None)  # the Hub answers (with fake_download)
     model = load_model("Qwen/Qwen2-7B@v1.0")
     assert asked == [("Qwen/Qwen2-7B", "config.json", "v1.0")]
     assert model.name == "Qwen/Qwen2-7B" and model.params > 7e9
