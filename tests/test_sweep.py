@@ -127,3 +127,28 @@ def test_recommended_column_reads_as_estimates(cli):
     chosen = [row for row in csv.DictReader(io.StringIO(estimate_out)) if row["recommended"] == "True"]
     (sweep_chosen,) = [row for row in rows if row["gpus"] == "8" and row["recommended"] == "True"]
     assert sweep_chosen["stage"] == chosen[0]["stage"] and chosen[0]["offload_optimizer"] == "none"
+
+
+def test_a_long_sweep_shows_progress_on_a_terminal_only(cli, monkeypatch):
+    """Progress on stderr, cell by cell, when stderr is a terminal and the sweep takes more than a moment;
+    never on stdout, never with --no-progress, never into a pipe (issue 23, item 10)."""
+    import functools
+    import sys
+
+    from zeroplan.cli import sweep_cmd
+    from zeroplan.estimate.sweep import SweepInputs, sweep_rows
+    from zeroplan.render.terminal import LateProgress
+
+    seen = []
+    sweep_rows(SweepInputs.of(models="llama-2-7b,llama-2-13b", gpus="8,16,32"), lambda done, total: seen.append(
+        (done, total)))
+    assert seen == [(done, 6) for done in range(1, 7)]
+    monkeypatch.setattr(sweep_cmd, "LateProgress", functools.partial(LateProgress, after_s=0.0))
+    args = ("sweep", "--model", "llama-2-7b,llama-2-13b", "--gpus", "8,16,32", "-f", "csv")
+    code, out, err = cli(*args)
+    assert code == 0 and err == ""  # not a terminal: nothing
+    monkeypatch.setattr(sys.stderr, "isatty", lambda: True, raising=False)
+    code, out, err = cli(*args)
+    assert code == 0 and "sweeping the grid" in err and "\r" in err and "sweeping" not in out
+    code, out, err = cli(*args, "--no-progress")
+    assert code == 0 and err == ""

@@ -6,11 +6,12 @@ from __future__ import annotations
 from zeroplan.cli.options import command, uses
 from zeroplan.estimate.sweep import FIELDS, SweepInputs
 from zeroplan.inputs.sections import OutputInputs
+from zeroplan.render.terminal import LateProgress
 from zeroplan.render.sink import canvas_for, check_format, distinct_outputs, write_text
 
 
 @command(*(uses(section, *names) for section, names in FIELDS.items()),
-         uses(OutputInputs, "output_format", "output", "units", "plot"), formats=("csv", "json", "table"))
+         uses(OutputInputs, "output_format", "output", "units", "progress", "plot"), formats=("csv", "json", "table"))
 def sweep(output: OutputInputs, **sections) -> None:
     """Capacity planning over a grid: one row per model, GPU type, GPU count and ZeRO stage."""
     from zeroplan.estimate.sweep import sweep_rows
@@ -21,7 +22,11 @@ def sweep(output: OutputInputs, **sections) -> None:
     distinct_outputs({"--output": output.output, "--plot": plot})
     inputs = SweepInputs(units=output.units, **sections)
     models = list(inputs.grid.models or ())  # presets, or config.json paths: inputs, never overwritten
-    rows, assumptions = sweep_rows(inputs)
+    progress = LateProgress("sweeping the grid", enabled=output.progress)
+    try:
+        rows, assumptions = sweep_rows(inputs, progress)
+    finally:
+        progress.close()
     if plot is not None:
         from zeroplan.estimate.sweep_plot import plot_sweep
 

@@ -250,3 +250,28 @@ def grid_width(headers: list[str], rows: list[list[tuple[str, str | None]]]) -> 
         for index, (text, _) in enumerate(row):
             widths[index] = max(widths[index], len(text))
     return 1 + sum(widths) + 2 * (len(widths) - 1)
+
+
+class LateProgress:
+    """A ProgressLine on stderr for long work that appears only after `after_s` seconds and only on a terminal
+    (a quick run, a pipe or a file never sees it); call it with (done, total), then close()."""
+
+    def __init__(self, label: str, enabled: bool = True, after_s: float = 0.3, stream: TextIO | None = None) -> None:
+        self.stream = stream or sys.stderr
+        self.enabled = enabled and _isatty(self.stream)
+        self.label, self.after_s = label, after_s
+        self.start = time.perf_counter()
+        self.bar: ProgressLine | None = None
+
+    def __call__(self, done: int, total: int) -> None:
+        if not self.enabled:
+            return
+        if self.bar is None:
+            if time.perf_counter() - self.start < self.after_s or done >= total:
+                return
+            self.bar = ProgressLine(self.label, total, stream=self.stream)
+        self.bar.update(done)
+
+    def close(self) -> None:
+        if self.bar is not None:
+            self.bar.close()
