@@ -43,7 +43,8 @@ def test_plan_search_dumps_what_plan_prints_without_its_timing(tmp_path):
 
 
 def test_the_other_scripts_import():
-    for name in ("startup", "fit_step_time", "trace_accuracy", "trace_budget", "bench_overhead"):
+    for name in ("startup", "fit_step_time", "trace_accuracy", "trace_budget", "bench_overhead", "api_per_call",
+                 "cluster_scaling"):
         _load(name)
 
 
@@ -88,6 +89,15 @@ def test_free_search_of_a_calibration_run_breaks_no_rule():
     row = runs.free_search(run)
     assert row["broken"] == [] and row["free_s"] > 0 and "ERROR" not in row["verdict"]
     assert row["free_s"] <= row["pinned_s"]  # the search is exhaustive: the published layout is one of its plans
+
+
+def test_api_per_call_measures_the_call_and_the_evaluation():
+    found = _load("api_per_call").measure(1, params=13e9, gpus=8)
+    assert set(found) == {"api", "evaluation", "to_dict"} and all(value > 0 for value in found.values())
+
+
+def test_cluster_scaling_times_an_estimate_in_a_convention():
+    assert _load("cluster_scaling").estimate_seconds("llama-2-7b", 8, "framework", {"framework": "torch"}, 1) > 0
 
 
 def test_published_moe_runs_count_their_models_and_run():
