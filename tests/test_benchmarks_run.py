@@ -117,3 +117,16 @@ def test_published_moe_runs_count_their_models_and_run():
     assert outcome.refused is None and outcome.plan.ep == 8 and outcome.predicted > 0
     assert outcome.published == 512 * 4096 / (8213 * 64)
     assert runs.moe_predict(rows["deepseek_v3_techreport_pretrain"]).refused.startswith("not expressible")
+
+
+def test_model_types_checks_a_described_a_meta_only_and_a_composite_type():
+    import pytest
+
+    pytest.importorskip("torch")
+    pytest.importorskip("transformers")
+    types = _load("model_types")
+    released = types.released_configs()
+    rows = {name: types.check(name, released) for name in ("qwen3_moe", "mamba", "gemma3")}
+    assert (rows["qwen3_moe"]["description"], rows["qwen3_moe"]["with_meta"]) == ("exact", "exact")
+    assert (rows["mamba"]["description"], rows["mamba"]["with_meta"]) == ("refused", "exact")
+    assert rows["gemma3"]["description"] == "exact" and "vision tower" in rows["gemma3"]["note"]

@@ -1,16 +1,18 @@
 """Read a local Hugging Face config.json into a ModelSpec. Local files only: never the network.
 
-The counting itself is pure and lives in zeroplan.core.model.families; this module only does the I/O
-and turns file problems into InputErrors that name the file.
+The counting itself is pure and lives in zeroplan.core.model.families (the architecture description); a
+model_type it does not describe is counted by zeroplan.inputs.meta_count from transformers' own model on the meta
+device. This module does the I/O and turns file problems into InputErrors that name the file.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from zeroplan.core.model.families import model_spec_from_hf_config
+from zeroplan.core.model.families import is_described, model_spec_from_hf_config
 from zeroplan.core.errors import InputError
 from zeroplan.core.model.spec import ModelSpec
+from zeroplan.inputs.meta_count import model_spec_from_meta
 from zeroplan.inputs.text_files import parse_json_text, read_user_text
 
 
@@ -47,4 +49,13 @@ def load_hf_config(path: str | Path, name: str | None = None) -> ModelSpec:
     """ModelSpec with exact parameters and shape from a local config.json."""
     path = Path(path)
     config = read_hf_config(path)
-    return model_spec_from_hf_config(config, name or _display_name(config, path), source=str(path))
+    return spec_from_config(config, name or _display_name(config, path), str(path))
+
+
+def spec_from_config(config: dict, name: str, source: str) -> ModelSpec:
+    """The ModelSpec of a config.json: read into the architecture description where its model_type is described,
+    else counted from transformers' own model on the meta device (the trace extra; the error names it when
+    absent). A config without a model_type is refused by the description's reader."""
+    if is_described(config) or not isinstance(config.get("model_type"), str):
+        return model_spec_from_hf_config(config, name, source=source)
+    return model_spec_from_meta(config, name, source)  # imports torch and transformers only now

@@ -226,11 +226,11 @@ def _hf_config(e: PresetEntry) -> dict[str, Any]:
 
 def model(name: str, entries: Entries | None = None) -> ModelSpec:
     """A model preset with its full shape; rebuilt through core.model.families where the family is supported."""
-    from zeroplan.core.model.families import SUPPORTED_FAMILIES, model_spec_from_hf_config
+    from zeroplan.core.model.families import DESCRIBED_FAMILIES, model_spec_from_hf_config
 
     e = entry("models", name, entries)
     key = name.strip().lower()
-    if e.family in SUPPORTED_FAMILIES:
+    if e.family in DESCRIBED_FAMILIES:
         spec = model_spec_from_hf_config(_hf_config(e), key, source=f"model preset {key}")
         if (spec.params, spec.largest_layer_params) != (e.params, e.largest_layer_params):
             raise PresetError("model", f"preset '{key}' says {e.params} parameters (largest layer "

@@ -306,11 +306,13 @@ def _module_shapes(arch, name: str, size: int) -> list[tuple[int, ...]]:
 
 
 def params_from_architecture(arch) -> list[ParamSpec]:
-    """ParamSpecs for a core.model.families.Architecture; a tied head is not listed (the embedding is it)."""
+    """ParamSpecs for a core.model.families.Architecture (each module's tensor shapes, from the architecture
+    description); a tied head is not listed (the embedding is it)."""
     specs: list[ParamSpec] = []
     for module in arch.modules:
-        shapes = _module_shapes(arch, module.name, module.params)
+        shapes = list(module.shapes) or _module_shapes(arch, module.name, module.params)
         for copy in range(module.copies):
-            prefix = f"{module.name}.{copy}" if module.copies > 1 else module.name
+            in_layer = getattr(module, "in_layer", False) and arch.layers > 1  # "<module>.<copy>": a layer's
+            prefix = f"{module.name}.{copy}" if module.copies > 1 or in_layer else module.name
             specs.extend(ParamSpec(f"{prefix}.{index}", shape) for index, shape in enumerate(shapes))
     return specs
