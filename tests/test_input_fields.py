@@ -160,3 +160,22 @@ def test_every_api_keyword_is_a_declared_field():
     keywords = {name for table in (ESTIMATE, PLAN) for names in table.values() for name in names}
     keywords |= {item.name for item in dataclasses.fields(CheckContext)} - {"units", "origin"}
     assert sorted(keywords - set(flags())) == []
+
+
+def test_check_context_parses_its_text_once_as_it_is_built():
+    """check/export's context keeps what was given (reports, plan files) and its parsed values; nothing parses a
+    context's text again."""
+    import re
+
+    from zeroplan.deepspeed.context import CheckContext
+
+    context = CheckContext(params="13e9", largest_layer_params="165.6M", gpu_memory="80GiB")
+    assert (context.params_count, context.largest_layer_count, context.gpu_memory_bytes) == \
+        (13_000_000_000, 165_600_000, 80 * 2**30)
+    assert context.params == "13e9"  # as given
+    package = CORE.parent
+    again = [f"{path.name}:{number}" for folder in ("deepspeed", "check", "search", "export")
+             for path in sorted((package / folder).rglob("*.py"))
+             for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1)
+             if re.search(r"(parse_\w+|as_count)\(context\.", line)]
+    assert again == []

@@ -15,7 +15,7 @@ from zeroplan.deepspeed.findings import ERROR, WARNING, Finding, Skipped
 from zeroplan.core.errors import InputError
 from zeroplan.core.evaluate.estimate import evaluate_options, model_largest_layer_params
 from zeroplan.core.options import Option
-from zeroplan.core.units import format_bytes, ceil_div, parse_count
+from zeroplan.core.units import format_bytes, ceil_div
 from zeroplan.core.memory.deepspeed_buffers import OVERLAPPED_STAGES
 from zeroplan.core.model.pipeline_stages import shard_params
 from zeroplan.planning.estimate_plan import build_plan
@@ -156,8 +156,8 @@ def _fix(recommendation, units: str, view: ConfigView) -> str:
 def _bucket_shard(context: CheckContext, tp: int, pp: int) -> tuple[int, int]:
     """(parameters on the most loaded shard, its largest layer) exactly as `zeroplan estimate` takes them."""
     model = planning.model_spec(context)
-    largest = (parse_count(context.largest_layer_params, "largest_layer_params")
-               if context.largest_layer_params is not None else model_largest_layer_params(model)[0])
+    largest = (context.largest_layer_count if context.largest_layer_count is not None
+               else model_largest_layer_params(model)[0])
     return shard_params(model, tp, pp), ceil_div(largest, tp)
 
 

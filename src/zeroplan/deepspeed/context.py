@@ -45,6 +45,10 @@ class CheckContext:
     flash_attention: bool | None = None
     units: str = "iec"
     origin: dict[str, str] = field(default_factory=dict)  # field -> "flag", "plan" or "accelerate"
+    # The text fields above parsed once, as the context is built (the text stays for reports and plan files).
+    params_count: int | None = field(default=None, init=False, repr=False, compare=False)
+    largest_layer_count: int | None = field(default=None, init=False, repr=False, compare=False)
+    gpu_memory_bytes: int | None = field(default=None, init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         """Every value given must be usable: a zero or negative count is an error, never a silent 1."""
@@ -62,10 +66,14 @@ class CheckContext:
         if self.recompute is not None and self.recompute not in RECOMPUTE_MODES:
             raise InputError("recompute", f"unknown mode '{self.recompute}'", f"use {recompute_choices()}")
         if self.params is not None:
-            as_count(self.params, "params")
+            self.params_count = as_count(self.params, "params")
+        if self.largest_layer_params is not None:
+            self.largest_layer_count = as_count(self.largest_layer_params, "largest_layer_params")
         for flag, size in (("cpu_memory", self.cpu_memory), ("nvme", self.nvme), ("gpu_memory", self.gpu_memory)):
             if size is not None:
-                parse_bytes(size, flag)
+                parsed = parse_bytes(size, flag)
+                if flag == "gpu_memory":
+                    self.gpu_memory_bytes = parsed
         for flag, name in (("gpu", self.gpu), ("cluster", self.cluster), ("model", self.model)):
             if name is not None and not str(name).strip():
                 raise InputError(flag, "is empty", "name a preset (zeroplan presets list)")

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from zeroplan.deepspeed.plan_file import SCHEMA_VERSION, PlanFile
-from zeroplan.inputs.sections import as_count
 from zeroplan.deepspeed.choose import Choice
 
 HEADER = ("# zeroplan plan (schema version {version}). Check it with `zeroplan check {name}`;\n"
@@ -16,11 +15,11 @@ def document(choice: Choice, nvme_path: str | None = None) -> dict:
         is_path = context.model.endswith(".json") or "/" in context.model
         model: dict = {"config" if is_path else "preset": context.model}
     else:
-        model = {"params": as_count(context.params, "params")}
+        model = {"params": context.params_count}
         if choice.hidden is not None:
             model["hidden"] = choice.hidden
-    if context.largest_layer_params is not None:
-        model["largest_layer_params"] = as_count(context.largest_layer_params, "largest_layer_params")
+    if context.largest_layer_count is not None:
+        model["largest_layer_params"] = context.largest_layer_count
     cluster: dict = {"gpus": choice.world}
     for key in ("preset", "gpu", "gpus_per_node", "cpu_memory", "nvme", "gpu_memory"):
         value = getattr(context, "cluster" if key == "preset" else key)

@@ -8,7 +8,6 @@ from zeroplan.deepspeed.config_view import Environment, _as_count
 from zeroplan.deepspeed.context import CheckContext
 from zeroplan.core.memory.budget import MemoryBudget
 from zeroplan.core.model.spec import ModelSpec
-from zeroplan.core.units import parse_bytes
 from zeroplan.inputs.sections import ModelInputs
 from zeroplan.inputs.training import resolve_model
 from zeroplan.inputs.hardware import DEFAULT_GPU
@@ -82,8 +81,8 @@ def gpu_spec(context: CheckContext):
 def gpu_capacity(context: CheckContext) -> int:
     """The GPU's memory in bytes: the one named (flag, plan or cluster), else the planner's default GPU,
     so the bucket rule and the memory rules judge the same GPU."""
-    if context.gpu_memory is not None:
-        return parse_bytes(context.gpu_memory, "gpu_memory")
+    if context.gpu_memory_bytes is not None:
+        return context.gpu_memory_bytes
     if context.cluster is not None:
         return presets.cluster(context.cluster).gpu.memory_bytes
     return presets.gpu(context.gpu or DEFAULT_GPU).memory_bytes
