@@ -158,7 +158,7 @@ def test_every_api_keyword_is_a_declared_field():
     from zeroplan.search.inputs import FIELDS as PLAN
 
     keywords = {name for table in (ESTIMATE, PLAN) for names in table.values() for name in names}
-    keywords |= {item.name for item in dataclasses.fields(CheckContext)} - {"units", "origin"}
+    keywords |= {item.name for item in dataclasses.fields(CheckContext) if item.init} - {"units", "origin"}
     assert sorted(keywords - set(flags())) == []
 
 
