@@ -37,6 +37,7 @@ TIMING = "Step time"
 GRID = "Grid"
 CONTEXT = "Context (for memory, batch and parallel rules)"
 RUN = "Run"
+FINETUNE = "Fine-tuning (needs --model)"
 
 
 # ---- choices: string enums and the one normalisation -------------------------------------------------------
@@ -84,12 +85,24 @@ class Framework(str, Enum):
     TORCH = "torch"
 
 
+class FinetuneMode(str, Enum):
+    FULL = "full"
+    LORA = "lora"
+    QLORA = "qlora"
+    AUTO = "auto"
+
+
+class Quant(str, Enum):
+    NF4 = "nf4"
+    INT8 = "int8"
+
+
 class Units(str, Enum):
     IEC = "iec"
     SI = "si"
 
 
-NOUNS = {"Precision": "precision", "Optimizer": "optimizer", "OffloadTier": "offload tier", "Recompute": "mode",
+NOUNS = {"FinetuneMode": "fine-tuning mode", "Quant": "quantisation", "Precision": "precision", "Optimizer": "optimizer", "OffloadTier": "offload tier", "Recompute": "mode",
          "Convention": "convention", "Framework": "framework", "Units": "units", "Style": "model style",
          "SequenceParallelSearch": "choice"}
 
@@ -350,6 +363,19 @@ class StepInputs(Section):
                                  panel=STEP, kind=bool, default=False)
     tokens: str | None = flag("--tokens", help="Training length in tokens (e.g. 300B): adds time to train and "
                               "GPU-hours.", panel=STEP, parse=as_count)
+    finetune: str = flag("--finetune", help="full (every parameter trains), lora, qlora (LoRA on a quantised base), or "
+                         "auto (the cheapest that fits).", panel=FINETUNE, default="full", parse=one_of(FinetuneMode))
+    lora_rank: int | None = flag("--lora-rank", help="LoRA rank r (default 16).", panel=FINETUNE, kind=int)
+    lora_targets: str | None = flag("--lora-targets", help="Adapted linears as PEFT names them: q_proj,k_proj,"
+                                    "v_proj,o_proj,gate_proj,up_proj,down_proj or all-linear (default).",
+                                    panel=FINETUNE)
+    quant: str | None = flag("--quant", help="qlora's frozen base: nf4 (default) or int8.", panel=FINETUNE,
+                             parse=one_of(Quant))
+    double_quant: bool = flag("--double-quant/--no-double-quant", help="nf4 double quantisation of the absmax "
+                              "constants (bitsandbytes' bnb_4bit_use_double_quant).", panel=FINETUNE, kind=bool,
+                              default=True)
+    freeze: str | None = flag("--freeze", help="Freeze embeddings (and LM head), the first K layers (layers:K), or "
+                              "both: embeddings,layers:8.", panel=FINETUNE)
 
 
 @dataclass(init=False, repr=False, eq=False)
