@@ -209,3 +209,17 @@ def test_qlora_stores_the_base_in_four_bits_and_auto_says_what_it_chose():
     assert 0.25 < qlora.option("ZeRO-0").gpu_bytes["params"] / base < 0.35  # 4.127 bits of 16 on the linears
     auto = estimate(model=config, gpus=1, finetune="auto", recompute="full", gpu="rtx4090", seq_len=1024)
     assert auto.recommendation.reason.startswith("--finetune auto chose lora (full fits only with offload")
+
+
+@pytest.mark.parametrize("stage", [0, 1, 2, 3])
+def test_estimate_within_3_percent_of_the_lora_trace(stage, tmp_path):
+    """`zeroplan trace --finetune lora` runs PEFT's LoRA modules under torch's wrappers on fake tensors; estimate
+    (framework convention, torch) for the same inputs stays within 3% of its peak."""
+    pytest.importorskip("peft")
+    from zeroplan.trace import compare
+
+    config = tmp_path / "config.json"
+    config.write_text(json.dumps({**SMALL_LLAMA, "num_hidden_layers": 4, "architectures": ["LlamaForCausalLM"], "vocab_size": 32000}))
+    result = compare.run(compare.TraceRequest(model=str(config), gpus=4, stage=stage, seq_len=256, finetune="lora",
+                                              lora_rank=8, layers_to_trace=0))
+    assert abs(result.error) < 0.03, (stage, result.error, result.trace["categories"], result.estimate)

@@ -83,9 +83,11 @@ class EstimateRequest:
                              "choose a partition size that divides the data-parallel degree")
 
     def _check_finetune(self) -> None:
-        if self.convention != "paper":
+        torch_lora = (self.convention == "framework" and self.framework == "torch" and self.finetune.mode == "lora")
+        if self.convention != "paper" and not torch_lora:
             raise InputError("--convention", f"fine-tuning ({self.finetune.mode}, frozen parameters) is modelled in the "
-                             f"paper convention only, asked {self.convention}", "use --convention paper")
+                             f"paper convention, and LoRA also under torch's wrappers (--convention framework "
+                             f"--framework torch); asked {self.convention}", "use --convention paper")
         if self.parallel.tp > 1 or self.parallel.pp > 1:
             raise InputError("--tp/--pp", "fine-tuning is modelled for data parallelism (ZeRO, FSDP) only",
                              "use --tp 1 --pp 1: LoRA and QLoRA runs shard with ZeRO-3 or FSDP")
@@ -171,6 +173,11 @@ def _evaluate(request: EstimateRequest, option: Option, activations: dict[str, i
         breakdown = deepspeed_model_states(option, shard, request.largest_layer_params, parallel.world,
                                            parallel.gpus_per_node, request.zero_init, request.buffer_factor)
         del breakdown["deepspeed/gpu_bytes"]
+    elif request.finetune_counts is not None and request.convention == "framework":
+        from zeroplan.core.memory.finetune import torch_finetune_states
+
+        breakdown = torch_finetune_states(option, request.parameters, request.model, request.finetune,
+                                          parallel.dp, per_param)
     elif request.finetune_counts is not None:
         breakdown = _finetune_states(request, option, request.finetune_counts)
     else:

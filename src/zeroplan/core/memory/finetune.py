@@ -157,4 +157,65 @@ def finetune_activations(model: ModelSpec, config: ActivationConfig, finetune: F
         per_trained += layer - layer_none
         per_frozen += layer - layer_none
     adjusted["gpu/activations/layers"] = trained * per_trained + live_frozen * per_frozen
+    if finetune.adapters and trained and config.dtype_bytes == 2:
+        adjusted["gpu/activations/layers"] -= first_layer_input_savings(model, config)
     return adjusted
+
+
+def first_layer_input_savings(model: ModelSpec, config: ActivationConfig) -> int:
+    """The first adapted layer of a frozen 16-bit base gets an input no gradient flows back to: its input norm
+    keeps nothing of what an adapted layer's keeps, (8·h + 4) bytes a token less (measured by `zeroplan trace
+    --finetune lora` on Llama shapes, hidden 256 and 512, ffn 688 and 1376: the norm's fp32 upcast and rsqrt,
+    4·h + 4, and a second fp32 h-wide tensor)."""
+    shape = model.require_shape("--finetune", "", "")
+    return config.seq_len * config.micro_batch * (8 * shape.hidden + 4)
+
+
+def adapter_param_specs(model: ModelSpec, finetune: Finetune):
+    """PEFT's LoRA tensors as ParamSpecs: lora_A (r × in) and lora_B (out × r) of each adapted linear."""
+    from zeroplan.core.memory.framework_partition import ParamSpec
+
+    shape = model.require_shape("--finetune", "", "")
+    specs = []
+    for layer in range(finetune.freeze_layers, shape.layers):
+        for linear in adapted_linears(shape, finetune):
+            prefix = f"layers.{layer}.{linear.name}"
+            specs += [ParamSpec(f"{prefix}.lora_A", (finetune.rank, linear.in_features)),
+                      ParamSpec(f"{prefix}.lora_B", (linear.out_features, finetune.rank))]
+    return specs
+
+
+def torch_finetune_states(option: Option, parameters: tuple, model: ModelSpec, finetune: Finetune, dp: int,
+                          per_param: BytesPerParam) -> dict[str, int]:
+    """LoRA under torch's wrappers (framework convention, torch), per GPU: the frozen base in its own 16-bit dtype
+    partitioned as DDP/ZeroRedundancyOptimizer (whole) or FSDP2 (dim-0 chunks, padded) partition it; PEFT's fp32
+    adapters with fp32 gradients, AdamW states and a 4-byte step per tensor, partitioned the same way; and the
+    compute copies torch's wrappers gather, in the tensors' own dtypes (no precision policy casts them): stage 3
+    the root (embeddings, final norm, head) kept after forward and one decoder layer, stages 0-2 every parameter
+    (replicate() and FSDP2 without resharding keep each gathered copy from forward to backward, as
+    core.memory.torch_buffers counts for full training). Measured by `zeroplan trace --finetune lora`."""
+    from zeroplan.core.memory.framework_partition import framework_partition
+    from zeroplan.core.memory.framework_states import FRAMEWORK_BY_STAGE, TORCH_STEP_TENSOR_BYTES
+    from zeroplan.core.precision import bytes_per_param
+
+    name = FRAMEWORK_BY_STAGE["torch"][option.stage]
+    stage = None
+    weight = per_param.params  # the frozen base: bf16 in mixed precision, fp32 otherwise
+    frozen_bytes = BytesPerParam(per_param.precision, per_param.optimizer, weight, 0, 0)
+    frozen = framework_partition(list(parameters), dp, frozen_bytes, name, stage=stage)
+    adapters = adapter_param_specs(model, finetune)
+    trainable = framework_partition(adapters, dp, bytes_per_param("fp32", per_param.optimizer), name, stage=stage,
+                                    per_tensor_state_bytes=TORCH_STEP_TENSOR_BYTES.get(per_param.optimizer, 0))
+    rank = trainable.most_loaded_rank
+    breakdown = {f"gpu/{component}": trainable.breakdown[f"rank{rank}/gpu/{component}"]
+                 for component in ("params", "gradients", "optimizer_states")}
+    breakdown["gpu/params/frozen"] = frozen.breakdown[f"rank{frozen.most_loaded_rank}/gpu/params"]
+    shape, layout = model.require_shape("--finetune", "", ""), model.layout
+    adapter_total = sum(spec.numel for spec in adapters)
+    if option.stage == 3 and layout is not None:
+        per_layer_adapters = adapter_total // max(1, shape.layers - finetune.freeze_layers)
+        copies = (layout.input_params + layout.output_params + layout.layer_params) * weight + 4 * per_layer_adapters
+    else:
+        copies = model.params * weight + 4 * adapter_total
+    breakdown["gpu/buffers/compute_copies"] = copies
+    return breakdown
