@@ -223,3 +223,9 @@ def test_estimate_within_3_percent_of_the_lora_trace(stage, tmp_path):
     result = compare.run(compare.TraceRequest(model=str(config), gpus=4, stage=stage, seq_len=256, finetune="lora",
                                               lora_rank=8, layers_to_trace=0))
     assert abs(result.error) < 0.03, (stage, result.error, result.trace["categories"], result.estimate)
+
+
+def test_formulas_doc_shows_the_trainable_count_the_code_computes():
+    model = _spec(json.loads((CONFIGS / "llama-2-7b-hf.json").read_text()))
+    doc = (Path(__file__).resolve().parents[1] / "docs" / "formulas.md").read_text(encoding="utf-8")
+    assert f"**{finetune_counts(model, Finetune(mode='lora')).trainable:,}**" in doc

@@ -27,6 +27,7 @@ import torch
 import torch.distributed as dist
 
 from zeroplan.core.errors import InputError, RunFailed
+from zeroplan.core.model.adapters import LORA_TARGETS
 from zeroplan.distributed.sharding import (
     ADAM_STEP_BYTES, PRECISIONS, RECOMPUTES, STAGES, Sharding, make_optimizer, shard_model, zero1_most_loaded_owned,
 )
@@ -105,8 +106,6 @@ def traced_model(config: dict, settings: TraceSettings, num_layers: int | None) 
         from peft import LoraConfig, get_peft_model
     except ImportError:
         raise InputError("--finetune", "trace --finetune lora needs PEFT", "pip install 'zeroplan[finetune]'") from None
-    from zeroplan.core.model.adapters import LORA_TARGETS
-
     base_dtype = torch.bfloat16 if settings.precision == "mixed" else torch.float32
     base = build_model(config, num_layers, settings.attention, base_dtype, settings.recompute)
     lora = LoraConfig(r=settings.lora_rank, target_modules=list(settings.lora_targets or LORA_TARGETS),

@@ -1,5 +1,4 @@
-"""Memory of a fine-tuning run (LoRA, QLoRA, frozen layers) per GPU, in integer bytes (docs/formulas.md,
-"fine-tuning").
+"""Memory of a fine-tuning run (LoRA, QLoRA, frozen layers) per GPU, in integer bytes: docs/formulas.md §20.
 
 Model states (paper convention, per option):
 - trainable parameters (adapters, or the unfrozen base): parameters, gradients and optimizer states as full
@@ -30,13 +29,15 @@ from zeroplan.core.memory.activations import ActivationConfig, decoder_layer_byt
 from zeroplan.core.memory.deepspeed_buffers import (
     BufferConfig, gpu_buffer_bytes, stage3_gathered_params,
 )
+from zeroplan.core.memory.framework_partition import ParamSpec, framework_partition
+from zeroplan.core.memory.framework_states import FRAMEWORK_BY_STAGE, TORCH_STEP_TENSOR_BYTES
 from zeroplan.core.memory.model_states import paper_model_states, sharded
 from zeroplan.core.model.adapters import (
     ADAPTER_BYTES, Finetune, FinetuneCounts, Linear, adapted_linears, lora_params, quantised_storage,
 )
 from zeroplan.core.model.spec import ModelSpec
 from zeroplan.core.options import Option
-from zeroplan.core.precision import BytesPerParam
+from zeroplan.core.precision import BytesPerParam, bytes_per_param
 from zeroplan.core.units import ceil_div
 
 COMPUTE_BYTES = 2  # QLoRA dequantises to the 16-bit compute dtype (bnb_4bit_compute_dtype=bfloat16)
@@ -173,8 +174,6 @@ def first_layer_input_savings(model: ModelSpec, config: ActivationConfig) -> int
 
 def adapter_param_specs(model: ModelSpec, finetune: Finetune):
     """PEFT's LoRA tensors as ParamSpecs: lora_A (r × in) and lora_B (out × r) of each adapted linear."""
-    from zeroplan.core.memory.framework_partition import ParamSpec
-
     shape = model.require_shape("--finetune", "", "")
     specs = []
     for layer in range(finetune.freeze_layers, shape.layers):
@@ -194,10 +193,6 @@ def torch_finetune_states(option: Option, parameters: tuple, model: ModelSpec, f
     the root (embeddings, final norm, head) kept after forward and one decoder layer, stages 0-2 every parameter
     (replicate() and FSDP2 without resharding keep each gathered copy from forward to backward, as
     core.memory.torch_buffers counts for full training). Measured by `zeroplan trace --finetune lora`."""
-    from zeroplan.core.memory.framework_partition import framework_partition
-    from zeroplan.core.memory.framework_states import FRAMEWORK_BY_STAGE, TORCH_STEP_TENSOR_BYTES
-    from zeroplan.core.precision import bytes_per_param
-
     name = FRAMEWORK_BY_STAGE["torch"][option.stage]
     stage = None
     weight = per_param.params  # the frozen base: bf16 in mixed precision, fp32 otherwise
