@@ -229,3 +229,31 @@ def test_formulas_doc_shows_the_trainable_count_the_code_computes():
     model = _spec(json.loads((CONFIGS / "llama-2-7b-hf.json").read_text()))
     doc = (Path(__file__).resolve().parents[1] / "docs" / "formulas.md").read_text(encoding="utf-8")
     assert f"**{finetune_counts(model, Finetune(mode='lora')).trainable:,}**" in doc
+
+
+def _plans(**given):
+    from zeroplan.core.layout.search import search
+    from zeroplan.search.inputs import PlanInputs, resolve
+
+    resolved = resolve(PlanInputs.of(model=str(CONFIGS / "llama-2-7b-hf.json"), gpus=8, global_batch=32,
+                                     seq_len=1024, tp="1", pp="1", recompute="none", micro_batches="1", **given))
+    return {(p.option.key, p.micro_batch): p for p in search(resolved.request).plans}, resolved
+
+
+def test_plan_prices_lora_below_full_and_qlora_above_lora_and_agrees_with_estimate():
+    """Frozen linears skip their weight-gradient GEMMs (LoRA's step is shorter than full training's); QLoRA
+    dequantises every linear each pass (more compute than LoRA's) but gathers 4-bit weights; plan's memory for a LoRA plan is estimate's."""
+    from zeroplan.api import estimate
+
+    full, _ = _plans()
+    lora, resolved = _plans(finetune="lora")
+    qlora, _ = _plans(finetune="qlora")
+    key = ("zero3/opt_none/params_none", 1)
+    assert lora[key].time.total < full[key].time.total < 1.6 * lora[key].time.total
+    assert qlora[key].time.compute > lora[key].time.compute  # dequantisation
+    assert qlora[key].time.dp_comm < lora[key].time.dp_comm  # stage 3 gathers 4-bit weights
+    assert any("fine-tuning: LoRA rank 16" in note for note in resolved.assumptions)
+    found = estimate(model=str(CONFIGS / "llama-2-7b-hf.json"), gpus=8, seq_len=1024, micro_batch=1,
+                     grad_accum=4, recompute="none", finetune="lora", stage=3, offload_optimizer="none",
+                     activations="megatron")  # the activation model plan uses
+    assert sum(lora[key].gpu) == found.options[0].gpu_bytes["total"]
