@@ -257,3 +257,21 @@ def test_plan_prices_lora_below_full_and_qlora_above_lora_and_agrees_with_estima
                      grad_accum=4, recompute="none", finetune="lora", stage=3, offload_optimizer="none",
                      activations="megatron")  # the activation model plan uses
     assert sum(lora[key].gpu) == found.options[0].gpu_bytes["total"]
+
+
+def test_export_writes_the_finetune_section_and_check_reads_it(tmp_path):
+    """A plan file carries what trains; check prices the same plan as LoRA (fits) or, without the section, as
+    full training (ZP011: does not fit)."""
+    plan = tmp_path / "plan.yaml"
+    zeroplan = [sys.executable, "-m", "zeroplan"]
+    written = subprocess.run([*zeroplan, "export", "plan", "--model", "llama-3-70b", "--gpus", "8", "--finetune",
+                              "lora", "--lora-rank", "16", "--recompute", "full", "-o", str(plan)],
+                             capture_output=True, text=True)
+    assert written.returncode == 0, written.stderr
+    text = plan.read_text()
+    assert "finetune:\n  lora_rank: 16\n  mode: lora" in text or "finetune:\n  mode: lora\n  lora_rank: 16" in text
+    assert subprocess.run([*zeroplan, "check", str(plan)], capture_output=True, text=True).returncode == 0
+    full = tmp_path / "full.yaml"
+    full.write_text(text.split("finetune:")[0])
+    checked = subprocess.run([*zeroplan, "check", str(full)], capture_output=True, text=True)
+    assert checked.returncode == 1 and "ZP011" in checked.stdout

@@ -37,6 +37,12 @@ class CheckContext:
     seq_len: int | None = None
     recompute: str | None = None
     flash_attention: bool | None = None
+    finetune: str | None = None  # full, lora, qlora (None: full)
+    lora_rank: int | None = None
+    lora_targets: str | None = None
+    quant: str | None = None
+    double_quant: bool | None = None
+    freeze: str | None = None
     units: str = "iec"
     origin: dict[str, str] = field(default_factory=dict)  # field -> "flag", "plan" or "accelerate"
 
@@ -117,7 +123,11 @@ def from_plan(plan: PlanFile) -> CheckContext:
         tp=plan.parallel.tp, pp=plan.parallel.pp, micro_batch=training.micro_batch,
         grad_accum=training.grad_accum, global_batch=training.global_batch, precision=training.precision,
         optimizer=training.optimizer, seq_len=training.seq_len, recompute=training.recompute,
-        flash_attention=training.flash_attention)
+        flash_attention=training.flash_attention,
+        **({} if plan.finetune is None else {"finetune": plan.finetune.mode, "lora_rank": plan.finetune.lora_rank,
+                                             "lora_targets": plan.finetune.lora_targets, "quant": plan.finetune.quant,
+                                             "double_quant": plan.finetune.double_quant,
+                                             "freeze": plan.finetune.freeze}))
     context.origin = {f.name: "plan" for f in dataclasses.fields(context) if f.name not in ("units", "origin")}
     return context
 
