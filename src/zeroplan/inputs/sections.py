@@ -58,6 +58,7 @@ class Optimizer(str, Enum):
     SGD_MOMENTUM = "sgd-momentum"
     SGD = "sgd"
     ADAM_8BIT = "adam-8bit"
+    PAGED_ADAMW_8BIT = "paged-adamw-8bit"
 
 
 class OffloadTier(str, Enum):
@@ -340,7 +341,8 @@ class StepInputs(Section):
         "--precision", help="mixed (also bf16, fp16) or fp32 (check: bf16, fp16 or fp32 resolves \"enabled\": "
         '"auto"; export: default bf16, fp16 on GPUs without bf16).', panel=TRAINING, default="mixed",
         parse=one_of(Precision, validate=False))
-    optimizer: str = flag("--optimizer", help="adam, adamw, sgd-momentum, sgd, adam-8bit.", panel=TRAINING,
+    optimizer: str = flag("--optimizer", help="adam, adamw, sgd-momentum, sgd, adam-8bit, "
+                          "paged-adamw-8bit (bitsandbytes' PagedAdamW8bit, as QLoRA uses).", panel=TRAINING,
                           default="adam", parse=one_of(Optimizer))
     seq_len: int | None = flag("--seq-len", help="Sequence length (default: the model's context, capped at 4096).",
                                panel=STEP, kind=int)
