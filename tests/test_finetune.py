@@ -153,7 +153,7 @@ def test_parsing_and_refusals():
                 lambda: Finetune(mode="lora", quant="nf4"), lambda: Finetune(mode="lora", rank=0)):
         with pytest.raises(InputError):
             bad()
-    with pytest.raises(InputError, match="--freeze"):
+    with pytest.raises(InputError, match="^freeze: "):
         finetune_counts(_spec(SMALL_LLAMA), Finetune(freeze_layers=3))
 
 

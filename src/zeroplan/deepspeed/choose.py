@@ -80,7 +80,7 @@ def choose(context: CheckContext, *, stage: int | None = None, offload_optimizer
     check_precision_on_gpu(context.precision, gpu.name, gpu.supports_bf16)
     precision = (context.precision or ("bf16" if gpu.supports_bf16 else "fp16")).strip().lower()
     if precision not in PRECISIONS:
-        raise InputError("--precision", f"unknown precision '{context.precision}'", "use bf16, fp16 or fp32")
+        raise InputError("precision", f"unknown precision '{context.precision}'", "use bf16, fp16 or fp32")
     world, tp, pp = context.gpus or 1, context.tp or 1, context.pp or 1
     dims = ParallelDims(world=world, tp=tp, pp=pp)  # validates divisibility before anything else
     batch = consistent(dims.dp, context.micro_batch, context.grad_accum, context.global_batch)

@@ -14,7 +14,7 @@ from zeroplan.core.timing import dp_traffic as comm
 from zeroplan.core.memory.activations import ActivationConfig, activation_memory
 from zeroplan.core.memory.deepspeed_buffers import BufferConfig, gpu_buffer_bytes, host_buffer_bytes, bucket_calls
 from zeroplan.core.memory.deepspeed_estimator import DEFAULT_BUFFER_FACTOR, deepspeed_model_states
-from zeroplan.core.errors import InputError
+from zeroplan.core.errors import InputError, ref
 from zeroplan.core.memory.budget import MemoryBudget
 from zeroplan.core.hardware import ClusterSpec, Link
 from zeroplan.core.model.adapters import FULL, Finetune, FinetuneCounts, finetune_counts
@@ -66,35 +66,37 @@ class EstimateRequest:
         if self.convention in ("deepspeed", "framework") and (self.parallel.tp > 1 or self.parallel.pp > 1):
             what = ("DeepSpeed's estimators model" if self.convention == "deepspeed"
                     else "the framework convention partitions whole tensors for")
-            raise InputError("--convention", f"{what} pure data parallelism (no tp/pp)",
-                             "use --convention paper with --tp/--pp")
+            raise InputError("convention", f"{what} pure data parallelism (no tp/pp)",
+                             f"use {ref('convention', 'paper')} with {ref('tp')}/{ref('pp')}")
         if self.convention == "framework" and not self.parameters:
-            raise InputError("--convention", "the framework convention needs the model's tensors",
-                             "use --model with a preset or a config.json")
+            raise InputError("convention", "the framework convention needs the model's tensors",
+                             f"use {ref('model')} with a preset or a config.json")
         comm.validate_zeropp(self.zeropp)
         if self.micro_batches_per_step < 1:
-            raise InputError("--grad-accum", f"must be at least 1, got {self.micro_batches_per_step}")
+            raise InputError("grad_accum", f"must be at least 1, got {self.micro_batches_per_step}")
         if self.activations is not None and not self.model.has_shape:
-            raise InputError("--seq-len", "activations need the model's shape", "use --model with a preset or config.json")
+            raise InputError("seq_len", "activations need the model's shape",
+                             f"use {ref('model')} with a preset or config.json")
         if self.hpz_partition_size is not None and self.hpz_partition_size < 1:
-            raise InputError("--hpz-partition-size", f"must be at least 1, got {self.hpz_partition_size}")
+            raise InputError("hpz_partition_size", f"must be at least 1, got {self.hpz_partition_size}")
         if "hpz" in self.zeropp and self.parallel.dp % self.hpz_ranks:
-            raise InputError("--hpz-partition-size", f"hpZ groups of {self.hpz_ranks} do not divide dp({self.parallel.dp})",
+            raise InputError("hpz_partition_size",
+                             f"hpZ groups of {self.hpz_ranks} do not divide dp({self.parallel.dp})",
                              "choose a partition size that divides the data-parallel degree")
 
     def _check_finetune(self) -> None:
         torch_lora = (self.convention == "framework" and self.framework == "torch" and self.finetune.mode == "lora")
         if self.convention != "paper" and not torch_lora:
-            raise InputError("--convention", f"fine-tuning ({self.finetune.mode}, frozen parameters) is modelled in the "
-                             f"paper convention, and LoRA also under torch's wrappers (--convention framework "
-                             f"--framework torch); asked {self.convention}", "use --convention paper")
+            raise InputError("convention", f"fine-tuning ({self.finetune.mode}, frozen parameters) is modelled in the "
+                             f"paper convention, and LoRA also under torch's wrappers ({ref('convention', 'framework')} "
+                             f"{ref('framework', 'torch')}); asked {self.convention}", f"use {ref('convention', 'paper')}")
         if self.parallel.tp > 1 or self.parallel.pp > 1:
-            raise InputError("--tp/--pp", "fine-tuning is modelled for data parallelism (ZeRO, FSDP) only",
-                             "use --tp 1 --pp 1: LoRA and QLoRA runs shard with ZeRO-3 or FSDP")
+            raise InputError("tp/pp", "fine-tuning is modelled for data parallelism (ZeRO, FSDP) only",
+                             f"use {ref('tp', 1)} {ref('pp', 1)}: LoRA and QLoRA runs shard with ZeRO-3 or FSDP")
         if self.zeropp:
-            raise InputError("--zeropp", "ZeRO++ is not modelled with frozen parameters", "drop --zeropp")
+            raise InputError("zeropp", "ZeRO++ is not modelled with frozen parameters", f"drop {ref('zeropp')}")
         if self.max_micro_batch:
-            raise InputError("--max-micro-batch", "is not modelled with fine-tuning yet", "give --micro-batch")
+            raise InputError("max_micro_batch", "is not modelled with fine-tuning yet", f"give {ref('micro_batch')}")
         self.finetune_counts  # noqa: B018  # raises on a bad --freeze or target before any option is evaluated
 
     @property

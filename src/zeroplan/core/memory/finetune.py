@@ -119,14 +119,14 @@ def _input_copies(linears: tuple[Linear, ...], element: int, adapter: int, token
 def frozen_layer_savings(model: ModelSpec, config: ActivationConfig) -> int:
     """Bytes a frozen decoder layer no longer keeps for one micro-batch (without recompute): both norms'
     normalised x and x·weight (2·e·h each) and the down_proj input (e·f)."""
-    shape = model.require_shape("--finetune", "", "")
+    shape = model.require_shape("finetune", "", "")
     tokens, e = config.seq_len * config.micro_batch, config.dtype_bytes
     return tokens * (4 * e * shape.hidden + e * shape.ffn)
 
 
 def adapter_layer_bytes(model: ModelSpec, config: ActivationConfig, finetune: Finetune) -> int:
     """What one adapted layer's LoRA modules keep for one micro-batch (without recompute)."""
-    shape = model.require_shape("--finetune", "", "")
+    shape = model.require_shape("finetune", "", "")
     tokens = config.seq_len * config.micro_batch
     return _input_copies(adapted_linears(shape, finetune), config.dtype_bytes, ADAPTER_BYTES, tokens, finetune.rank)
 
@@ -138,7 +138,7 @@ def finetune_activations(model: ModelSpec, config: ActivationConfig, finetune: F
     layer, layer_none = decoder_layer_bytes(model, config)
     savings = frozen_layer_savings(model, config)
     adapters = adapter_layer_bytes(model, config, finetune) if finetune.adapters else 0
-    shape = model.require_shape("--finetune", "", "")
+    shape = model.require_shape("finetune", "", "")
     live_frozen = counts.frozen_layers - counts.inert_layers  # frozen layers some gradient still flows through
     trained = shape.layers - counts.frozen_layers
     if finetune.adapters:  # every layer is frozen; the trained ones carry adapters
@@ -168,13 +168,13 @@ def first_layer_input_savings(model: ModelSpec, config: ActivationConfig) -> int
     keeps nothing of what an adapted layer's keeps, (8·h + 4) bytes a token less (measured by `zeroplan trace
     --finetune lora` on Llama shapes, hidden 256 and 512, ffn 688 and 1376: the norm's fp32 upcast and rsqrt,
     4·h + 4, and a second fp32 h-wide tensor)."""
-    shape = model.require_shape("--finetune", "", "")
+    shape = model.require_shape("finetune", "", "")
     return config.seq_len * config.micro_batch * (8 * shape.hidden + 4)
 
 
 def adapter_param_specs(model: ModelSpec, finetune: Finetune):
     """PEFT's LoRA tensors as ParamSpecs: lora_A (r × in) and lora_B (out × r) of each adapted linear."""
-    shape = model.require_shape("--finetune", "", "")
+    shape = model.require_shape("finetune", "", "")
     specs = []
     for layer in range(finetune.freeze_layers, shape.layers):
         for linear in adapted_linears(shape, finetune):
@@ -205,7 +205,7 @@ def torch_finetune_states(option: Option, parameters: tuple, model: ModelSpec, f
     breakdown = {f"gpu/{component}": trainable.breakdown[f"rank{rank}/gpu/{component}"]
                  for component in ("params", "gradients", "optimizer_states")}
     breakdown["gpu/params/frozen"] = frozen.breakdown[f"rank{frozen.most_loaded_rank}/gpu/params"]
-    shape, layout = model.require_shape("--finetune", "", ""), model.layout
+    shape, layout = model.require_shape("finetune", "", ""), model.layout
     adapter_total = sum(spec.numel for spec in adapters)
     if option.stage == 3 and layout is not None:
         per_layer_adapters = adapter_total // max(1, shape.layers - finetune.freeze_layers)

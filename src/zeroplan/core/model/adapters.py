@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from zeroplan.core.errors import InputError
+from zeroplan.core.errors import InputError, ref
 from zeroplan.core.model.spec import ModelSpec, ModelShape
 from zeroplan.core.units import ceil_div
 
@@ -67,20 +67,20 @@ class Finetune:
 
     def __post_init__(self) -> None:
         if self.mode not in FINETUNE_MODES:
-            raise InputError("--finetune", f"unknown fine-tuning mode '{self.mode}'", "use full, lora, qlora or auto")
+            raise InputError("finetune", f"unknown fine-tuning mode '{self.mode}'", "use full, lora, qlora or auto")
         if isinstance(self.rank, bool) or not isinstance(self.rank, int) or self.rank < 1:
-            raise InputError("--lora-rank", f"must be a positive whole number, got {self.rank!r}")
+            raise InputError("lora_rank", f"must be a positive whole number, got {self.rank!r}")
         unknown = [t for t in self.targets if t not in LORA_TARGETS]
         if unknown or not self.targets:
-            raise InputError("--lora-targets", f"unknown target module '{unknown[0] if unknown else ''}'",
+            raise InputError("lora_targets", f"unknown target module '{unknown[0] if unknown else ''}'",
                              f"use PEFT names: {', '.join(LORA_TARGETS)} or {ALL_LINEAR}")
         if self.quant is not None and self.quant not in QUANTS:
-            raise InputError("--quant", f"unknown quantisation '{self.quant}'", "use nf4 or int8")
+            raise InputError("quant", f"unknown quantisation '{self.quant}'", "use nf4 or int8")
         if self.quant is not None and self.mode != "qlora":
-            raise InputError("--quant", f"quantises the frozen base of --finetune qlora, asked with {self.mode}",
-                             "add --finetune qlora, or drop --quant")
+            raise InputError("quant", f"quantises the frozen base of {ref('finetune', 'qlora')}, asked with "
+                             f"{self.mode}", f"add {ref('finetune', 'qlora')}, or drop {ref('quant')}")
         if isinstance(self.freeze_layers, bool) or not isinstance(self.freeze_layers, int) or self.freeze_layers < 0:
-            raise InputError("--freeze", f"layers:K needs a whole number of layers, got {self.freeze_layers!r}")
+            raise InputError("freeze", f"layers:K needs a whole number of layers, got {self.freeze_layers!r}")
 
     @property
     def adapters(self) -> bool:
@@ -122,7 +122,7 @@ def parse_targets(text: str) -> tuple[str, ...]:
         return LORA_TARGETS
     unknown = [name for name in names if name not in LORA_TARGETS]
     if unknown or not names:
-        raise InputError("--lora-targets", f"unknown target module '{unknown[0] if unknown else text}'",
+        raise InputError("lora_targets", f"unknown target module '{unknown[0] if unknown else text}'",
                          f"use PEFT names separated by commas ({', '.join(LORA_TARGETS)}) or {ALL_LINEAR}")
     return tuple(name for name in LORA_TARGETS if name in names)
 
@@ -136,7 +136,7 @@ def parse_freeze(text: str) -> tuple[bool, int]:
         elif part.startswith("layers:") and part[len("layers:"):].isdigit():
             layers = int(part[len("layers:"):])
         else:
-            raise InputError("--freeze", f"cannot read '{part}'",
+            raise InputError("freeze", f"cannot read '{part}'",
                              "use embeddings, layers:K (the first K layers) or both: embeddings,layers:8")
     return embeddings, layers
 
@@ -157,8 +157,8 @@ def adapted_linears(shape: ModelShape, finetune: Finetune) -> tuple[Linear, ...]
     if shape.experts:
         mlp = [t for t in finetune.targets if t in ("gate_proj", "up_proj", "down_proj")]
         if mlp:
-            raise InputError("--lora-targets", f"LoRA on a mixture-of-experts MLP ({', '.join(mlp)}) is not modelled",
-                             "use --lora-targets q_proj,k_proj,v_proj,o_proj for MoE models")
+            raise InputError("lora_targets", f"LoRA on a mixture-of-experts MLP ({', '.join(mlp)}) is not modelled",
+                             f"use {ref('lora_targets', 'q_proj,k_proj,v_proj,o_proj')} for MoE models")
     return tuple(linear for linear in layer_linears(shape) if linear.name in finetune.targets)
 
 
@@ -208,10 +208,10 @@ def layer_params(model: ModelSpec, shape: ModelShape) -> int:
 
 def finetune_counts(model: ModelSpec, finetune: Finetune) -> FinetuneCounts:
     """What trains and what is frozen, from the model's shape (a parameter count alone does not say)."""
-    shape = model.require_shape("--finetune", f"fine-tuning needs the shape of '{model.name}' to know which "
-                                "parameters train", "use --model with a preset or a config.json")
+    shape = model.require_shape("finetune", f"fine-tuning needs the shape of '{model.name}' to know which "
+                                "parameters train", f"use {ref('model')} with a preset or a config.json")
     if finetune.freeze_layers > shape.layers:
-        raise InputError("--freeze", f"layers:{finetune.freeze_layers} is more than the model's {shape.layers} layers",
+        raise InputError("freeze", f"layers:{finetune.freeze_layers} is more than the model's {shape.layers} layers",
                          f"use layers:{shape.layers} or fewer")
     trained_layers = shape.layers - finetune.freeze_layers
     per_layer = layer_params(model, shape)
@@ -230,8 +230,8 @@ def finetune_counts(model: ModelSpec, finetune: Finetune) -> FinetuneCounts:
         frozen_base = embeddings + finetune.freeze_layers * per_layer
         trainable = model.params - frozen_base
         if trainable <= 0:
-            raise InputError("--freeze", "freezes every parameter: nothing would train",
-                             "freeze fewer layers, or use --finetune lora")
+            raise InputError("freeze", "freezes every parameter: nothing would train",
+                             f"freeze fewer layers, or use {ref('finetune', 'lora')}")
         inert = finetune.freeze_layers if finetune.freeze_embeddings else 0
     return FinetuneCounts(trainable=trainable, frozen_plain=frozen_base - quantised, quantised=quantised,
                           quantised_tensors=tensors, adapted_layers=trained_layers,
