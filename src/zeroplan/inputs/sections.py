@@ -379,8 +379,9 @@ class StepInputs(Section):
     finetune: str = flag("--finetune", help="full (every parameter trains), lora, qlora (LoRA on a quantised base), or "
                          "auto (the cheapest that fits).", panel=FINETUNE, default="full", parse=one_of(FinetuneMode))
     lora_rank: int | None = flag("--lora-rank", help="LoRA rank r (default 16).", panel=FINETUNE, kind=int)
-    lora_targets: str | None = flag("--lora-targets", help="Adapted linears as PEFT names them: q_proj,k_proj,"
-                                    "v_proj,o_proj,gate_proj,up_proj,down_proj or all-linear (default).",
+    lora_targets: str | None = flag("--lora-targets", help="Adapted linears as PEFT names them, comma-separated "
+                                    "(q_proj, k_proj, v_proj, o_proj, gate_proj, up_proj, down_proj), or all-linear "
+                                    "(default).",
                                     panel=FINETUNE)
     quant: str | None = flag("--quant", help="qlora's frozen base: nf4 (default) or int8.", panel=FINETUNE,
                              parse=one_of(Quant))
