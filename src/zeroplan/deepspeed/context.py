@@ -123,11 +123,11 @@ def from_plan(plan: PlanFile) -> CheckContext:
         tp=plan.parallel.tp, pp=plan.parallel.pp, micro_batch=training.micro_batch,
         grad_accum=training.grad_accum, global_batch=training.global_batch, precision=training.precision,
         optimizer=training.optimizer, seq_len=training.seq_len, recompute=training.recompute,
-        flash_attention=training.flash_attention,
-        **({} if plan.finetune is None else {"finetune": plan.finetune.mode, "lora_rank": plan.finetune.lora_rank,
-                                             "lora_targets": plan.finetune.lora_targets, "quant": plan.finetune.quant,
-                                             "double_quant": plan.finetune.double_quant,
-                                             "freeze": plan.finetune.freeze}))
+        flash_attention=training.flash_attention)
+    if plan.finetune is not None:
+        tuned = plan.finetune
+        context.finetune, context.lora_rank, context.lora_targets = tuned.mode, tuned.lora_rank, tuned.lora_targets
+        context.quant, context.double_quant, context.freeze = tuned.quant, tuned.double_quant, tuned.freeze
     context.origin = {f.name: "plan" for f in dataclasses.fields(context) if f.name not in ("units", "origin")}
     return context
 

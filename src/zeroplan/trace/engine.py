@@ -21,7 +21,7 @@ import copy
 import time
 import warnings
 from dataclasses import asdict, dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, cast
 
 import torch
 import torch.distributed as dist
@@ -110,7 +110,7 @@ def traced_model(config: dict, settings: TraceSettings, num_layers: int | None) 
     base = build_model(config, num_layers, settings.attention, base_dtype, settings.recompute)
     lora = LoraConfig(r=settings.lora_rank, target_modules=list(settings.lora_targets or LORA_TARGETS),
                       lora_dropout=0.0)
-    return get_peft_model(base, lora)
+    return cast("PreTrainedModel", get_peft_model(base, lora))  # a PeftModel: forwards as the model it wraps
 
 
 def sharded_model(config: dict, settings: TraceSettings, num_layers: int | None, device_type: str) -> PreTrainedModel:

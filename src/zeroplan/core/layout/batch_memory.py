@@ -72,7 +72,7 @@ class ActivationTable:
         self.finetune = finetune
         self._counts = None if finetune.trains_everything else finetune_counts(model, finetune)
         self._terms: dict[tuple, tuple[tuple[int, int], ...]] = {}
-        self._tuned: dict[tuple, int] = {}
+        self._tuned: dict[tuple[str, int], int] = {}
 
     def config(self, tp: int, pp: int, virtual_stages: int, sequence_parallel: bool, recompute: str,
                grad_accum: int, micro_batch: int) -> ActivationConfig:
@@ -85,12 +85,12 @@ class ActivationTable:
     def bytes(self, tp: int, pp: int, virtual_stages: int, sequence_parallel: bool, recompute: str,
               grad_accum: int, micro_batch: int) -> int:
         if self._counts is not None:  # fine-tuning (tp = pp = 1): core.memory.finetune's adjustment, exact
-            key = (recompute, micro_batch)
-            found = self._tuned.get(key)
+            tuned_key = (recompute, micro_batch)
+            found = self._tuned.get(tuned_key)
             if found is None:
                 config = self.config(tp, pp, virtual_stages, sequence_parallel, recompute, grad_accum, micro_batch)
                 breakdown = {f"gpu/{k}": v for k, v in activation_memory(self.model, config).breakdown.items()}
-                found = self._tuned[key] = sum(finetune_activations(self.model, config, self.finetune, self._counts,
+                found = self._tuned[tuned_key] = sum(finetune_activations(self.model, config, self.finetune, self._counts,
                                                                     breakdown).values())
             return found
         # Only min(pp, m) of the accumulation steps matters (1F1B keeps at most pp micro-batches in flight).
