@@ -43,7 +43,8 @@ def test_plan_search_dumps_what_plan_prints_without_its_timing(tmp_path):
 
 
 def test_the_other_scripts_import():
-    for name in ("startup", "fit_step_time", "trace_accuracy", "trace_budget", "bench_overhead"):
+    for name in ("startup", "fit_step_time", "trace_accuracy", "trace_budget", "bench_overhead", "api_per_call",
+                 "cluster_scaling"):
         _load(name)
 
 
@@ -88,3 +89,44 @@ def test_free_search_of_a_calibration_run_breaks_no_rule():
     row = runs.free_search(run)
     assert row["broken"] == [] and row["free_s"] > 0 and "ERROR" not in row["verdict"]
     assert row["free_s"] <= row["pinned_s"]  # the search is exhaustive: the published layout is one of its plans
+
+
+def test_api_per_call_measures_the_call_and_the_evaluation():
+    found = _load("api_per_call").measure(1, params=13e9, gpus=8)
+    assert set(found) == {"api", "evaluation", "to_dict"} and all(value > 0 for value in found.values())
+
+
+def test_cluster_scaling_times_an_estimate_in_a_convention():
+    assert _load("cluster_scaling").estimate_seconds("llama-2-7b", 8, "framework", {"framework": "torch"}, 1) > 0
+
+
+def test_published_moe_runs_count_their_models_and_run():
+    """The MoE section: each model's total and active parameters against its model card (gpt-oss-120b: 116.8B
+    total, 5.1B active, the card counting the unembedding but not the input embedding, a lookup; Qwen3-235B-A22B:
+    235B total, 22B active), and every expressible row priced."""
+    from zeroplan.core.model.experts import active_params
+
+    runs = _load("published_runs")
+    rows = {run["id"]: run for run in json.loads((BENCHMARKS / "data" / "moe_runs.json").read_text())["runs"]}
+    gpt_oss = runs.moe_model(rows["mbridge_2511_gb200_gptoss120b_bf16"])
+    qwen3 = runs.moe_model(rows["mbridge_2511_gb200_qwen3_235b_bf16"])
+    lookup = gpt_oss.shape.vocab * gpt_oss.shape.hidden
+    assert abs(gpt_oss.params / 116.8e9 - 1) < 0.01 and abs((active_params(gpt_oss) - lookup) / 5.1e9 - 1) < 0.01
+    assert abs(qwen3.params / 235e9 - 1) < 0.01 and abs(active_params(qwen3) / 22e9 - 1) < 0.03
+    outcome = runs.moe_predict(rows["mbridge_2511_b200_gptoss120b_bf16"])
+    assert outcome.refused is None and outcome.plan.ep == 8 and outcome.predicted > 0
+    assert outcome.published == 512 * 4096 / (8213 * 64)
+    assert runs.moe_predict(rows["deepseek_v3_techreport_pretrain"]).refused.startswith("not expressible")
+
+
+def test_model_types_checks_a_described_a_meta_only_and_a_composite_type():
+    import pytest
+
+    pytest.importorskip("torch")
+    pytest.importorskip("transformers")
+    types = _load("model_types")
+    released = types.released_configs()
+    rows = {name: types.check(name, released) for name in ("qwen3_moe", "mamba", "gemma3")}
+    assert (rows["qwen3_moe"]["description"], rows["qwen3_moe"]["with_meta"]) == ("exact", "exact")
+    assert (rows["mamba"]["description"], rows["mamba"]["with_meta"]) == ("refused", "exact")
+    assert rows["gemma3"]["description"] == "exact" and "vision tower" in rows["gemma3"]["note"]

@@ -10,8 +10,12 @@ from zeroplan.deepspeed import keys as ds_keys
 from zeroplan.deepspeed import startup_model
 from zeroplan.deepspeed.batch import BatchProblem, deepspeed_fill, neither_batch_size
 from zeroplan.deepspeed.config_view import ConfigView
+from zeroplan.deepspeed.context import CheckContext
 from zeroplan.deepspeed.findings import ERROR, WARNING, Finding, Skipped
+from zeroplan.core.memory.activations import MOE_DROPLESS_ALLOWANCE
+from zeroplan.core.model.experts import model_expert_params
 from zeroplan.core.parallel.grid import ParallelDims
+from zeroplan.core.units import shown
 
 BATCH_KEYS = ("train_batch_size", "train_micro_batch_size_per_gpu", "gradient_accumulation_steps")
 
@@ -112,23 +116,41 @@ def deprecated(view: ConfigView) -> Iterator[Finding]:
                       ("optimizer", "params", "max_grad_norm"))
 
 
-def unknown_keys(view: ConfigView) -> Iterator[Finding]:
-    """ZP008: keys outside DeepSpeed's schema, with the closest known key."""
+# ZP008 lists this many unknown keys of one block, then one finding for the rest: a file of 10,000 stray keys
+# is one mistake (the wrong file, a generated dump), and each listed key costs a closest-match search.
+MAX_UNKNOWN_KEYS_LISTED = 50
+# A key longer than this gets no closest-match search (its cost grows with the key's length) and is shown cut.
+MAX_KEY_CHARS_MATCHED = 100
+
+
+def _unknown_by_block(view: ConfigView) -> Iterator[tuple[tuple[str, ...], frozenset, bool, list[str]]]:
+    """(block path, its known keys, whether DeepSpeed rejects unknown ones, the unknown keys in file order)."""
     for where, (known, rejected) in ds_keys.KEY_SETS.items():
         block = view.raw(*where) if where else view.data
-        if not isinstance(block, dict):
-            continue
-        for key in block:
-            path = (*where, key)
-            if key in known or path in ds_keys.DEPRECATED:
-                continue
-            close = difflib.get_close_matches(key, sorted(known), n=1, cutoff=0.6)
-            place = ".".join(where) or "the top level"
-            consequence = ("DeepSpeed rejects unknown keys here and stops at start-up" if rejected
-                           else "DeepSpeed ignores it silently")
-            yield Finding("ZP008", ERROR if rejected else WARNING, f"unknown key {key!r} in {place}: {consequence}",
+        if isinstance(block, dict):
+            yield where, known, rejected, [key for key in block
+                                           if key not in known and (*where, key) not in ds_keys.DEPRECATED]
+
+
+def unknown_keys(view: ConfigView) -> Iterator[Finding]:
+    """ZP008: keys outside DeepSpeed's schema, with the closest known key."""
+    for where, known, rejected, unknown in _unknown_by_block(view):
+        place = ".".join(where) or "the top level"
+        consequence = ("DeepSpeed rejects unknown keys here and stops at start-up" if rejected
+                       else "DeepSpeed ignores it silently")
+        for key in unknown[:MAX_UNKNOWN_KEYS_LISTED]:
+            close = (difflib.get_close_matches(key, sorted(known), n=1, cutoff=0.6)
+                     if len(key) <= MAX_KEY_CHARS_MATCHED else [])
+            name = repr(key) if len(key) <= MAX_KEY_CHARS_MATCHED else f"{shown(key)!r} ({len(key):,} characters)"
+            yield Finding("ZP008", ERROR if rejected else WARNING, f"unknown key {name} in {place}: {consequence}",
                           f"did you mean {close[0]!r}?" if close else "remove it (see DeepSpeed's config-json docs)",
-                          path)
+                          (*where, key))
+        rest = unknown[MAX_UNKNOWN_KEYS_LISTED:]
+        if rest:
+            yield Finding("ZP008", ERROR if rejected else WARNING,
+                          f"{len(rest):,} more unknown keys in {place} (not listed): {consequence}",
+                          "check that this is the DeepSpeed config; remove the unknown keys",
+                          (*where, rest[0]))
 
 
 def parallel(view: ConfigView, skipped: list[Skipped]) -> Iterator[Finding]:
@@ -163,6 +185,75 @@ def parallel(view: ConfigView, skipped: list[Skipped]) -> Iterator[Finding]:
                       ("tensor_parallel",) if view.raw("tensor_parallel") is not None else ())
 
 
+EXPERT_RULES = ("ZP021", "ZP022", "ZP023", "ZP024")
+
+
+def experts(view: ConfigView, context: CheckContext, skipped: list[Skipped]) -> Iterator[Finding]:
+    """ZP021-ZP024: expert parallelism from --ep/--etp, a plan file's parallel.ep/etp, or DeepSpeed AutoEP's
+    expert_parallel block (enabled, autoep_size, expert_tensor_parallel_size), checked as DeepSpeed's
+    module_inject/auto_ep_config.py and auto_ep_folding.py do, and the capacity factor a plan file gives."""
+    env = view.env
+    block = view.raw("expert_parallel")
+    autoep = isinstance(block, dict) and block.get("enabled") is True
+    where = ("expert_parallel", "autoep_size") if autoep else ("expert_parallel",) if block is not None else ()
+    if autoep and env.etp != 1 and context.etp is None:
+        yield Finding("ZP022", ERROR, f"expert_parallel.expert_tensor_parallel_size {env.etp}: DeepSpeed's AutoEP "
+                      "reserves it and stops at start-up (only 1 is supported)", "set expert_tensor_parallel_size to 1",
+                      ("expert_parallel", "expert_tensor_parallel_size"))
+    if env.ep == 1 and env.etp == 1:
+        yield from _capacity(context)
+        return
+    if env.world is None or env.world % (env.tp * env.pp):
+        skipped.append(Skipped(("ZP022", "ZP023"), "the world size is unknown or not divisible: give --gpus"))
+    else:
+        stage_ranks = env.world // env.pp
+        if stage_ranks % (env.ep * env.etp):
+            yield Finding("ZP022", ERROR, f"ep {env.ep} × etp {env.etp} = {env.ep * env.etp} does not divide the "
+                          f"{stage_ranks} ranks of a pipeline stage (world {env.world} / pp {env.pp}): the expert-data-"
+                          "parallel size would not be whole (DeepSpeed's build_folding_spec and Megatron-Core refuse it)",
+                          f"use an ep × etp that divides {stage_ranks}", where)
+        elif env.gpus_per_node is None:
+            skipped.append(Skipped(("ZP023",), "GPUs per node unknown: give --gpu, --cluster or --gpus-per-node"))
+        else:
+            dims = ParallelDims(env.world, env.tp, env.pp, env.gpus_per_node, ep=env.ep, etp=env.etp)
+            if not dims.ep_intra_node:
+                yield Finding("ZP023", WARNING, f"expert-parallel groups of {env.ep} span {dims.ep_nodes_spanned} nodes "
+                              f"of {env.gpus_per_node} GPUs: every MoE layer's all-to-all dispatch and combine crosses "
+                              "the network, forward and backward", f"keep ep × etp ≤ {env.gpus_per_node} to stay on "
+                              "NVLink, or check with `zeroplan plan --ep` that the exposed all-to-all pays for the "
+                              "memory it saves", where)
+    if context.model is None:
+        skipped.append(Skipped(("ZP021",), "no model: give --model (a preset or config.json) to know its experts"))
+    else:
+        from zeroplan.deepspeed import planning
+
+        model = planning.model_spec(context)
+        split = model_expert_params(model)
+        if split is None:
+            yield Finding("ZP021", ERROR, f"expert parallelism ep {env.ep} with {model.name}, which has no experts "
+                          "(a dense model)", "drop the expert parallelism, or check the model", where)
+        elif split.experts % env.ep:
+            divisors = ", ".join(str(d) for d in range(1, split.experts + 1) if split.experts % d == 0)
+            yield Finding("ZP021", ERROR, f"ep {env.ep} does not divide the {split.experts} experts of {model.name}: "
+                          "each EP rank holds experts/ep whole experts (DeepSpeed's AutoEP and Megatron-Core refuse it)",
+                          f"use an ep that divides {split.experts}: {divisors}", where)
+    yield from _capacity(context)
+
+
+def _capacity(context: CheckContext) -> Iterator[Finding]:
+    """ZP024: a capacity factor drops what routing sends an expert beyond it (DeepSpeed-MoE's drop_tokens,
+    Megatron's --moe-expert-capacity-factor); below 1 + the planner's imbalance allowance that happens every step."""
+    factor = context.capacity_factor
+    if factor is None:
+        return
+    allowance = 1 + float(MOE_DROPLESS_ALLOWANCE)
+    if factor < allowance:
+        yield Finding("ZP024", WARNING, f"capacity factor {factor:g} drops every token routed to an expert beyond "
+                      f"{factor:g} × its even share: below {allowance:g} (the {float(MOE_DROPLESS_ALLOWANCE):.0%} "
+                      "imbalance the planner allows a dropless router) tokens are dropped every step",
+                      f"raise the capacity factor to at least {allowance:g}, or train dropless", ("capacity_factor",))
+
+
 def duplicates(duplicate_paths: list[tuple[str, ...]]) -> Iterator[Finding]:
     """ZP017: DeepSpeed loads JSON with a hook that rejects duplicate keys."""
     for path in duplicate_paths:
@@ -175,8 +266,11 @@ def refusals(view: ConfigView, reported: list[Finding]) -> Iterator[Finding]:
 
     A key another rule already reports as an error (ZP002, ZP006, ZP007, ZP008) is not reported twice."""
     covered = {finding.path for finding in reported if finding.severity == ERROR}
+    # ZP008 counts the unknown keys it does not list: DeepSpeed's "extra inputs" refusal of each is that one
+    unlisted = {(*where, key) for where, _, rejected, unknown in _unknown_by_block(view) if rejected
+                for key in unknown[MAX_UNKNOWN_KEYS_LISTED:]}
     for path, message in startup_model.refusals(view.data):
-        if path in covered:
+        if path in covered or (path in unlisted and "Extra inputs" in message):
             continue
         covered.add(path)
         where = ".".join(path) or "the config"

@@ -6,12 +6,15 @@ Every field is optional; a rule that needs a missing one is skipped and says whi
 from __future__ import annotations
 
 import dataclasses
+import shlex
 from dataclasses import dataclass, field
 
 from zeroplan.deepspeed.plan_file import PlanFile
 from zeroplan.core.errors import InputError
 from zeroplan.inputs.sections import as_count
 from zeroplan.core.units import parse_bytes
+from zeroplan.core.memory.activations import RECOMPUTE_MODES
+from zeroplan.inputs.training import recompute_choices
 
 
 @dataclass
@@ -29,6 +32,9 @@ class CheckContext:
     gpu_memory: str | None = None
     tp: int | None = None
     pp: int | None = None
+    ep: int | None = None
+    etp: int | None = None
+    capacity_factor: float | None = None
     micro_batch: int | None = None
     grad_accum: int | None = None
     global_batch: int | None = None
@@ -49,6 +55,7 @@ class CheckContext:
     def __post_init__(self) -> None:
         """Every value given must be usable: a zero or negative count is an error, never a silent 1."""
         counts = {"gpus": self.gpus, "gpus_per_node": self.gpus_per_node, "tp": self.tp, "pp": self.pp,
+                  "ep": self.ep, "etp": self.etp,
                   "micro_batch": self.micro_batch, "grad_accum": self.grad_accum,
                   "global_batch": self.global_batch, "seq_len": self.seq_len, "hidden": self.hidden}
         for flag, value in counts.items():
@@ -58,8 +65,8 @@ class CheckContext:
                 raise InputError(flag, f"{value} is beyond any real setup")
         if self.units not in ("iec", "si"):
             raise InputError("units", f"unknown units '{self.units}'", "use iec (GiB) or si (GB)")
-        if self.recompute is not None and self.recompute not in ("none", "selective", "full"):
-            raise InputError("recompute", f"unknown mode '{self.recompute}'", "use none, selective or full")
+        if self.recompute is not None and self.recompute not in RECOMPUTE_MODES:
+            raise InputError("recompute", f"unknown mode '{self.recompute}'", f"use {recompute_choices()}")
         if self.params is not None:
             as_count(self.params, "params")
         for flag, size in (("cpu_memory", self.cpu_memory), ("nvme", self.nvme), ("gpu_memory", self.gpu_memory)):
@@ -120,7 +127,8 @@ def from_plan(plan: PlanFile) -> CheckContext:
         largest_layer_params=model.largest_layer_params,
         gpus=cluster.gpus, gpu=cluster.gpu, cluster=cluster.preset, gpus_per_node=cluster.gpus_per_node,
         cpu_memory=cluster.cpu_memory, nvme=cluster.nvme, gpu_memory=cluster.gpu_memory,
-        tp=plan.parallel.tp, pp=plan.parallel.pp, micro_batch=training.micro_batch,
+        tp=plan.parallel.tp, pp=plan.parallel.pp, ep=plan.parallel.ep, etp=plan.parallel.etp,
+        capacity_factor=training.capacity_factor, micro_batch=training.micro_batch,
         grad_accum=training.grad_accum, global_batch=training.global_batch, precision=training.precision,
         optimizer=training.optimizer, seq_len=training.seq_len, recompute=training.recompute,
         flash_attention=training.flash_attention)
@@ -130,6 +138,31 @@ def from_plan(plan: PlanFile) -> CheckContext:
         context.quant, context.double_quant, context.freeze = tuned.quant, tuned.double_quant, tuned.freeze
     context.origin = {f.name: "plan" for f in dataclasses.fields(context) if f.name not in ("units", "origin")}
     return context
+
+
+# The context's fields as `zeroplan check` flags, in the order a command line names them.
+_CHECK_FLAGS = (("model", "--model"), ("params", "--params"), ("hidden", "--hidden"),
+                ("largest_layer_params", "--largest-layer-params"), ("gpus", "--gpus"), ("cluster", "--cluster"),
+                ("gpu", "--gpu"), ("gpus_per_node", "--gpus-per-node"), ("gpu_memory", "--gpu-memory"),
+                ("cpu_memory", "--cpu-memory"), ("nvme", "--nvme"), ("tp", "--tp"), ("pp", "--pp"),
+                ("seq_len", "--seq-len"), ("recompute", "--recompute"))
+
+
+def check_command(path: str, context: CheckContext, presets_file: str | None = None) -> str:
+    """The `zeroplan check` command line that judges the DeepSpeed config at `path` with this context: what a
+    ds_config.json cannot hold (the model, the hardware, tp and pp, the step's shape) given as flags."""
+    words = ["zeroplan", "check", path]
+    for name, flag in _CHECK_FLAGS:
+        value = getattr(context, name)
+        if value is not None:
+            words += [flag, str(value)]
+    if context.flash_attention is False:
+        words.append("--no-flash-attention")
+    if presets_file is not None:
+        words += ["--presets", presets_file]
+    if context.units != "iec":
+        words += ["--units", context.units]
+    return shlex.join(words)
 
 
 def _positive_int(data: dict, key: str, file: str) -> int | None:

@@ -45,6 +45,11 @@ RULES: dict[str, Rule] = {rule.id: rule for rule in (
     Rule("ZP018", "pipeline-with-zero-2-3", "pipeline parallelism (pp > 1) with ZeRO stage 2 or 3"),
     Rule("ZP019", "coerced-value", "a value DeepSpeed converts before use (\"3\" is read as stage 3); says what it reads"),
     Rule("ZP020", "removed-key", "a key DeepSpeed has removed: it refuses the config at start-up"),
+    Rule("ZP021", "ep-not-dividing-experts", "expert parallelism (ep) does not divide the model's experts"),
+    Rule("ZP022", "expert-layout", "ep × etp does not divide a pipeline stage's ranks, or an expert tensor-parallel "
+         "size DeepSpeed's AutoEP does not support"),
+    Rule("ZP023", "ep-across-nodes", "an expert-parallel group spans nodes: its all-to-all runs on the network"),
+    Rule("ZP024", "capacity-drops-tokens", "an expert capacity factor drops the tokens routed beyond it"),
 )}
 
 
@@ -98,6 +103,7 @@ class FileReport:
     findings: list[Finding] = field(default_factory=list)
     skipped: list[Skipped] = field(default_factory=list)
     assumptions: list[str] = field(default_factory=list)
+    repeated: int = 0  # findings left out: the same ones on the same lines, reported above for checked_file
 
     def count(self, severity: str) -> int:
         return sum(1 for f in self.findings if f.severity == severity)
@@ -109,6 +115,7 @@ class FileReport:
         return {"file": self.file, "kind": self.kind, "checked_file": self.checked_file,
                 "findings": [f.to_dict() for f in self.findings],
                 "skipped": [s.to_dict() for s in self.skipped], "assumptions": list(self.assumptions),
+                "repeated": self.repeated,
                 "summary": {s + "s": self.count(s) for s in SEVERITIES}}
 
 

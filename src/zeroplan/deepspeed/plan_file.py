@@ -8,7 +8,7 @@ Schema (every section but model and cluster is optional; unknown keys are reject
     cluster:      {gpus: 16, preset: dgx-a100 | gpu: a100-80g, gpus_per_node: 8, cpu_memory: 1TB, nvme: 15TB}
     parallel:     {tp: 1, pp: 1}
     training:     {precision: bf16|fp16|fp32, optimizer: adam, micro_batch: 4, grad_accum: 8,
-                   global_batch: 512, seq_len: 4096, recompute: none|selective|full, flash_attention: true}
+                   global_batch: 512, seq_len: 4096, recompute: none|selective|full|selective-op, flash_attention: true}
     finetune:     {mode: full|lora|qlora, lora_rank: 16, lora_targets: all-linear, quant: nf4|int8,
                    double_quant: true, freeze: "embeddings,layers:8"}     # optional: full training without it
     zero:         {stage: 0-3, offload_optimizer: none|cpu|nvme, offload_params: none|cpu|nvme,
@@ -64,6 +64,8 @@ class PlanCluster(_Strict):
 class PlanParallel(_Strict):
     tp: int = Field(default=1, ge=1)
     pp: int = Field(default=1, ge=1)
+    ep: int = Field(default=1, ge=1)  # expert parallelism (mixture-of-experts models)
+    etp: Optional[int] = Field(default=None, ge=1)  # expert tensor parallelism; None: as tp
 
 
 class PlanTraining(_Strict):
@@ -73,12 +75,13 @@ class PlanTraining(_Strict):
     grad_accum: Optional[int] = Field(default=None, ge=1)
     global_batch: Optional[int] = Field(default=None, ge=1)
     seq_len: Optional[int] = Field(default=None, ge=1)
-    recompute: Optional[Literal["none", "selective", "full"]] = None
+    recompute: Optional[Literal["none", "selective", "full", "selective-op"]] = None
     flash_attention: Optional[bool] = None
+    capacity_factor: Optional[float] = Field(default=None, ge=1)  # MoE expert capacity; None: dropless
 
 
 class PlanFinetune(_Strict):
-    """What trains (docs/formulas.md §20): the flags --finetune, --lora-rank, --lora-targets, --quant,
+    """What trains (docs/formulas.md §21): the flags --finetune, --lora-rank, --lora-targets, --quant,
     --double-quant and --freeze."""
 
     mode: Literal["full", "lora", "qlora"] = "full"
@@ -154,4 +157,6 @@ PLAN_KEY_FOR = {
     "zero_optimization.offload_param": ("zero", "offload_params"),
     "world": ("cluster", "gpus"),
     "tp": ("parallel", "tp"),
+    "expert_parallel": ("parallel", "ep"),
+    "capacity_factor": ("training", "capacity_factor"),
 }

@@ -6,8 +6,9 @@ option's per-GPU bytes are non-increasing in dp)."""
 from __future__ import annotations
 
 import dataclasses
+from math import lcm
 from dataclasses import dataclass, field
-from typing import Any, ClassVar
+from typing import Any, Callable, ClassVar
 
 from zeroplan.core.errors import InputError, ref
 from zeroplan.core.evaluate.estimate import EstimateRequest, evaluate_options
@@ -27,7 +28,7 @@ PART_NAMES = ("params", "gradients", "optimizer_states", "activations", "buffers
 # The fields `zeroplan sweep` takes from each section (the CLI's options, and the JSON's "inputs").
 FIELDS: dict[type[Section], tuple[str, ...]] = {
     GridInputs: ("models", "params", "gpus", "gpu_types", "stages"),
-    ParallelInputs: ("tp", "pp"),
+    ParallelInputs: ("tp", "pp", "ep", "etp"),
     HardwareInputs: ("gpus_per_node", "presets_file"),
     StepInputs: ("seq_len", "micro_batch", "recompute", "flash_attention", "precision", "optimizer",
                  "finetune", "lora_rank", "lora_targets", "quant", "double_quant", "freeze"),
@@ -64,7 +65,8 @@ def _models(inputs: SweepInputs) -> list[tuple[str, dict[str, str]]]:
 def _fewest(request: EstimateRequest, option: Option | None) -> int | None:
     """The fewest GPUs (a multiple of tp·pp) at which `option` fits, or any option when None."""
     parallel = request.parallel
-    smallest = ParallelDims(parallel.tp * parallel.pp, parallel.tp, parallel.pp, parallel.gpus_per_node)
+    smallest = ParallelDims(lcm(parallel.tp * parallel.pp, parallel.pp * parallel.ep * parallel.etp), parallel.tp,
+                            parallel.pp, parallel.gpus_per_node, ep=parallel.ep, etp=parallel.etp)
     options = request.options if option is None else (option,)
     trial = dataclasses.replace(request, parallel=smallest, options=options, micro_batches_per_step=1)
     if any(e.fits for e in evaluate_options(trial)):
@@ -73,8 +75,10 @@ def _fewest(request: EstimateRequest, option: Option | None) -> int | None:
     return None if found is None else found[0]
 
 
-def sweep_rows(inputs: SweepInputs) -> tuple[list[dict[str, Any]], list[str]]:
-    """Every row, and the assumptions shared by all of them."""
+def sweep_rows(inputs: SweepInputs, progress: Callable[[int, int], None] | None = None
+               ) -> tuple[list[dict[str, Any]], list[str]]:
+    """Every row, and the assumptions shared by all of them; progress(done, total) after each grid cell
+    (a model × GPU type × GPU count)."""
     grid = inputs.grid
     counts = grid.gpus
     stages = grid.stages or (0, 1, 2, 3)
@@ -82,7 +86,9 @@ def sweep_rows(inputs: SweepInputs) -> tuple[list[dict[str, Any]], list[str]]:
     rows: list[dict[str, Any]] = []
     assumptions: list[str] = []
     fewest_cache: dict[tuple, int | None] = {}
-    for label, model_fields in _models(inputs):
+    models = _models(inputs)
+    total, done = len(models) * len(gpu_types) * len(counts), 0
+    for label, model_fields in models:
         model = ModelInputs(**model_fields)
         # The step's shape goes only with a shaped model (a bare count has no activations to size).
         step = (inputs.step if resolve_model(model).shape is not None
@@ -94,6 +100,9 @@ def sweep_rows(inputs: SweepInputs) -> tuple[list[dict[str, Any]], list[str]]:
                     parallel=inputs.parallel, step=step, budget=inputs.budget, units=inputs.units))
                 assumptions.extend(note for note in plan.assumptions if note not in assumptions)
                 rows.extend(_rows_for(plan, label, stages, fewest_cache))
+                done += 1
+                if progress is not None:
+                    progress(done, total)
     return rows, assumptions
 
 
@@ -105,7 +114,7 @@ def _rows_for(plan, label: str, stages: tuple[int, ...], fewest_cache: dict) -> 
     for stage in stages:
         option = Option(stage)
         estimate = by_option.get(option)
-        key = (label, cluster.gpu.name, parallel.tp, parallel.pp)
+        key = (label, cluster.gpu.name, parallel.tp, parallel.pp, parallel.ep, parallel.etp)
         if (key, stage) not in fewest_cache:
             fewest_cache[(key, stage)] = _fewest(request, option) if estimate is not None else None
         if (key, None) not in fewest_cache:
@@ -116,13 +125,17 @@ def _rows_for(plan, label: str, stages: tuple[int, ...], fewest_cache: dict) -> 
             "params": request.model.params, "gpu": cluster.gpu.name,
             "gpus": parallel.world, "nodes": parallel.nodes, "dp": parallel.dp, "tp": parallel.tp, "pp": parallel.pp,
             "stage": stage}
+        if parallel.has_experts_grid:  # the experts' cut, only where it differs from the dense layers'
+            row.update(ep=parallel.ep, etp=parallel.etp, edp=parallel.edp)
         parts = estimate.gpu_bytes if estimate is not None else {}
         row.update({f"gpu_bytes_{name}": parts.get(name, "") for name in PART_NAMES})
         row.update(gpu_bytes_total=parts.get("total", ""), usable_gpu_bytes=request.budget.usable_gpu_bytes,
                    gpu_capacity_bytes=cluster.gpu.memory_bytes,
                    fits="" if estimate is None else "gpu" not in estimate.limits,
                    min_gpus_stage=fewest_cache[(key, stage)] or "",
-                   recommended=recommended.option.key if recommended else "",
+                   # as estimate's column: whether this row's option is the one estimate recommends
+                   recommended=recommended is not None and recommended.option == option,
+                   recommended_option=recommended.option.label if recommended else "",
                    recommended_gpu_bytes=recommended.gpu_bytes["total"] if recommended else "",
                    min_gpus_any_option=fewest_cache[(key, None)] or "",
                    note="" if estimate is not None else "DeepSpeed's pipeline engine runs ZeRO stages 0-1 only")

@@ -51,7 +51,8 @@ class SearchInputs(Section):
     offload: bool = flag("--offload/--no-offload", help="Also try CPU/NVMe offload tiers.", panel=SEARCH, kind=bool,
                          default=True)
     recompute: tuple[str, ...] | None = option(flag_of(StepInputs, "recompute").variant(
-        help="Recompute modes to try (default none,selective,full).", panel=SEARCH, parse=recompute_modes))
+        help="Recompute modes to try (default none,selective,full,selective-op).", panel=SEARCH,
+        parse=recompute_modes))
     sequence_parallel: str = option(flag_of(StepInputs, "sequence_parallel").variant(
         help="search (both), on or off (with tp > 1).", panel=SEARCH, kind=str,
         parse=one_of(SequenceParallelSearch)), "search")
@@ -64,6 +65,12 @@ class SearchInputs(Section):
         help="Only these tensor-parallel degrees, e.g. 1,2,4,8.", panel=SEARCH, kind=str, parse=whole_numbers()))
     pp: tuple[int, ...] | None = option(flag_of(ParallelInputs, "pp").variant(
         help="Only these pipeline degrees.", panel=SEARCH, kind=str, parse=whole_numbers()))
+    ep: tuple[int, ...] | None = option(flag_of(ParallelInputs, "ep").variant(
+        help="Expert-parallel degrees to try for a mixture-of-experts model, e.g. 1,8,64 (default 1).", panel=SEARCH,
+        kind=str, parse=whole_numbers()))
+    etp: tuple[int, ...] | None = option(flag_of(ParallelInputs, "etp").variant(
+        help="Expert tensor-parallel degrees to try (default: etp = tp).", panel=SEARCH, kind=str,
+        parse=whole_numbers()))
     allow_cross_node_tp: bool = flag("--allow-cross-node-tp", help="Let tensor parallelism span nodes.",
                                      panel=SEARCH, kind=bool, default=False)
     efficiency: float | None = flag("--efficiency", help="Share of the GPU's dense bf16 peak a large GEMM reaches "
@@ -76,8 +83,9 @@ class SearchInputs(Section):
                                     parse=one_of(CommOverlapChoice))
     cpu_adam_rate: int | None = flag("--cpu-adam-rate", help="CPU optimizer parameters per second per node "
                                      "(default 1e9).", panel=TIMING, parse=as_count)
-    cp: tuple[int, ...] | None = flag("--cp", help="Context-parallel degrees to try, e.g. 1,2,4 (default 1; needs the "
-                                      "sequence divisible by 2·cp).", panel=SEARCH, parse=whole_numbers())
+    cp: tuple[int, ...] | None = option(flag_of(ParallelInputs, "cp").variant(
+        help="Context-parallel degrees to try, e.g. 1,2,4 (default 1; needs the sequence divisible by 2·cp).",
+        panel=SEARCH, kind=str, parse=whole_numbers()))
     fsdp_pipeline: bool = flag("--fsdp-with-pp", help="Also try ZeRO-2/3 (FSDP) with pipeline parallelism "
                                "(torchtitan, Llama 3).", panel=SEARCH, kind=bool, default=False)
     top: int = flag("--top", help="How many plans to show (distinct dp×tp×pp and stage).", panel=OUTPUT, kind=int,

@@ -8,7 +8,7 @@ import json
 from typing import Any
 
 from zeroplan import __version__
-from zeroplan.core.layout.search import PlanRecord
+from zeroplan.core.layout.search import PlanRecord, plan_alltoall_seconds
 from zeroplan.core.timing.step_time import FlopModel
 from zeroplan.render.spreadsheet import spreadsheet_safe
 from zeroplan.search.reasons import infeasible_summary, search_line
@@ -23,7 +23,7 @@ def plan_row(outcome: PlanOutcome, plan: PlanRecord) -> dict[str, Any]:
     request = outcome.resolved.request
     row: dict[str, Any] = {
         "world": plan.world, "dp": plan.dp, "tp": plan.tp, "pp": plan.pp, "cp": plan.cp,
-        "virtual_stages": plan.virtual_stages,
+        "ep": plan.ep, "etp": plan.etp or plan.tp, "virtual_stages": plan.virtual_stages,
         "stage": plan.option.stage, "offload_optimizer": plan.option.offload_optimizer,
         "offload_params": plan.option.offload_params, "micro_batch": plan.micro_batch,
         "grad_accum": plan.grad_accum, "recompute": plan.recompute, "sequence_parallel": plan.sequence_parallel,
@@ -35,6 +35,7 @@ def plan_row(outcome: PlanOutcome, plan: PlanRecord) -> dict[str, Any]:
                step_seconds=plan.time.total)
     row.update({f"seconds_{name}": value for name, value in plan.time.parts().items()})
     row["seconds_dp_total"] = plan.time.dp_comm
+    row["seconds_ep_alltoall"] = plan_alltoall_seconds(request, plan)  # inside seconds_tp_comm, exposed
     metrics = outcome.throughput(plan)
     row.update(tokens_per_step=metrics.tokens_per_step, tokens_per_second=metrics.tokens_per_second,
                mfu=metrics.mfu, hardware_tflops_per_gpu=metrics.hardware_tflops_per_gpu,
@@ -42,7 +43,7 @@ def plan_row(outcome: PlanOutcome, plan: PlanRecord) -> dict[str, Any]:
     return row
 
 
-def _top_entries(outcome: PlanOutcome) -> list[dict[str, Any]]:
+def top_entries(outcome: PlanOutcome) -> list[dict[str, Any]]:
     entries = []
     for rank, plan in enumerate(outcome.top, start=1):
         entry = {"rank": rank, "label": plan.option.label, **plan_row(outcome, plan),
@@ -78,7 +79,7 @@ def plan_document(outcome: PlanOutcome) -> dict[str, Any]:
                    "plans_fitting": len(result.feasible), "seconds": result.seconds,
                    "plans_per_second": len(result.plans) / result.seconds if result.seconds else None,
                    "summary": search_line(result)},
-        "top": _top_entries(outcome),
+        "top": top_entries(outcome),
         "infeasible": {"plans_by_limit": result.infeasible_by_limit(), "layouts_by_reason": result.rejected_layouts,
                        "not_evaluated_by_reason": result.skipped, "summary": infeasible_summary(result)},
         "assumptions": resolved.assumptions,

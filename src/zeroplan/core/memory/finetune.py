@@ -1,4 +1,4 @@
-"""Memory of a fine-tuning run (LoRA, QLoRA, frozen layers) per GPU, in integer bytes: docs/formulas.md §20.
+"""Memory of a fine-tuning run (LoRA, QLoRA, frozen layers) per GPU, in integer bytes: docs/formulas.md §21.
 
 Model states (paper convention, per option):
 - trainable parameters (adapters, or the unfrozen base): parameters, gradients and optimizer states as full

@@ -1,6 +1,6 @@
 """Fine-tuning modes: what trains, what is frozen, which linears carry LoRA adapters and their shapes.
 
-Modes (docs/formulas.md §20):
+Modes (docs/formulas.md §21):
 - full: every parameter trains, except what `freeze` names (the embeddings and LM head, the first k layers).
 - lora: the whole base model is frozen; each adapted linear W (out × in) gets A (r × in) and B (out × r),
   r·(in + out) trainable parameters (Hu et al. 2021, arXiv 2106.09685; PEFT's peft/tuners/lora/layer.py).

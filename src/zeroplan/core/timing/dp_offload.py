@@ -60,7 +60,7 @@ def zero_dp_seconds(option: Option, shard_params: int, dp: int, per_param: Bytes
                     micro_batches: int, buffers: BufferConfig, links: LinkTable,
                     ranks_per_node: int = 1, stage3_gather: tuple[int, int] | None = None) -> DpSeconds:
     """DP time from core.timing.dp_traffic's collectives, with the buckets the memory model uses.
-    stage3_gather: fine-tuning (docs/formulas.md §20.4): shard_params is then the trainable count, and stage 3
+    stage3_gather: fine-tuning (docs/formulas.md §21.4): shard_params is then the trainable count, and stage 3
     gathers (bytes, parameters) instead, every parameter in its storage bytes, frozen ones too."""
     calls_reduce, calls_gather = bucket_calls(option.stage, shard_params, buffers)
     span = "intra_node" if dp_intra_node else "inter_node"
