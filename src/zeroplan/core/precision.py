@@ -12,7 +12,7 @@ from zeroplan.core.errors import InputError, ref
 
 PRECISIONS = ("mixed", "fp32")
 PRECISION_ALIASES = {"mixed": "mixed", "bf16": "mixed", "fp16": "mixed", "fp32": "fp32"}
-OPTIMIZERS = ("adam", "adamw", "sgd-momentum", "sgd", "adam-8bit")
+OPTIMIZERS = ("adam", "adamw", "sgd-momentum", "sgd", "adam-8bit", "paged-adamw-8bit")
 
 # Optimizer state bytes per parameter *excluding* any fp32 master copy.
 _OPTIMIZER_STATE_BYTES = {
@@ -21,6 +21,9 @@ _OPTIMIZER_STATE_BYTES = {
     "sgd-momentum": 4,  # momentum in fp32
     "sgd": 0,
     "adam-8bit": 2,     # bitsandbytes: m and v in 8 bits each
+    # bitsandbytes PagedAdamW8bit (QLoRA, arXiv 2305.14314 §3): the same 8-bit states in unified memory that the
+    # driver pages to the host only under memory pressure: counted on the GPU, as they sit until then.
+    "paged-adamw-8bit": 2,
 }
 _MASTER_WEIGHT_BYTES = 4  # fp32 master copy, only under mixed precision
 

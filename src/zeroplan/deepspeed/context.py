@@ -43,6 +43,12 @@ class CheckContext:
     seq_len: int | None = None
     recompute: str | None = None
     flash_attention: bool | None = None
+    finetune: str | None = None  # full, lora, qlora (None: full)
+    lora_rank: int | None = None
+    lora_targets: str | None = None
+    quant: str | None = None
+    double_quant: bool | None = None
+    freeze: str | None = None
     units: str = "iec"
     origin: dict[str, str] = field(default_factory=dict)  # field -> "flag", "plan" or "accelerate"
     # The text fields above parsed once, as the context is built (the text stays for reports and plan files).
@@ -134,6 +140,10 @@ def from_plan(plan: PlanFile) -> CheckContext:
         grad_accum=training.grad_accum, global_batch=training.global_batch, precision=training.precision,
         optimizer=training.optimizer, seq_len=training.seq_len, recompute=training.recompute,
         flash_attention=training.flash_attention)
+    if plan.finetune is not None:
+        tuned = plan.finetune
+        context.finetune, context.lora_rank, context.lora_targets = tuned.mode, tuned.lora_rank, tuned.lora_targets
+        context.quant, context.double_quant, context.freeze = tuned.quant, tuned.double_quant, tuned.freeze
     context.origin = {f.name: "plan" for f in dataclasses.fields(context) if f.name not in ("units", "origin")}
     return context
 

@@ -9,6 +9,8 @@ Schema (every section but model and cluster is optional; unknown keys are reject
     parallel:     {tp: 1, pp: 1}
     training:     {precision: bf16|fp16|fp32, optimizer: adam, micro_batch: 4, grad_accum: 8,
                    global_batch: 512, seq_len: 4096, recompute: none|selective|full|selective-op, flash_attention: true}
+    finetune:     {mode: full|lora|qlora, lora_rank: 16, lora_targets: all-linear, quant: nf4|int8,
+                   double_quant: true, freeze: "embeddings,layers:8"}     # optional: full training without it
     zero:         {stage: 0-3, offload_optimizer: none|cpu|nvme, offload_params: none|cpu|nvme,
                    nvme_path: /local_nvme}
     deepspeed_config: ds_config.json # optional: the DeepSpeed config this plan describes (relative path)
@@ -78,6 +80,18 @@ class PlanTraining(_Strict):
     capacity_factor: Optional[float] = Field(default=None, ge=1)  # MoE expert capacity; None: dropless
 
 
+class PlanFinetune(_Strict):
+    """What trains (docs/formulas.md §21): the flags --finetune, --lora-rank, --lora-targets, --quant,
+    --double-quant and --freeze."""
+
+    mode: Literal["full", "lora", "qlora"] = "full"
+    lora_rank: Optional[int] = Field(default=None, ge=1)
+    lora_targets: Optional[str] = None
+    quant: Optional[Literal["nf4", "int8"]] = None
+    double_quant: Optional[bool] = None
+    freeze: Optional[str] = None
+
+
 class PlanZero(_Strict):
     stage: int = Field(ge=0, le=3)
     offload_optimizer: Tier = "none"
@@ -91,6 +105,7 @@ class PlanFile(_Strict):
     cluster: PlanCluster
     parallel: PlanParallel = PlanParallel()
     training: PlanTraining = PlanTraining()
+    finetune: Optional[PlanFinetune] = None
     zero: Optional[PlanZero] = None
     deepspeed_config: Optional[str] = None
 

@@ -31,6 +31,8 @@ def document(choice: Choice, nvme_path: str | None = None) -> dict:
     for key in ("seq_len", "recompute", "flash_attention", "capacity_factor"):
         if getattr(context, key) is not None:
             training[key] = getattr(context, key)
+    finetune = {key: getattr(context, key) for key in ("lora_rank", "lora_targets", "quant", "double_quant", "freeze")
+                if getattr(context, key) is not None}
     zero: dict = {"stage": option.stage, "offload_optimizer": option.offload_optimizer,
                   "offload_params": option.offload_params}
     if "nvme" in (option.offload_optimizer, option.offload_params):
@@ -41,6 +43,8 @@ def document(choice: Choice, nvme_path: str | None = None) -> dict:
             "parallel": {"tp": choice.tp, "pp": choice.pp, **({"ep": choice.ep} if choice.ep > 1 else {}),
                          **({"etp": choice.etp} if choice.etp is not None else {})},
             "training": training, "zero": zero}
+    if context.finetune not in (None, "full") or finetune:
+        data["finetune"] = {"mode": context.finetune or "full", **finetune}
     PlanFile.model_validate(data)  # what we write must read back
     return data
 

@@ -116,7 +116,9 @@ def estimate_inputs(context: CheckContext, *, world: int, tp: int, pp: int, prec
         extra["capacity_factor"] = context.capacity_factor
     if context.model is not None:
         extra.update(seq_len=context.seq_len, micro_batch=micro_batch, recompute=context.recompute,
-                     flash_attention=context.flash_attention)
+                     flash_attention=context.flash_attention, finetune=context.finetune,
+                     lora_rank=context.lora_rank, lora_targets=context.lora_targets, quant=context.quant,
+                     double_quant=context.double_quant, freeze=context.freeze)
     values.update({k: v for k, v in extra.items() if v is not None})
     return EstimateInputs.of(units=context.units, **values)
 

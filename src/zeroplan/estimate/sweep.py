@@ -30,7 +30,8 @@ FIELDS: dict[type[Section], tuple[str, ...]] = {
     GridInputs: ("models", "params", "gpus", "gpu_types", "stages"),
     ParallelInputs: ("tp", "pp", "ep", "etp"),
     HardwareInputs: ("gpus_per_node", "presets_file"),
-    StepInputs: ("seq_len", "micro_batch", "recompute", "flash_attention", "precision", "optimizer"),
+    StepInputs: ("seq_len", "micro_batch", "recompute", "flash_attention", "precision", "optimizer",
+                 "finetune", "lora_rank", "lora_targets", "quant", "double_quant", "freeze"),
     BudgetInputs: ("runtime_reserve", "fragmentation"),
 }
 

@@ -43,6 +43,7 @@ TIMING = "Step time"
 GRID = "Grid"
 CONTEXT = "Context (for memory, batch and parallel rules)"
 RUN = "Run"
+FINETUNE = "Fine-tuning (needs --model)"
 
 
 # ---- choices: string enums and the one normalisation -------------------------------------------------------
@@ -60,6 +61,7 @@ class Optimizer(str, Enum):
     SGD_MOMENTUM = "sgd-momentum"
     SGD = "sgd"
     ADAM_8BIT = "adam-8bit"
+    PAGED_ADAMW_8BIT = "paged-adamw-8bit"
 
 
 class OffloadTier(str, Enum):
@@ -91,12 +93,24 @@ class Framework(str, Enum):
     TORCH = "torch"
 
 
+class FinetuneMode(str, Enum):
+    FULL = "full"
+    LORA = "lora"
+    QLORA = "qlora"
+    AUTO = "auto"
+
+
+class Quant(str, Enum):
+    NF4 = "nf4"
+    INT8 = "int8"
+
+
 class Units(str, Enum):
     IEC = "iec"
     SI = "si"
 
 
-NOUNS = {"Precision": "precision", "Optimizer": "optimizer", "OffloadTier": "offload tier", "Recompute": "mode",
+NOUNS = {"FinetuneMode": "fine-tuning mode", "Quant": "quantisation", "Precision": "precision", "Optimizer": "optimizer", "OffloadTier": "offload tier", "Recompute": "mode",
          "Convention": "convention", "Framework": "framework", "Units": "units", "Style": "model style",
          "SequenceParallelSearch": "choice"}
 
@@ -346,7 +360,8 @@ class StepInputs(Section):
         "--precision", help="mixed (also bf16, fp16) or fp32 (check: bf16, fp16 or fp32 resolves \"enabled\": "
         '"auto"; export: default bf16, fp16 on GPUs without bf16).', panel=TRAINING, default="mixed",
         parse=one_of(Precision, validate=False))
-    optimizer: str = flag("--optimizer", help="adam, adamw, sgd-momentum, sgd, adam-8bit.", panel=TRAINING,
+    optimizer: str = flag("--optimizer", help="adam, adamw, sgd-momentum, sgd, adam-8bit, "
+                          "paged-adamw-8bit (bitsandbytes' PagedAdamW8bit, as QLoRA uses).", panel=TRAINING,
                           default="adam", parse=one_of(Optimizer))
     seq_len: int | None = flag("--seq-len", help="Sequence length (default: the model's context, capped at 4096).",
                                panel=STEP, kind=int)
@@ -373,6 +388,20 @@ class StepInputs(Section):
         "--capacity-factor", help="MoE expert capacity factor: tokens beyond c × an expert's even share are dropped "
         "(DeepSpeed-MoE, Megatron's --moe-expert-capacity-factor); default dropless, with a 10% token-imbalance "
         "allowance on the most loaded EP rank.", panel=STEP, kind=float)
+    finetune: str = flag("--finetune", help="full (every parameter trains), lora, qlora (LoRA on a quantised base), or "
+                         "auto (the cheapest that fits).", panel=FINETUNE, default="full", parse=one_of(FinetuneMode))
+    lora_rank: int | None = flag("--lora-rank", help="LoRA rank r (default 16).", panel=FINETUNE, kind=int)
+    lora_targets: str | None = flag("--lora-targets", help="Adapted linears as PEFT names them, comma-separated "
+                                    "(q_proj, k_proj, v_proj, o_proj, gate_proj, up_proj, down_proj), or all-linear "
+                                    "(default).",
+                                    panel=FINETUNE)
+    quant: str | None = flag("--quant", help="qlora's frozen base: nf4 (default) or int8.", panel=FINETUNE,
+                             parse=one_of(Quant))
+    double_quant: bool = flag("--double-quant/--no-double-quant", help="nf4 double quantisation of the absmax "
+                              "constants (bitsandbytes' bnb_4bit_use_double_quant).", panel=FINETUNE, kind=bool,
+                              default=True)
+    freeze: str | None = flag("--freeze", help="Freeze embeddings (and LM head), the first K layers (layers:K), or "
+                              "both: embeddings,layers:8.", panel=FINETUNE)
 
 
 @dataclass(init=False, repr=False, eq=False)

@@ -157,3 +157,57 @@ def resolve_buffers(inputs: BufferInputs) -> BufferConfig:
     if inputs.overlap_comm is not None:
         overrides["overlap_comm"] = inputs.overlap_comm
     return dataclasses.replace(BufferConfig(), **overrides)
+
+
+def resolve_finetune(inputs: StepInputs, mode: str | None = None):
+    """The Finetune the step flags describe (mode overrides --finetune: `auto` tries each); defaults filled as
+    PEFT and bitsandbytes fill them. Flags that do not apply to the mode are refused, never ignored."""
+    from zeroplan.core.model.adapters import DEFAULT_LORA_RANK, LORA_TARGETS, Finetune, parse_freeze, parse_targets
+
+    mode = mode or getattr(inputs, "finetune", None) or "full"
+    rank, targets = getattr(inputs, "lora_rank", None), getattr(inputs, "lora_targets", None)
+    quant, double_quant = getattr(inputs, "quant", None), getattr(inputs, "double_quant", True)
+    freeze = getattr(inputs, "freeze", None)
+    if mode == "full":
+        for name, value in (("lora_rank", rank), ("lora_targets", targets)):
+            if value is not None:
+                raise InputError(name, f"applies to {ref('finetune', 'lora')} or qlora, asked with full",
+                                 f"add {ref('finetune', 'lora')}")
+    if quant is not None and mode not in ("qlora", "auto"):
+        raise InputError("quant", f"quantises the frozen base of {ref('finetune', 'qlora')}, asked with {mode}",
+                         f"add {ref('finetune', 'qlora')}, or drop {ref('quant')}")
+    if double_quant is False and mode != "auto" and (mode != "qlora" or (quant or "nf4") != "nf4"):
+        raise InputError("double_quant", "turning double quantisation off is an nf4 setting (qlora)",
+                         f"use it with {ref('finetune', 'qlora')} {ref('quant', 'nf4')}, or drop it")
+    embeddings, layers = parse_freeze(freeze) if freeze is not None else (False, 0)
+    if embeddings and mode in ("lora", "qlora"):
+        raise InputError("freeze", f"embeddings are frozen by {mode} already", f"drop 'embeddings' from {ref('freeze')}")
+    return Finetune(mode=mode, rank=DEFAULT_LORA_RANK if rank is None else rank,
+                    targets=LORA_TARGETS if targets is None else parse_targets(targets),
+                    quant=(quant or "nf4") if mode == "qlora" else None, double_quant=bool(double_quant),
+                    freeze_embeddings=embeddings, freeze_layers=layers)
+
+
+def finetune_assumption(finetune, inputs: StepInputs) -> str | None:
+    """What the fine-tuning mode assumed, for the report (None when every parameter trains)."""
+    if finetune.trains_everything:
+        return None
+    text = f"fine-tuning: {finetune.describe()}"
+    if finetune.adapters:
+        given = [flag for flag, value in (("rank 16", getattr(inputs, "lora_rank", None)),
+                                          ("all-linear targets", getattr(inputs, "lora_targets", None)))
+                 if value is None]
+        if given:
+            text += f" ({' and '.join(given)} by default: --lora-rank, --lora-targets)"
+        text += ("; adapters in fp32 with fp32 gradients and optimizer states (PEFT's autocast_adapter_dtype), "
+                 "PEFT keeping an fp32 copy of each adapted linear's input; frozen weights sharded at ZeRO-3/FSDP, "
+                 "whole on every rank at stages 0-2")
+    if finetune.storage == "nf4":
+        text += ("; NF4 storage: 4 bits per weight, one absmax per 64 weights "
+                 + ("quantised to 8 bits with one fp32 absmax per 256 blocks (double quantisation)"
+                    if finetune.double_quant else "in fp32 (no double quantisation)")
+                 + ", constants kept whole on every rank (FSDP shards the packed weights, bnb_4bit_quant_storage), "
+                 "each linear dequantised to bf16 while it runs")
+    elif finetune.storage == "int8":
+        text += "; int8 storage (LLM.int8): 1 byte per weight and an fp32 scale per row"
+    return text

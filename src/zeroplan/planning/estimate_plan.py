@@ -23,7 +23,9 @@ from zeroplan.core.evaluate.recommend import Recommendation, recommend
 from zeroplan.core.units import format_bytes
 from zeroplan.inputs.estimate_inputs import EstimateInputs
 from zeroplan.inputs.hardware import budget_assumptions, resolve_budget, resolve_cluster
-from zeroplan.inputs.training import grad_accum_steps, resolve_activations, resolve_buffers, resolve_model
+from zeroplan.inputs.training import (
+    finetune_assumption, grad_accum_steps, resolve_activations, resolve_buffers, resolve_finetune, resolve_model,
+)
 
 
 @dataclass
@@ -200,6 +202,7 @@ def build_request(inputs: EstimateInputs, assumptions: list[str]) -> tuple[Estim
         max_micro_batch=step.max_micro_batch,
         calibrated_links=_calibrated_links(inputs, assumptions), framework=inputs.convention.framework or "deepspeed",
         parameters=_parameters(inputs, model), cp=cp,
+        finetune=resolve_finetune(step, "full" if step.finetune == "auto" else None),
     )
     return request, activations
 
@@ -257,11 +260,41 @@ def _recompute_hint(inputs: EstimateInputs, request: EstimateRequest, activation
     return ""
 
 
+def _auto_finetune(inputs: EstimateInputs, request: EstimateRequest) -> tuple[EstimateRequest, list[OptionEstimate],
+                                                                            Recommendation]:
+    """--finetune auto: full, then lora, then qlora (the least the model changes first): the first mode with an
+    option that fits, and the reason says which modes were passed over and why."""
+    passed: list[str] = []
+    for mode in ("full", "lora", "qlora"):
+        trial = dataclasses.replace(request, finetune=resolve_finetune(inputs.step, mode))
+        estimates = evaluate_options(trial)
+        recommendation = recommend(trial, estimates, inputs.units)
+        chosen = recommendation.option
+        if (chosen is not None and chosen.host_checked) or mode == "qlora":
+            if recommendation.option is None:
+                head = f"--finetune auto: no mode fits ({'; '.join(passed)}; qlora: nothing fits either)"
+            else:
+                head = (f"--finetune auto chose {mode}" + (f" ({'; '.join(passed)})" if passed else
+                                                           " (every parameter trains)"))
+            return trial, estimates, dataclasses.replace(recommendation, reason=f"{head}; {recommendation.reason}")
+        if chosen is not None:
+            passed.append(f"{mode} fits only with offload to a host of unknown capacity ({chosen.option.label})")
+            continue
+        least = min(e.gpu_bytes["total"] for e in estimates)
+        passed.append(f"{mode} does not fit: at least {format_bytes(least, inputs.units)} per GPU")
+    raise AssertionError("unreachable")
+
+
 def build_plan(inputs: EstimateInputs) -> Plan:
     assumptions: list[str] = []
     request, activations = build_request(inputs, assumptions)
-    estimates = evaluate_options(request)
-    recommendation = recommend(request, estimates, inputs.units)
+    if inputs.step.finetune == "auto":
+        request, estimates, recommendation = _auto_finetune(inputs, request)
+    else:
+        estimates = evaluate_options(request)
+        recommendation = recommend(request, estimates, inputs.units)
+    if (note := finetune_assumption(request.finetune, inputs.step)) is not None:
+        assumptions.append(note)
     if recommendation.option is None:
         hint = _recompute_hint(inputs, request, activations)
         if hint:

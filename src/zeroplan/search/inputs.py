@@ -25,7 +25,9 @@ from zeroplan.core.timing.step_time import (DEFAULT_CPU_ADAM_PARAMS_PER_S, DP_OV
 from zeroplan.core.units import format_count, format_rate
 from zeroplan.inputs.command_sections import SearchInputs
 from zeroplan.inputs.sections import CommandInputs, BudgetInputs, HardwareInputs, ModelInputs, Section, StepInputs
+from zeroplan.inputs.training import finetune_assumption, resolve_finetune
 from zeroplan.inputs.training import resolve_model as resolve_named
+from zeroplan.inputs.estimate_inputs import FINETUNE_FIELDS
 from zeroplan.core.evaluate.estimate import model_largest_layer_params
 from zeroplan.inputs.links import CALIBRATED_COLLECTIVES, link_table, measured_links
 from zeroplan.inputs.hardware import (budget_assumptions, resolve_budget, resolve_cluster,)
@@ -49,13 +51,14 @@ FIELDS[SearchInputs] = ("efficiency", "cpu_adam_rate", "stages", "offload", "rec
 FIELDS[StepInputs] += ("flash_attention",)
 FIELDS[SearchInputs] += ("cp", "fsdp_pipeline", "top", "tie_tolerance", "comm_overlap", "ep", "etp")
 FIELDS[StepInputs] += ("capacity_factor",)
+FIELDS[StepInputs] += FINETUNE_FIELDS
 ECHO_ORDER = ("gpus", "global_batch", "seq_len", "model", "params", "layers", "hidden", "heads", "kv_heads", "vocab",
               "ffn", "gpu", "cluster", "gpus_per_node", "cpu_memory", "nvme", "nvme_bandwidth", "intra_node_bandwidth",
               "inter_node_bandwidth", "gpu_memory", "runtime_reserve", "fragmentation", "host_reserve", "precision",
               "optimizer", "tokens", "calibration", "efficiency", "cpu_adam_rate", "stages", "offload", "recompute",
               "sequence_parallel", "virtual_stages", "micro_batches", "tp", "pp", "allow_cross_node_tp",
               "flash_attention", "cp", "fsdp_pipeline", "top", "tie_tolerance", "comm_overlap", "ep", "etp",
-              "capacity_factor")
+              "capacity_factor", *FINETUNE_FIELDS)
 
 
 @dataclass
@@ -219,9 +222,17 @@ def resolve(inputs: PlanInputs) -> ResolvedPlan:
                       dp_overlap=DP_OVERLAP if overlap.dp_overlap is None else overlap.dp_overlap,
                       tp_hidden=overlap.tp_hidden, pp_hidden=overlap.pp_hidden)
     tolerance = DEFAULT_TIE_TOLERANCE if inputs.search.tie_tolerance is None else float(inputs.search.tie_tolerance)
+    if inputs.step.finetune == "auto":
+        raise InputError("finetune", "auto is for zeroplan estimate (the cheapest mode that fits)",
+                         "give full, lora or qlora")
+    finetune = resolve_finetune(inputs.step)
     request = SearchRequest(model=model, cluster=cluster, per_param=per_param, budget=budget, space=space,
                             machine=machine, largest_layer_params=_largest_layer(model, assumptions),
-                            tie_tolerance=tolerance)
+                            tie_tolerance=tolerance, finetune=finetune)
+    if (note := finetune_assumption(finetune, inputs.step)) is not None:
+        assumptions.append(note + "; only data-parallel layouts (tp = pp = cp = 1) are searched; frozen linears "
+                           "skip their weight-gradient GEMMs, adapters add two small GEMMs forward and four backward"
+                           + (", QLoRA dequantises each linear to 16 bits every pass" if finetune.storage else ""))
     tokens = inputs.step.tokens
     assumptions.extend(budget_assumptions(inputs.budget, budget, inputs.units))
     assumptions.extend(model_notes(inputs, request))

@@ -31,7 +31,7 @@ class PlanOutcome:
         if found is None:
             request = self.resolved.request
             if self.flops is None:
-                self.flops = FlopModel.from_model(request.model)
+                self.flops = FlopModel.from_model(request.model, request.finetune)
             found = throughput(plan, request, self.flops, self.resolved.training_tokens)
             self.metrics[id(plan)] = found
         return found

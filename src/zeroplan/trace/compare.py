@@ -34,6 +34,9 @@ class TraceRequest:
     layers_to_trace: int = 3  # 0: the whole model
     gpu: str | None = None
     real: bool = False
+    finetune: str = "full"  # or "lora": PEFT's LoRA modules on a frozen 16-bit base
+    lora_rank: int | None = None
+    lora_targets: str | None = None
 
 
 @dataclass
@@ -76,7 +79,8 @@ def estimate_for(request: TraceRequest, assumptions: list[str]):
                                precision=_precision(request.precision), optimizer="adamw", convention="framework",
                                framework="torch", seq_len=request.seq_len, micro_batch=request.micro_batch,
                                recompute=request.recompute, activations=request.activations,
-                               flash_attention=request.attention == "sdpa")
+                               flash_attention=request.attention == "sdpa", finetune=request.finetune,
+                               lora_rank=request.lora_rank, lora_targets=request.lora_targets)
     plan = build_plan(inputs)
     assumptions.extend(plan.assumptions)
     (row,) = [e for e in plan.estimates if e.option.stage == request.stage and not e.option.offloads]
@@ -84,6 +88,10 @@ def estimate_for(request: TraceRequest, assumptions: list[str]):
 
 
 def run(request: TraceRequest) -> TraceResult:
+    if request.finetune not in ("full", "lora"):
+        raise InputError("--finetune", f"a trace runs full or lora, got '{request.finetune}'",
+                         "QLoRA's 4-bit storage is modelled analytically (checked against bitsandbytes' "
+                         "quantize_4bit); trace --finetune lora")
     if request.attention not in ("sdpa", "eager"):
         raise InputError("--attention", f"must be sdpa or eager, got '{request.attention}'")
     if request.layers_to_trace < 0:
@@ -107,7 +115,9 @@ def run(request: TraceRequest) -> TraceResult:
 
     settings = TraceSettings(world_size=request.gpus, stage=request.stage, precision=_precision(request.precision),
                              recompute=activations.recompute, seq_len=activations.seq_len,
-                             micro_batch=activations.micro_batch, attention=request.attention, steps=request.steps)
+                             micro_batch=activations.micro_batch, attention=request.attention, steps=request.steps,
+                             finetune=request.finetune, lora_rank=plan.request.finetune.rank,
+                             lora_targets=plan.request.finetune.targets if request.finetune == "lora" else ())
     real_peak = None
     if request.real:
         real_peak = real_peak_bytes(config, settings)
@@ -121,6 +131,7 @@ def to_dict(result: TraceResult) -> dict[str, Any]:
     return {
         "model": result.model_name, "family": result.family, "gpus": result.request.gpus,
         "stage": result.request.stage, "precision": _precision(result.request.precision),
+        "finetune": result.request.finetune,
         "recompute": result.request.recompute, "seq_len": result.seq_len,
         "micro_batch": result.request.micro_batch, "attention": result.request.attention,
         "activation_model": result.activation_model, "activation_model_note": result.activation_note,

@@ -21,12 +21,13 @@ import copy
 import time
 import warnings
 from dataclasses import asdict, dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, cast
 
 import torch
 import torch.distributed as dist
 
 from zeroplan.core.errors import InputError, RunFailed
+from zeroplan.core.model.adapters import LORA_TARGETS
 from zeroplan.distributed.sharding import (
     ADAM_STEP_BYTES, PRECISIONS, RECOMPUTES, STAGES, Sharding, make_optimizer, shard_model, zero1_most_loaded_owned,
 )
@@ -54,8 +55,15 @@ class TraceSettings:
     micro_batch: int = 1
     attention: str = "sdpa"
     steps: int = 2
+    finetune: str = "full"  # "lora": PEFT's LoRA on a frozen base (core.model.adapters)
+    lora_rank: int = 16
+    lora_targets: tuple[str, ...] = ()  # PEFT target_modules; () with lora: all seven projections
 
     def __post_init__(self) -> None:
+        if self.finetune not in ("full", "lora"):
+            raise InputError("--finetune", f"a trace runs full or lora, got {self.finetune!r}",
+                             "QLoRA's 4-bit storage is modelled analytically (checked against bitsandbytes' "
+                             "quantize_4bit in tests/test_finetune.py); trace --finetune lora")
         for flag, value, allowed in (("--stage", self.stage, STAGES), ("--precision", self.precision, PRECISIONS),
                                      ("--recompute", self.recompute, RECOMPUTES),
                                      ("--attention", self.attention, ATTENTION)):
@@ -131,14 +139,32 @@ def chunks_on_demand():
 
 
 def sharding_for(settings: TraceSettings) -> Sharding:
-    """The trace's sharding: rank 0 of a fake world, the stage-3 root kept unsharded after forward (torchtitan)."""
-    return Sharding(stage=settings.stage, precision=settings.precision, recompute=settings.recompute, world="rank0",
+    """The trace's sharding: rank 0 of a fake world, the stage-3 root kept unsharded after forward (torchtitan).
+    LoRA: the tensors keep their own dtypes (a 16-bit base, PEFT's fp32 adapters): no precision policy casts them."""
+    precision = "fp32" if settings.finetune == "lora" else settings.precision
+    return Sharding(stage=settings.stage, precision=precision, recompute=settings.recompute, world="rank0",
                     reshard_root=False)
+
+
+def traced_model(config: dict, settings: TraceSettings, num_layers: int | None) -> PreTrainedModel:
+    """The model on the meta device: full training's fp32 model, or LoRA's 16-bit base (fp32 with --precision fp32)
+    wrapped by PEFT's get_peft_model (fp32 adapters, autocast_adapter_dtype=True, no dropout)."""
+    if settings.finetune == "full":
+        return build_model(config, num_layers, settings.attention, torch.float32, settings.recompute)
+    try:
+        from peft import LoraConfig, get_peft_model
+    except ImportError:
+        raise InputError("--finetune", "trace --finetune lora needs PEFT", "pip install 'zeroplan[finetune]'") from None
+    base_dtype = torch.bfloat16 if settings.precision == "mixed" else torch.float32
+    base = build_model(config, num_layers, settings.attention, base_dtype, settings.recompute)
+    lora = LoraConfig(r=settings.lora_rank, target_modules=list(settings.lora_targets or LORA_TARGETS),
+                      lora_dropout=0.0)
+    return cast("PreTrainedModel", get_peft_model(base, lora))  # a PeftModel: forwards as the model it wraps
 
 
 def sharded_model(config: dict, settings: TraceSettings, num_layers: int | None, device_type: str) -> PreTrainedModel:
     """The model with num_layers decoder layers (None: all) on the meta device, sharded (inside fake_world)."""
-    model = build_model(config, num_layers, settings.attention, torch.float32, settings.recompute)
+    model = traced_model(config, settings, num_layers)
     shard_model(model, decoder_layers(model), sharding_for(settings), device_type)
     return model
 
@@ -345,7 +371,7 @@ def _extrapolated(points: dict[int, dict], config: dict, settings: TraceSettings
     stage1_ok, per_element = (_stage1_remove(points) if settings.stage == 1 else (True, 0.0))
     phases, forward_end, checks = _extrapolate(points, total)
     if settings.stage == 1:
-        _stage1_add(phases, forward_end, _owned_by_most_loaded_rank(config, total, settings.world_size), per_element)
+        _stage1_add(phases, forward_end, _owned_by_most_loaded_rank(config, total, settings), per_element)
     if not phases:
         return "the traced layer counts do not scale linearly"
     best = max(phases, key=lambda phase: phases[phase]["peak_bytes"])
@@ -358,7 +384,7 @@ def _extrapolated(points: dict[int, dict], config: dict, settings: TraceSettings
             "settings": asdict(settings)}
 
 
-def _owned_by_most_loaded_rank(config: dict, layers: int, world_size: int) -> tuple[int, int]:
+def _owned_by_most_loaded_rank(config: dict, layers: int, settings: TraceSettings) -> tuple[int, int]:
     """(elements, tensors) the most loaded rank owns under ZeroRedundancyOptimizer, from the meta model."""
-    model = build_model(config, layers, "sdpa", torch.float32, "none")
-    return zero1_owned([p for p in model.parameters() if p.requires_grad], world_size)
+    model = traced_model(config, settings, layers)
+    return zero1_owned([p for p in model.parameters() if p.requires_grad], settings.world_size)

@@ -31,7 +31,9 @@ def to_table(result: TraceResult, units: str = "iec") -> str:
            else f"all {trace['layers']} layers traced")
     lines = [f"zeroplan trace: {result.model_name} ({result.family}) on {request.gpus} ranks, ZeRO stage "
              f"{request.stage}, {request.precision}, recompute {request.recompute}, seq {result.seq_len} × "
-             f"micro-batch {request.micro_batch}, {request.attention} attention",
+             f"micro-batch {request.micro_batch}, {request.attention} attention"
+             + (f", PEFT LoRA r{trace['settings']['lora_rank']} on {','.join(trace['settings']['lora_targets'])} "
+                "(16-bit base frozen, fp32 adapters)" if request.finetune == "lora" else ""),
              f"  measured with torch's FSDPMemTracker on fake tensors, {trace['settings']['steps']} steps ({how}, "
              f"{trace['wall_s']:.1f} s)", ""]
     lines.append(f"  {'per GPU':<18}{'trace':>16}{'estimate':>16}{'trace bytes':>18}{'estimate bytes':>18}")

@@ -18,6 +18,7 @@ from zeroplan.core.memory.deepspeed_estimator import DEFAULT_BUFFER_FACTOR, deep
 from zeroplan.core.errors import InputError, ref
 from zeroplan.core.memory.budget import MemoryBudget
 from zeroplan.core.hardware import ClusterSpec, Link
+from zeroplan.core.model.adapters import FULL, Finetune, FinetuneCounts, finetune_counts
 from zeroplan.core.model.spec import ModelSpec, ParamLayout
 from zeroplan.core.evaluate.micro_batch import with_max_micro_batch
 from zeroplan.core.memory.model_states import paper_model_states
@@ -58,9 +59,12 @@ class EstimateRequest:
     # The framework convention: which framework, and the model's parameter tensors it partitions.
     framework: str = "deepspeed"
     parameters: tuple = ()  # core.memory.framework_partition.ParamSpec, imported only when this convention runs
+    finetune: Finetune = FULL  # what trains and how the frozen base is stored (core.model.adapters)
     cp: int = 1  # context parallelism: parallel.dp counts the dp × cp ranks sharing ZeRO's partitions
 
     def __post_init__(self) -> None:
+        if not self.finetune.trains_everything:
+            self._check_finetune()
         if self.convention in ("deepspeed", "framework") and self.parallel.has_experts_grid:
             raise InputError("convention", f"the {self.convention} convention has no expert groups (ep/etp)",
                              f"use {ref('convention', 'paper')} with {ref('ep')}/{ref('etp')}")
@@ -84,6 +88,34 @@ class EstimateRequest:
             raise InputError("hpz_partition_size",
                              f"hpZ groups of {self.hpz_ranks} do not divide dp({self.parallel.dp})",
                              "choose a partition size that divides the data-parallel degree")
+
+    def _check_finetune(self) -> None:
+        torch_lora = (self.convention == "framework" and self.framework == "torch" and self.finetune.mode == "lora")
+        if self.convention != "paper" and not torch_lora:
+            raise InputError("convention", f"fine-tuning ({self.finetune.mode}, frozen parameters) is modelled in the "
+                             f"paper convention, and LoRA also under torch's wrappers ({ref('convention', 'framework')} "
+                             f"{ref('framework', 'torch')}); asked {self.convention}", f"use {ref('convention', 'paper')}")
+        if self.parallel.tp > 1 or self.parallel.pp > 1:
+            raise InputError("tp/pp", "fine-tuning is modelled for data parallelism (ZeRO, FSDP) only",
+                             f"use {ref('tp', 1)} {ref('pp', 1)}: LoRA and QLoRA runs shard with ZeRO-3 or FSDP")
+        if self.zeropp:
+            raise InputError("zeropp", "ZeRO++ is not modelled with frozen parameters", f"drop {ref('zeropp')}")
+        if self.max_micro_batch:
+            raise InputError("max_micro_batch", "is not modelled with fine-tuning yet", f"give {ref('micro_batch')}")
+        self.finetune_counts  # noqa: B018  # raises on a bad --freeze or target before any option is evaluated
+
+    @property
+    def finetune_counts(self) -> FinetuneCounts | None:
+        """Trainable and frozen counts; None when every parameter trains."""
+        if self.finetune.trains_everything:
+            return None
+        return finetune_counts(self.model, self.finetune)
+
+    @property
+    def trainable_shard_params(self) -> int:
+        """Parameters of the most loaded shard that get gradients and optimizer states."""
+        counts = self.finetune_counts
+        return self.shard_params if counts is None else counts.trainable
 
     @property
     def shard_params(self) -> int:
@@ -143,7 +175,13 @@ def _activation_breakdown(request: EstimateRequest) -> dict[str, int]:
         return {"gpu/activations": request.activation_bytes}
     if request.activations is not None:
         estimate = activation_memory(request.model, request.activations)
-        return {f"gpu/{key}": value for key, value in estimate.breakdown.items()}
+        breakdown = {f"gpu/{key}": value for key, value in estimate.breakdown.items()}
+        counts = request.finetune_counts
+        if counts is not None:
+            from zeroplan.core.memory.finetune import finetune_activations
+
+            breakdown = finetune_activations(request.model, request.activations, request.finetune, counts, breakdown)
+        return breakdown
     return {"gpu/activations/reserve": request.budget.activation_reserve_bytes}
 
 
@@ -155,6 +193,13 @@ def _evaluate(request: EstimateRequest, option: Option, activations: dict[str, i
         breakdown = deepspeed_model_states(option, shard, request.largest_layer_params, parallel.world,
                                            parallel.gpus_per_node, request.zero_init, request.buffer_factor)
         del breakdown["deepspeed/gpu_bytes"]
+    elif request.finetune_counts is not None and request.convention == "framework":
+        from zeroplan.core.memory.finetune import torch_finetune_states
+
+        breakdown = torch_finetune_states(option, request.parameters, request.model, request.finetune,
+                                          parallel.dp, per_param)
+    elif request.finetune_counts is not None:
+        breakdown = _finetune_states(request, option, request.finetune_counts)
     else:
         if request.convention == "framework":
             from zeroplan.core.memory.framework_states import framework_model_states
@@ -189,12 +234,13 @@ def _evaluate(request: EstimateRequest, option: Option, activations: dict[str, i
 
     stage = option.stage
     collectives = collectives_for(request, option)
+    trained = request.trainable_shard_params
     breakdown["comm/intra_node_bytes"] = sum(c.bytes_per_gpu for c in collectives if c.span == "intra_node")
     breakdown["comm/inter_node_bytes"] = sum(c.bytes_per_gpu for c in collectives if c.span == "inter_node")
-    breakdown["comm/paper_elements"] = comm.paper_elements(stage, shard) if parallel.dp > 1 else 0
+    breakdown["comm/paper_elements"] = comm.paper_elements(stage, trained) if parallel.dp > 1 else 0
     comm_seconds = sum(c.seconds(request.link_for(c)) for c in collectives)
 
-    traffic = offload_traffic(option, shard, parallel.dp, per_param, gpus_in_node, request.micro_batches_per_step)
+    traffic = offload_traffic(option, trained, parallel.dp, per_param, gpus_in_node, request.micro_batches_per_step)
     breakdown.update({f"traffic/{k}": v for k, v in traffic.as_dict().items()})
     offload_seconds = offload_serial_seconds(traffic, request.cluster.pcie_bandwidth_bytes_per_s,
                                              request.cluster.nvme_bandwidth_bytes_per_s)
@@ -205,6 +251,23 @@ def _evaluate(request: EstimateRequest, option: Option, activations: dict[str, i
         estimate = with_max_micro_batch(estimate, request.model, request.activations, request.budget.usable_gpu_bytes,
                                         request.global_batch, request.parallel.dp // request.cp)
     return _with_fit(request, estimate)
+
+
+def _finetune_states(request: EstimateRequest, option: Option, counts: FinetuneCounts) -> dict[str, int]:
+    """Trainable states, frozen storage and buffers of a fine-tuning run (core.memory.finetune)."""
+    from zeroplan.core.memory.finetune import finetune_gpu_buffers, finetune_model_states
+
+    parallel, per_param, shard = request.parallel, request.per_param, request.shard_params
+    breakdown = finetune_model_states(option, request.model, request.finetune, counts, shard, parallel.dp, per_param,
+                                      parallel.gpus_in_busiest_node)
+    buffers = finetune_gpu_buffers(option, request.model, request.finetune, counts, shard, parallel.dp,
+                                   request.shard_largest_layer_params, per_param, per_param.precision == "mixed",
+                                   request.buffers)
+    breakdown.update({f"gpu/buffers/{name}": size for name, size in buffers.items()})
+    host = host_buffer_bytes(option.offload_optimizer, option.offload_params, counts.trainable, parallel.dp,
+                             per_param.params, parallel.gpus_in_busiest_node, request.buffers)
+    breakdown.update({f"cpu/buffers/{name}": size for name, size in host.items()})
+    return breakdown
 
 
 def expert_group_states(option: Option, split: tuple[int, int], parallel: ParallelDims,
@@ -279,6 +342,9 @@ def collectives_for(request: EstimateRequest, option: Option) -> list[comm.Colle
         return comm.torch_collectives(stage, shard, parallel.dp, per_param.params, request.dp_span, calls_reduce,
                                       request.micro_batches_per_step)
     zeropp = request.zeropp if stage == 3 else frozenset()
+    counts = request.finetune_counts
+    if counts is not None:
+        return _finetune_collectives(request, option, counts)
     split = request.expert_split
     if split is None:
         return comm.dp_collectives(stage, shard, parallel.dp, per_param.params, per_param.gradients, request.dp_span,
@@ -294,6 +360,25 @@ def collectives_for(request: EstimateRequest, option: Option) -> list[comm.Colle
                                      min(request.hpz_ranks, ranks), reduce_calls, gather_calls,
                                      request.micro_batches_per_step, request.hpz_span)
     return found
+
+
+def _finetune_collectives(request: EstimateRequest, option: Option, counts: FinetuneCounts) -> list[comm.Collective]:
+    """Gradients reduced and updated parameters gathered for the trainable parameters only; at stage 3 every
+    parameter, frozen too, is gathered in its storage bytes for forward and again for backward (frozen layers
+    still need their weights to pass input gradients back)."""
+    from zeroplan.core.memory.finetune import storage_bytes_per_param
+
+    parallel, per_param, stage = request.parallel, request.per_param, option.stage
+    calls_reduce, calls_gather = bucket_calls(stage, counts.trainable, request.buffers)
+    collectives = comm.dp_collectives(stage, counts.trainable, parallel.dp, per_param.params, per_param.gradients,
+                                      request.dp_span, frozenset(), request.hpz_ranks, calls_reduce, calls_gather,
+                                      request.micro_batches_per_step, request.hpz_span)
+    if stage < 3:
+        return collectives
+    stored, _ = storage_bytes_per_param(request.model, request.finetune, counts, per_param.params)
+    _, gathers = bucket_calls(stage, request.shard_params, request.buffers)
+    return [dataclasses.replace(c, buffer_bytes=stored, calls=gathers) if c.kind == "all_gather" else c
+            for c in collectives]
 
 
 def _overlap_step_temporary(breakdown: dict[str, int]) -> None:

@@ -18,7 +18,7 @@ from zeroplan.core.evaluate.estimate import EstimateRequest, OptionEstimate, eva
 
 
 from zeroplan.core.parallel.grid import MAX_WORLD, ParallelDims
-from zeroplan.core.units import format_bytes
+from zeroplan.core.units import format_bytes, format_count
 
 
 @dataclass(frozen=True)
@@ -93,7 +93,23 @@ def fewest_gpus(request: EstimateRequest) -> tuple[int, OptionEstimate] | None:
     return None if best is None else (high * step, best)  # high fits: best is never None
 
 
+def frozen_note(request: EstimateRequest) -> str:
+    """'; LoRA rank 16 on …: 207M trainable parameters get gradients and optimizer states, 70.6B frozen' ('' when
+    every parameter trains)."""
+    counts = request.finetune_counts
+    if counts is None:
+        return ""
+    return (f"; {request.finetune.describe()}: {format_count(counts.trainable)} trainable parameters get gradients "
+            f"and optimizer states, {format_count(counts.frozen)} frozen hold only their storage")
+
+
 def recommend(request: EstimateRequest, estimates: list[OptionEstimate], units: str = "iec") -> Recommendation:
+    found = _recommend(request, estimates, units)
+    note = frozen_note(request)
+    return dataclasses.replace(found, reason=found.reason + note) if note else found
+
+
+def _recommend(request: EstimateRequest, estimates: list[OptionEstimate], units: str = "iec") -> Recommendation:
     ordered = sorted(estimates, key=preference_key)
     chosen = next((e for e in ordered if e.fits), None)
     if chosen is None:

@@ -17,7 +17,9 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 
-from zeroplan.core.memory.activations import ActivationConfig, activation_terms
+from zeroplan.core.memory.activations import ActivationConfig, activation_memory, activation_terms
+from zeroplan.core.memory.finetune import finetune_activations
+from zeroplan.core.model.adapters import FULL, Finetune, finetune_counts
 from zeroplan.core.evaluate.estimate import EstimateRequest, evaluate_options
 from zeroplan.core.model.spec import ModelSpec
 from zeroplan.core.options import Option
@@ -65,10 +67,13 @@ class ActivationTable:
     """Activation bytes per GPU for any step shape, from cached one-sequence terms as exact fractions."""
 
     def __init__(self, model: ModelSpec, seq_len: int, flash_attention: bool, dtype_bytes: int = 2,
-                 capacity_factor: float | None = None) -> None:
+                 capacity_factor: float | None = None, finetune: Finetune = FULL) -> None:
         self.model, self.seq_len, self.flash_attention, self.dtype_bytes = model, seq_len, flash_attention, dtype_bytes
         self.capacity_factor = capacity_factor
+        self.finetune = finetune
+        self._counts = None if finetune.trains_everything else finetune_counts(model, finetune)
         self._terms: dict[tuple, tuple[tuple[int, int], ...]] = {}
+        self._tuned: dict[tuple[str, int], int] = {}
 
     def config(self, tp: int, pp: int, virtual_stages: int, sequence_parallel: bool, recompute: str,
                grad_accum: int, micro_batch: int, ep: int = 1) -> ActivationConfig:
@@ -80,6 +85,15 @@ class ActivationTable:
 
     def bytes(self, tp: int, pp: int, virtual_stages: int, sequence_parallel: bool, recompute: str,
               grad_accum: int, micro_batch: int, ep: int = 1) -> int:
+        if self._counts is not None:  # fine-tuning (tp = pp = 1): core.memory.finetune's adjustment, exact
+            tuned_key = (recompute, micro_batch)
+            found = self._tuned.get(tuned_key)
+            if found is None:
+                config = self.config(tp, pp, virtual_stages, sequence_parallel, recompute, grad_accum, micro_batch)
+                breakdown = {f"gpu/{k}": v for k, v in activation_memory(self.model, config).breakdown.items()}
+                found = self._tuned[tuned_key] = sum(finetune_activations(self.model, config, self.finetune, self._counts,
+                                                                    breakdown).values())
+            return found
         # Only min(pp, m) of the accumulation steps matters (1F1B keeps at most pp micro-batches in flight).
         in_flight = min(pp, grad_accum) if virtual_stages == 1 else 0
         key = (tp, pp, virtual_stages, sequence_parallel, recompute, in_flight, ep)

@@ -20,6 +20,8 @@ from zeroplan.core.memory.deepspeed_buffers import BufferConfig
 from zeroplan.core.evaluate.estimate import EstimateRequest
 from zeroplan.core.memory.budget import MemoryBudget
 from zeroplan.core.hardware import ClusterSpec
+from zeroplan.core.memory.finetune import storage_bytes_per_param
+from zeroplan.core.model.adapters import FULL, Finetune
 from zeroplan.core.model.spec import ModelSpec
 from zeroplan.core.options import Option
 from zeroplan.core.parallel.grid import ParallelDims
@@ -51,6 +53,10 @@ class SearchRequest:
     largest_layer_params: int
     buffers: BufferConfig = field(default_factory=BufferConfig)
     tie_tolerance: float = DEFAULT_TIE_TOLERANCE
+    finetune: Finetune = FULL  # fine-tuning: data-parallel layouts only (tp = pp = cp = 1)
+
+
+FINETUNE_LAYOUT = "fine-tuning is modelled for data parallelism only (tp = pp = cp = 1)"
 
 
 class PlanRecord(NamedTuple):
@@ -161,7 +167,7 @@ def search(request: SearchRequest, progress: Callable[[int, int], None] | None =
 def _search(request: SearchRequest, progress: Callable[[int, int], None] | None) -> SearchResult:
     start = time.perf_counter()
     space, model = request.space, request.model
-    flops = FlopModel.from_model(model)  # also checks the model has a shape
+    flops = FlopModel.from_model(model, request.finetune)  # also checks the model has a shape
     options = space.options()
     plans: list[PlanRecord] = []
     rejected: Counter = Counter()
@@ -182,12 +188,14 @@ def _search(request: SearchRequest, progress: Callable[[int, int], None] | None)
             grid = grids[(tp, pp, ep, etp)] = _Grid(
                 request, ParallelDims(space.gpus, tp, pp, request.cluster.gpus_per_node, ep=ep, etp=etp), options)
         problem = layout_problem(model, grid.parallel, space, cp)  # its dp: the dp·cp ZeRO group
+        if not problem and not request.finetune.trains_everything and tp * pp * cp > 1:
+            problem = FINETUNE_LAYOUT
         if problem:
             rejected[problem] += 1
         else:
             if cp not in tables:  # each rank holds s/cp tokens of every sequence
                 tables[cp] = ActivationTable(model, space.seq_len // cp, space.flash_attention,
-                                             capacity_factor=space.capacity_factor)
+                                             capacity_factor=space.capacity_factor, finetune=request.finetune)
             _search_layout(request, grid, flops, tables[cp], micro_cache, plans, skipped, cp)
         if progress is not None:
             progress(index + 1, len(candidates))
@@ -224,9 +232,14 @@ class _Grid:
             estimate_request = EstimateRequest(
                 model=request.model, cluster=request.cluster, parallel=parallel, per_param=request.per_param,
                 budget=request.budget, options=self.options, largest_layer_params=request.largest_layer_params,
-                activation_bytes=0, buffers=request.buffers)
+                activation_bytes=0, buffers=request.buffers, finetune=request.finetune)
             self._fixed = fixed_memory(estimate_request)
-            self.shard = estimate_request.shard_params
+            self.shard = estimate_request.trainable_shard_params  # what gradients and optimizer states cover
+            self.stage3_gather = None
+            counts = estimate_request.finetune_counts
+            if counts is not None:
+                self.stage3_gather = storage_bytes_per_param(request.model, request.finetune, counts,
+                                                             request.per_param.params)
             self.split = estimate_request.expert_split  # (dense, experts) with EP, else None
             self.partition = (ceil_div(self.shard, parallel.dp) if self.split is None
                               else ceil_div(self.split[0], parallel.dp) + ceil_div(self.split[1], parallel.edp))
@@ -258,7 +271,7 @@ class _Grid:
         for f in self.fixed():
             dp_time, offload = _per_step(self.request, f, self.shard, self.partition, parallel.dp,
                                          parallel.gpus_in_busiest_node, parallel.dp_intra_node, micro_batches,
-                                         parallel.tp, self.split, parallel)
+                                         parallel.tp, self.split, parallel, self.stage3_gather)
             steps.append((dp_time, offload))
             rows.append((f.option, f.params, f.gradients, f.optimizer_states, f.buffers, f.temporary,
                          f.params + f.gradients + f.optimizer_states + f.buffers, f.cpu_bytes_per_node,
@@ -329,13 +342,13 @@ def _search_layout(request: SearchRequest, grid: _Grid, flops: FlopModel, activa
 
 def _per_step(request: SearchRequest, fixed: FixedMemory, shard: int, partition: int, dp: int, gpus_in_node: int,
               dp_intra_node: bool, micro_batches: int, tp: int = 1, split: tuple[int, int] | None = None,
-              parallel: ParallelDims | None = None) -> tuple:
+              parallel: ParallelDims | None = None, stage3_gather: tuple[int, int] | None = None) -> tuple:
     option, buffers, machine = fixed.option, request.buffers, request.machine
     per_node = request.cluster.gpus_per_node
     dp_per_node = max(1, per_node // tp) if tp <= per_node else 1
     if split is None or parallel is None:
         dp_time = zero_dp_seconds(option, shard, dp, request.per_param, dp_intra_node, micro_batches, buffers,
-                                  machine.links, dp_per_node)
+                                  machine.links, dp_per_node, stage3_gather)
     else:  # two groups: the dense parameters over dp, the routed experts over edp
         stride = parallel.ep * parallel.etp
         edp_per_node = max(1, per_node // stride) if stride <= per_node else 1

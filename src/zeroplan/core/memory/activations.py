@@ -348,12 +348,38 @@ def _transformers_terms(shape: _Shape, config: ActivationConfig) -> dict[str, in
         embedding += 2 * tokens * d * e  # rotary cos and sin, shared by all layers
         if not config.flash_attention:
             embedding += b * seq * seq * e  # the eager causal mask
-    loss = 3 * _FP32_BYTES * tokens * v  # log-softmax output + its gradient's two fp32 temporaries
+    loss = _loss_temporaries(tokens, v)
     output_and_loss = tokens * final_norm + final_norm_fixed + loss
     working_set = 0
     if config.recompute == "full":
         working_set = max(0, _transformers_layer_bytes(shape, replace(config, recompute="none")) - loss)
     return dict(zip(BREAKDOWN_KEYS, (layers, embedding, output_and_loss, working_set)))
+
+
+def _loss_temporaries(tokens: int, vocab: int) -> int:
+    """transformers' loss at the start of backward: the fp32 log-softmax output and its gradient's two fp32
+    vocabulary-wide temporaries."""
+    return 3 * _FP32_BYTES * tokens * vocab
+
+
+def decoder_layer_bytes(model: ModelSpec, config: ActivationConfig) -> tuple[int, int]:
+    """(bytes one decoder layer keeps for one micro-batch under config.recompute, the same without recompute),
+    in the implementation applied_implementation picks, rounded up to whole bytes; and, for the full-recompute
+    working set, the loss temporaries it overlaps (loss_overlap_bytes). core.memory.finetune adjusts these for
+    frozen and adapted layers."""
+    shape = _last_shape(model)
+    if applied_implementation(model, config)[0] == "transformers":
+        return (_transformers_layer_bytes(shape, config),
+                _transformers_layer_bytes(shape, replace(config, recompute="none")))
+    return ceil(_row_bytes(shape, config)), ceil(_layer_bytes(shape, config, keep_scores=True))
+
+
+def loss_overlap_bytes(model: ModelSpec, config: ActivationConfig) -> int:
+    """What the full-recompute working set overlaps at the peak: the transformers loss temporaries (0 for megatron,
+    whose working set is counted whole)."""
+    if applied_implementation(model, config)[0] != "transformers":
+        return 0
+    return _loss_temporaries(config.seq_len * config.micro_batch, _last_shape(model).vocab)
 
 
 def _layer_bytes(shape: _Shape, config: ActivationConfig, keep_scores: bool) -> Fraction:

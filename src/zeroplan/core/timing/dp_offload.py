@@ -12,7 +12,7 @@ core.timing.step_time's module note). Standard library only.
 from __future__ import annotations
 
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from zeroplan.core.timing.dp_traffic import Collective, dp_collectives
 from zeroplan.core.options import Option
@@ -58,12 +58,19 @@ def dp_seconds(collectives: list[Collective], links: LinkTable, ranks_per_node: 
 
 def zero_dp_seconds(option: Option, shard_params: int, dp: int, per_param: BytesPerParam, dp_intra_node: bool,
                     micro_batches: int, buffers: BufferConfig, links: LinkTable,
-                    ranks_per_node: int = 1) -> DpSeconds:
-    """DP time from core.timing.dp_traffic's collectives, with the buckets the memory model uses."""
+                    ranks_per_node: int = 1, stage3_gather: tuple[int, int] | None = None) -> DpSeconds:
+    """DP time from core.timing.dp_traffic's collectives, with the buckets the memory model uses.
+    stage3_gather: fine-tuning (docs/formulas.md §21.4): shard_params is then the trainable count, and stage 3
+    gathers (bytes, parameters) instead, every parameter in its storage bytes, frozen ones too."""
     calls_reduce, calls_gather = bucket_calls(option.stage, shard_params, buffers)
     span = "intra_node" if dp_intra_node else "inter_node"
     collectives = dp_collectives(option.stage, shard_params, dp, per_param.params, per_param.gradients, span,
                                  frozenset(), 1, calls_reduce, calls_gather, micro_batches)
+    if stage3_gather is not None and option.stage == 3:
+        stored, params = stage3_gather
+        gathers = bucket_calls(3, params, buffers)[1]
+        collectives = [replace(c, buffer_bytes=stored, calls=gathers) if c.kind == "all_gather" else c
+                       for c in collectives]
     return dp_seconds(collectives, links, ranks_per_node)
 
 

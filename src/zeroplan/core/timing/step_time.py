@@ -68,6 +68,7 @@ from typing import NamedTuple
 
 from zeroplan.core.errors import InputError, ref
 from zeroplan.core.hardware import Link
+from zeroplan.core.model.adapters import Finetune, adapted_linears, finetune_counts, layer_linears, quantised_storage
 from zeroplan.core.model.experts import active_params, expert_params
 from zeroplan.core.model.spec import ModelSpec
 from zeroplan.core.model.pipeline_stages import layers_per_stage
@@ -129,6 +130,35 @@ def comm_overlap(name: str | None) -> CommOverlap:
 
 
 @dataclass(frozen=True)
+class FinetuneFlops:
+    """What fine-tuning changes in a layer's compute (docs/formulas.md §21): a frozen linear's backward runs the
+    data-gradient GEMM only (no weight gradient); each LoRA adapter adds two small GEMMs forward (x·Aᵀ, then ·Bᵀ)
+    and four backward (data and weight gradients of each), each paying the per-kernel overhead; QLoRA dequantises
+    every quantised linear to 16 bits before its matmul, forward and again backward (and in a recomputed forward):
+    reading the packed weight and writing the 16-bit copy, memory bound."""
+
+    frozen_layers: int  # layers whose base linears are frozen (every layer under lora/qlora)
+    inert_layers: int  # frozen layers before anything trainable: no backward at all
+    adapters: tuple[tuple[int, int], ...]  # (in, out) of each adapted linear of a layer
+    rank: int
+    dequant_bytes: int  # per layer and pass: packed weights read + 16-bit copies written (0 without qlora)
+    trainable: int = 0  # parameters that get gradients
+
+    @classmethod
+    def of(cls, model: ModelSpec, finetune: Finetune) -> FinetuneFlops:
+        counts = finetune_counts(model, finetune)
+        shape = model.require_shape("finetune", "", "")
+        adapters = tuple((l.in_features, l.out_features) for l in adapted_linears(shape, finetune)) \
+            if finetune.adapters else ()
+        dequant = 0
+        if finetune.storage is not None:
+            packed, constants = quantised_storage(shape, finetune.storage, finetune.double_quant)
+            dequant = (packed + constants) // shape.layers + 2 * sum(l.numel for l in layer_linears(shape))
+        frozen = shape.layers if finetune.adapters else counts.frozen_layers
+        return cls(frozen, counts.inert_layers, adapters, finetune.rank, dequant, counts.trainable)
+
+
+@dataclass(frozen=True)
 class FlopModel:
     """The shape FLOP counting needs: per-token parameters and the attention width."""
 
@@ -144,9 +174,10 @@ class FlopModel:
     experts_per_token: int = 1
     heads: int = 0
     moe_layers: int = 0  # layers whose MLP is routed (0: a dense model)
+    finetune: FinetuneFlops | None = None  # frozen base, adapters, dequantisation (None: every parameter trains)
 
     @classmethod
-    def from_model(cls, model: ModelSpec) -> FlopModel:
+    def from_model(cls, model: ModelSpec, finetune: Finetune | None = None) -> FlopModel:
         shape = model.require_shape("model", f"the step time needs the shape of '{model.name}' (layers, hidden, "
                                     "heads, vocab)",
                                     f"use {ref('model')} with a preset or config.json, or give "
@@ -158,6 +189,9 @@ class FlopModel:
             outside = shape.vocab * hidden * (1 if shape.tied_embeddings else 2)
             layer = max(1, (model.params - outside) // layers)
         params = active_params(model)  # a MoE model's: less the routed experts a token is not sent to
+        tuned = None
+        if finetune is not None and not finetune.trains_everything:
+            tuned = FinetuneFlops.of(model, finetune)
         split = expert_params(shape)
         if shape.moe is not None and shape.layout is not None:
             # the description's active count (dense and MoE layers differ): per layer, the average
@@ -167,11 +201,16 @@ class FlopModel:
         kv = shape.kv_heads * head_dim
         return cls(params, layer, layers, hidden, shape.heads * head_dim, kv, shape.ffn, shape.gated_mlp,
                    shape.vocab, (shape.experts_per_token or 1) if shape.experts else 1, shape.heads,
-                   sum(split.moe_layers) if split is not None else 0)
+                   sum(split.moe_layers) if split is not None else 0, tuned)
 
     def model_flops_per_token(self) -> int:
-        """The MFU numerator: 6Ψ (forward 2Ψ, backward 4Ψ)."""
-        return 6 * self.params
+        """The MFU numerator: 6Ψ (forward 2Ψ, backward 4Ψ). Fine-tuning: 4Ψ (forward, and the data gradients
+        backward) plus 2 per trainable parameter for its weight gradient; adapters, which are extra parameters,
+        also count their forward and data-gradient 4 (docs/formulas.md §21)."""
+        tuned = self.finetune
+        if tuned is None:
+            return 6 * self.params
+        return 4 * self.params + (6 if tuned.adapters else 2) * tuned.trainable
 
     def hardware_flops_per_token(self, seq_len: int, recompute: str) -> int:
         """What the GPUs execute: 6Ψ + attention 12·L·w·s, plus the recomputed forward."""
@@ -247,6 +286,16 @@ def layer_seconds(layout: Layout, flops: FlopModel, machine: Machine) -> tuple[f
     gemms += [2 * tokens * h * mlp_in / tp * flops.experts_per_token, 2 * tokens * f / tp * h * flops.experts_per_token]
     forward = sum(gemm_seconds(g, machine) for g in gemms)
     backward = 2 * forward
+    tuned = flops.finetune
+    if tuned is not None:  # averaged over the layers: frozen ones skip weight gradients, inert ones all backward
+        frozen, inert = tuned.frozen_layers / flops.layers, tuned.inert_layers / flops.layers
+        backward = forward * (2 * (1 - frozen) + (frozen - inert))
+        adapters = sum(gemm_seconds(2 * tokens * fan_in * tuned.rank, machine)
+                       + gemm_seconds(2 * tokens * tuned.rank * fan_out, machine) for fan_in, fan_out in tuned.adapters)
+        dequant = tuned.dequant_bytes / machine.hbm_bytes_per_s
+        trained = 1 - inert if tuned.adapters else 1.0
+        forward += trained * adapters + dequant
+        backward += trained * 2 * adapters + (1 - inert) * dequant
     core = 4 * tokens * layout.seq_len * w / tp  # QKᵀ and AV over the whole (gathered) sequence
     if layout.flash_attention:
         attention = core / 2 / (machine.peak_flops * machine.flash_efficiency)  # causal: half the blocks
