@@ -88,3 +88,22 @@ def test_free_search_of_a_calibration_run_breaks_no_rule():
     row = runs.free_search(run)
     assert row["broken"] == [] and row["free_s"] > 0 and "ERROR" not in row["verdict"]
     assert row["free_s"] <= row["pinned_s"]  # the search is exhaustive: the published layout is one of its plans
+
+
+def test_bias_is_reported_beside_spread_by_band(capsys):
+    """Issue 21 item 5: mean ln(predicted/published) beside mean |ln| for each set and by size, sequence and
+    framework band; the 'all' band is the set's own summary."""
+    import math
+
+    runs = _load("published_runs")
+    held_out = {run["id"]: run for run in runs.load("heldout")}
+    picked = [runs.predict(held_out[name]) for name in ("A/MPT-7B 8xH100 seq2048 FSDP noAC",
+                                                       "A/DGXC Llama3.1-405B BF16 576 H100")]
+    assert runs.bands_of(picked[0]) == ["size 3-30B", "seq <=4k", "framework PyTorch FSDP"]
+    assert runs.bands_of(picked[1]) == ["size >200B", "seq 8-16k", "framework Megatron-Core/NeMo"]
+    table = runs.print_bands({"held-out": runs.scored(picked)})
+    summary = runs.summary(picked)
+    assert math.isclose(table["all"]["held-out"]["mean_ln"], summary["mean_ln"])
+    assert math.isclose(table["all"]["held-out"]["mean_abs_ln"], summary["mean_abs_ln"])
+    assert table["size >200B"]["held-out"]["n"] == 1 and "size <3B" not in table
+    assert "mean ln(pred/pub)" in capsys.readouterr().out
