@@ -156,6 +156,8 @@ def run_values(run: dict) -> dict:
         values["inter_node_bandwidth"] = run["inter_node_bandwidth"]
     if run.get("comm_overlap"):  # the framework's overlap rule (core.timing.step_time.CommOverlap), with its source
         values["comm_overlap"] = run["comm_overlap"]
+    if run.get("attention_kernel"):  # the flash-attention kernel the run used, when its source names it
+        values["attention_kernel"] = run["attention_kernel"]
     return {"gpus": run["gpus"], "seq_len": run.get("seq"), "model": str(path), "cluster": run["cluster"], **values}
 
 

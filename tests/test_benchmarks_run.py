@@ -48,9 +48,9 @@ def test_the_other_scripts_import():
 
 
 def test_held_out_runs_carry_their_framework_overlap_rule():
-    """A held-out row's comm_overlap (its framework, with the source in its audit notes) reaches the plan request;
-    calibration rows keep the baseline rule the constants were fitted with."""
-    from zeroplan.core.timing.step_time import COMM_OVERLAPS, DP_OVERLAP
+    """A row's comm_overlap and attention kernel (its framework, with the source in its audit notes) reach the plan
+    request; the Megatron-LM/DeepSpeed-era calibration rows keep the baseline rule DP_OVERLAP is fitted on."""
+    from zeroplan.core.timing.step_time import COMM_OVERLAPS, DP_OVERLAP, flash_efficiency
 
     runs = _load("published_runs")
     held_out = {run["id"]: run for run in runs.load("heldout")}
@@ -63,7 +63,11 @@ def test_held_out_runs_carry_their_framework_overlap_rule():
         assert request.machine.dp_overlap == rule.dp_overlap
         assert (request.machine.tp_hidden, request.machine.pp_hidden) == (rule.tp_hidden, rule.pp_hidden)
     for run in runs.load("calibration"):
-        assert "comm_overlap" not in run
+        assert ("comm_overlap" in run) == run["id"].startswith("F/")  # suite F: MosaicML's Composer FSDP
+        if "attention_kernel" in run:
+            assert any(note.startswith("attention_kernel") for note in run["audit"])
+    mpt = next(run for run in runs.load("calibration") if run["id"] == "F/MPT-1B 8xH100 seq2048 FSDP noAC")
+    assert runs.resolve_run(mpt)[1].machine.flash_efficiency == flash_efficiency("h100-80g", "fa1")
     _, request, _ = runs.resolve_run(runs.load("calibration")[0])
     assert request.machine.dp_overlap == DP_OVERLAP and not request.machine.tp_hidden
 

@@ -31,6 +31,12 @@ class CommOverlapChoice(str, Enum):  # core.timing.step_time.COMM_OVERLAPS' name
     MEGATRON = "megatron"
 
 
+class AttentionKernelChoice(str, Enum):  # core.timing.machine.FLASH_MAX_SHARE's kernel families
+    FA1 = "fa1"
+    FA2 = "fa2"
+    FA3 = "fa3"
+
+
 class Style(str, Enum):
     GPT2 = "gpt2"
     LLAMA = "llama"
@@ -68,6 +74,11 @@ class SearchInputs(Section):
                                     "default), fsdp (PyTorch FSDP/FSDP2 prefetch) or megatron (Megatron-Core with "
                                     "its DP, TP and pipeline overlap options on, as NeMo runs it).", panel=TIMING,
                                     parse=one_of(CommOverlapChoice))
+    attention_kernel: str | None = flag("--attention-kernel", help="The flash-attention kernel family the framework "
+                                        "calls: fa1 (flash-attn 1, Triton flash attention), fa2 (flash-attn 2, torch "
+                                        "SDPA's flash backend) or fa3 (flash-attn 3, cuDNN fused attention via "
+                                        "Transformer Engine; Hopper). Default: the --comm-overlap framework's (fa3 for "
+                                        "megatron, else fa2).", panel=TIMING, parse=one_of(AttentionKernelChoice))
     cpu_adam_rate: str | None = flag("--cpu-adam-rate", help="CPU optimizer parameters per second per node "
                                      "(default 1e9).", panel=TIMING, parse=as_count)
     cp: str | None = flag("--cp", help="Context-parallel degrees to try, e.g. 1,2,4 (default 1; needs the sequence "

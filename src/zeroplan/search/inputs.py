@@ -6,7 +6,7 @@ Model, hardware and memory budget go through the same resolvers as `zeroplan est
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, ClassVar
 
 from zeroplan.core.memory.activations import RECOMPUTE_MODES, DEFAULT_SEQ_LEN_CAP, default_seq_len
@@ -22,7 +22,7 @@ from zeroplan.core.precision import bytes_per_param
 from zeroplan.core.memory.budget import parse_fraction
 from zeroplan.core.layout.search import DEFAULT_TIE_TOLERANCE, SearchRequest
 from zeroplan.core.timing.step_time import (DEFAULT_CPU_ADAM_PARAMS_PER_S, DP_OVERLAP, LinkTable, Machine, check_efficiency,
-                                     comm_overlap, gemm_efficiency)
+                                     comm_overlap, flash_efficiency, gemm_efficiency)
 from zeroplan.core.units import format_count, format_rate
 from zeroplan.inputs.command_sections import SearchInputs
 from zeroplan.inputs.sections import CommandInputs, BudgetInputs, HardwareInputs, ModelInputs, Section, StepInputs
@@ -44,13 +44,13 @@ FIELDS[HardwareInputs] += ("calibration",)
 FIELDS[SearchInputs] = ("efficiency", "cpu_adam_rate", "stages", "offload", "recompute", "sequence_parallel",
                         "virtual_stages", "micro_batches", "tp", "pp", "allow_cross_node_tp")
 FIELDS[StepInputs] += ("flash_attention",)
-FIELDS[SearchInputs] += ("cp", "fsdp_pipeline", "top", "tie_tolerance", "comm_overlap")
+FIELDS[SearchInputs] += ("cp", "fsdp_pipeline", "top", "tie_tolerance", "comm_overlap", "attention_kernel")
 ECHO_ORDER = ("gpus", "global_batch", "seq_len", "model", "params", "layers", "hidden", "heads", "kv_heads", "vocab",
               "ffn", "gpu", "cluster", "gpus_per_node", "cpu_memory", "nvme", "nvme_bandwidth", "intra_node_bandwidth",
               "inter_node_bandwidth", "gpu_memory", "runtime_reserve", "fragmentation", "host_reserve", "precision",
               "optimizer", "tokens", "calibration", "efficiency", "cpu_adam_rate", "stages", "offload", "recompute",
               "sequence_parallel", "virtual_stages", "micro_batches", "tp", "pp", "allow_cross_node_tp",
-              "flash_attention", "cp", "fsdp_pipeline", "top", "tie_tolerance", "comm_overlap")
+              "flash_attention", "cp", "fsdp_pipeline", "top", "tie_tolerance", "comm_overlap", "attention_kernel")
 
 
 @dataclass
@@ -200,12 +200,14 @@ def resolve(inputs: PlanInputs) -> ResolvedPlan:
     machine = Machine(peak_flops=cluster.gpu.bf16_flops, hbm_bytes_per_s=cluster.gpu.hbm_bandwidth_bytes_per_s,
                       pcie_bytes_per_s=cluster.pcie_bandwidth_bytes_per_s,
                       nvme_bytes_per_s=cluster.nvme_bandwidth_bytes_per_s,
-                      links=_links(inputs, cluster, assumptions),
+                      links=replace(_links(inputs, cluster, assumptions), node_rails=overlap.node_rails),
                       efficiency=(gemm_efficiency(cluster.gpu.name) if inputs.search.efficiency is None
                                   else inputs.search.efficiency),
                       cpu_adam_params_per_s=cpu_rate, gpus_per_node=cluster.gpus_per_node,
                       dp_overlap=DP_OVERLAP if overlap.dp_overlap is None else overlap.dp_overlap,
-                      tp_hidden=overlap.tp_hidden, pp_hidden=overlap.pp_hidden)
+                      tp_hidden=overlap.tp_hidden, pp_hidden=overlap.pp_hidden,
+                      flash_efficiency=flash_efficiency(cluster.gpu.name,
+                                                        inputs.search.attention_kernel or overlap.attention_kernel))
     tolerance = (DEFAULT_TIE_TOLERANCE if inputs.search.tie_tolerance is None
                  else float(parse_fraction(inputs.search.tie_tolerance, "--tie-tolerance")))
     request = SearchRequest(model=model, cluster=cluster, per_param=per_param, budget=budget, space=space,

@@ -69,8 +69,8 @@ from zeroplan.core.timing.collectives import (  # noqa: F401 - collective pricin
 from zeroplan.core.timing.dp_offload import DpSeconds, OffloadSeconds
 from zeroplan.core.timing.machine import (  # noqa: F401 - re-exported for callers
     ACTIVATION_ELEMENT_BYTES, ATTENTION_SCORE_BYTES, DEFAULT_CPU_ADAM_PARAMS_PER_S, DEFAULT_EFFICIENCY, DP_OVERLAP,
-    ELEMENTWISE_BYTES_PER_TOKEN_HIDDEN, FLASH_ATTENTION_EFFICIENCY, GEMM_OVERHEAD_S, GEMM_SHARE_OF_MAX, LOGIT_BYTES,
-    MAX_MATMUL_SHARE, Machine, check_efficiency, gemm_efficiency,
+    ELEMENTWISE_BYTES_PER_TOKEN_HIDDEN, FLASH_ATTENTION_EFFICIENCY, FLASH_SHARE_OF_MAX, GEMM_EPILOGUE_BYTES, GEMM_OVERHEAD_S, GEMM_SHARE_OF_MAX, LOGIT_BYTES,
+    MAX_MATMUL_SHARE, Machine, check_efficiency, flash_efficiency, gemm_efficiency,
 )
 
 
@@ -92,18 +92,32 @@ class CommOverlap:
       splits each TP GEMM and pipelines its AllGather/ReduceScatter chunks behind it, so TP collectives inside
       a node (userbuffers use NVLink) hide behind the stage's GEMMs; overlap_p2p_comm hides the interleaved
       schedule's transfers (v > 1) behind the other chunks' compute. With pp > 1 the gradient reductions still
-      wait for the pipeline flush (every rule)."""
+      wait for the pipeline flush (every rule).
+    The attention kernel each framework calls by default (core.timing.machine FLASH_MAX_SHARE): baseline and fsdp
+    reach FlashAttention-2 ("fa2": flash-attn 2, or torch's scaled_dot_product_attention, whose flash backend is
+    FlashAttention-2: torch docs "torch.nn.functional.scaled_dot_product_attention"); MosaicML's llm-foundry with
+    attn_impl triton runs the FlashAttention-1-era Triton kernel ("fa1", given per run);
+    megatron runs Transformer Engine's DotProductAttention, which calls cuDNN's fused attention (TE docs, "Attention
+    backends"), the Hopper-native kernel class of FlashAttention-3 ("fa3"). --attention-kernel overrides it.
+    Cross-node bandwidth of a group with k ranks per node (core.timing.collectives.group_bandwidth): baseline keeps
+    one NIC per rank, what the calibration set's DeepSpeed ZeRO-3 runs (Narayanan 2021 Table 2: 175B on 384-1536
+    A100, step time flat from 768 GPUs as if each rank's gathers ran at one 25 GB/s NIC) support; fsdp and megatron
+    (2023-24 stacks, NCCL >= 2.12 with PXN) spread each ring over the k NICs, which MosaicML's FSDP tables show:
+    MPT-13B without recompute at 4767-4811 tokens/s/GPU, flat from 8 to 64 H100 (llm-foundry benchmarking README),
+    where one NIC per rank would put FULL_SHARD's 3 × 25.7 GB per GPU per 0.85 s step on 50 GB/s NICs."""
 
     name: str
     dp_overlap: float | None  # share of a pass's compute DP collectives hide behind; None: the fitted DP_OVERLAP
     tp_hidden: bool = False  # TP collectives hide behind the stage's compute
     pp_hidden: bool = False  # with v > 1, pipeline transfers hide behind the other chunks' compute
+    attention_kernel: str = "fa2"  # the flash-attention kernel family (core.timing.machine.flash_efficiency)
+    node_rails: bool = False  # cross-node rings over every NIC of a node (core.timing.collectives.group_bandwidth)
 
 
 COMM_OVERLAPS = {rule.name: rule for rule in (
     CommOverlap("baseline", None),
-    CommOverlap("fsdp", 1.0),
-    CommOverlap("megatron", 1.0, tp_hidden=True, pp_hidden=True),
+    CommOverlap("fsdp", 1.0, node_rails=True),
+    CommOverlap("megatron", 1.0, tp_hidden=True, pp_hidden=True, attention_kernel="fa3", node_rails=True),
 )}
 DEFAULT_COMM_OVERLAP = "baseline"
 
@@ -217,8 +231,24 @@ class Layout:
     flash_attention: bool = True
 
 
-def gemm_seconds(flops: float, machine: Machine) -> float:
-    return flops / (machine.peak_flops * machine.efficiency) + machine.gemm_overhead_s
+def gemm_seconds(flops: float, machine: Machine, inner: float = 0, outer: float = 0) -> float:
+    """A GEMM of `flops` FLOPs with an inner × outer weight matrix, forward or either backward GEMM: at the machine's
+    efficiency, slowed by 1 + K0·(1/inner + 1/outer)/2, K0 = GEMM_EPILOGUE_BYTES/2 × the GPU's ridge point
+    (peak·efficiency / HBM bandwidth): core.timing.machine GEMM_EPILOGUE_BYTES, docs/formulas.md "step time: GEMM
+    shape". No weight shape given: no shape cost."""
+    rate = machine.peak_flops * machine.efficiency
+    seconds = flops / rate + machine.gemm_overhead_s
+    if inner and outer:
+        k0 = machine.gemm_epilogue_bytes / 2 * rate / machine.hbm_bytes_per_s
+        seconds += flops / rate * k0 * (1 / inner + 1 / outer) / 2
+    return seconds
+
+
+def flash_seconds(core_flops: float, seq_len: int, machine: Machine) -> float:
+    """Causal flash attention's forward over `core_flops` (QKᵀ and AV of the whole sequence; the masked half skipped)
+    at the machine's long-sequence flash efficiency, slowed at short sequences by s/(s + FLASH_SEQ_HALF)."""
+    rate = machine.peak_flops * machine.flash_efficiency * seq_len / (seq_len + machine.flash_seq_half)
+    return core_flops / 2 / rate
 
 
 def layer_seconds(layout: Layout, flops: FlopModel, machine: Machine) -> tuple[float, float, float]:
@@ -227,13 +257,16 @@ def layer_seconds(layout: Layout, flops: FlopModel, machine: Machine) -> tuple[f
     tokens = layout.micro_batch * layout.seq_len / cp
     h, w, kv, f = flops.hidden, flops.attention_width, flops.kv_width or flops.attention_width, flops.ffn or 4 * flops.hidden
     mlp_in = (2 if flops.gated else 1) * f
-    gemms = [2 * tokens * h * (w + 2 * kv) / tp, 2 * tokens * w / tp * h]
-    gemms += [2 * tokens * h * mlp_in / tp * flops.experts_per_token, 2 * tokens * f / tp * h * flops.experts_per_token]
-    forward = sum(gemm_seconds(g, machine) for g in gemms)
+    experts = flops.experts_per_token
+    # (tokens, inner, outer) of QKV, the output projection, the MLP's input and output GEMMs; backward's data- and
+    # weight-gradient GEMMs have the same weight shape, so they cost twice the forward
+    shapes = [(tokens, h, (w + 2 * kv) / tp), (tokens, w / tp, h),
+              (tokens * experts, h, mlp_in / tp), (tokens * experts, f / tp, h)]
+    forward = sum(gemm_seconds(2 * m * k * n, machine, k, n) for m, k, n in shapes) + machine.layer_overhead_s
     backward = 2 * forward
     core = 4 * tokens * layout.seq_len * w / tp  # QKᵀ and AV over the whole (gathered) sequence
     if layout.flash_attention:
-        attention = core / 2 / (machine.peak_flops * machine.flash_efficiency)  # causal: half the blocks
+        attention = flash_seconds(core, layout.seq_len, machine)  # causal: half the blocks
         attention_backward = 2.5 * attention  # FlashAttention's backward recomputes the scores
     else:
         elements = tokens * layout.seq_len * max(1, flops.heads) / tp  # the score matrix, per GPU
@@ -257,7 +290,8 @@ def head_seconds(layout: Layout, flops: FlopModel, machine: Machine) -> tuple[fl
     if not flops.vocab:
         return 0.0, 0.0
     tokens = layout.micro_batch * layout.seq_len / layout.cp
-    gemm = gemm_seconds(2 * tokens * flops.hidden * flops.vocab / layout.tp, machine)
+    vocab = flops.vocab / layout.tp
+    gemm = gemm_seconds(2 * tokens * flops.hidden * vocab, machine, flops.hidden, vocab)
     loss = tokens * flops.vocab / layout.tp * LOGIT_BYTES / machine.hbm_bytes_per_s
     return gemm + loss / 2, 2 * gemm + loss / 2
 
