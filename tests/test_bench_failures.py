@@ -18,6 +18,8 @@ import pytest
 from zeroplan.distributed.launcher import Launch, _watch, launch_local
 from zeroplan.distributed.rendezvous import free_port
 
+pytestmark = pytest.mark.slow  # real runs / traces / pre-commit: `pytest -m "not slow"` skips them
+
 SWEEP = ["--backend", "gloo", "--collectives", "all_reduce", "--min-bytes", "64KiB", "--max-bytes", "256KiB",
          "--factor", "4", "--warmup", "1", "--iters", "3"]
 STARTUP_ALLOWANCE_S = 90  # ranks starting on a busy 2-core machine, plus the kill grace

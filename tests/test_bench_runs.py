@@ -17,6 +17,8 @@ from zeroplan.core.hardware import Link  # noqa: E402
 from zeroplan.distributed.rendezvous import free_port  # noqa: E402
 from zeroplan.inputs.calibration import load_calibration  # noqa: E402
 
+pytestmark = pytest.mark.slow  # real runs / traces / pre-commit: `pytest -m "not slow"` skips them
+
 LAUNCHER_VARS = ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT", "GROUP_RANK",
                  "SLURM_PROCID", "SLURM_NTASKS", "ZEROPLAN_BENCH_FAULT")
 ALLOWANCE_S = 120  # torch start-up on a busy 2-core machine

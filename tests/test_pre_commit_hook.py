@@ -11,6 +11,8 @@ from pathlib import Path
 
 import pytest
 
+pytestmark = pytest.mark.slow  # real runs / traces / pre-commit: `pytest -m "not slow"` skips them
+
 ROOT = Path(__file__).resolve().parents[1]
 DEEPSPEED = Path(__file__).parent / "configs" / "deepspeed"
 

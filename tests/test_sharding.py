@@ -26,6 +26,8 @@ from zeroplan.validate.config import build_config  # noqa: E402
 from zeroplan.validate.model import TinyGpt  # noqa: E402
 from zeroplan.validate.shape import TinyShape  # noqa: E402
 
+pytestmark = pytest.mark.slow  # real runs / traces / pre-commit: `pytest -m "not slow"` skips them
+
 SRC = Path(__file__).resolve().parents[1] / "src" / "zeroplan"
 LLAMA = {"model_type": "llama", "hidden_size": 64, "intermediate_size": 160, "num_attention_heads": 4,
          "num_key_value_heads": 2, "num_hidden_layers": 2, "vocab_size": 128, "tie_word_embeddings": False,

@@ -18,6 +18,8 @@ from zeroplan.trace.engine import TraceSettings, trace_peak  # noqa: E402
 from zeroplan.trace.hf_model import hf_config  # noqa: E402
 from zeroplan.trace.tracker import CATEGORIES  # noqa: E402
 
+pytestmark = pytest.mark.slow  # real runs / traces / pre-commit: `pytest -m "not slow"` skips them
+
 CONFIG = {"model_type": "llama", "hidden_size": 64, "intermediate_size": 160, "num_attention_heads": 4,
           "num_key_value_heads": 2, "num_hidden_layers": 6, "vocab_size": 128, "tie_word_embeddings": False,
           "max_position_embeddings": 512}

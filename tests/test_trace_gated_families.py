@@ -10,6 +10,8 @@ import pytest
 from zeroplan.core.memory.activations import ActivationConfig, applied_implementation
 from zeroplan.core.model.families import model_spec_from_hf_config
 
+pytestmark = pytest.mark.slow  # real runs / traces / pre-commit: `pytest -m "not slow"` skips them
+
 GEMMA = {"model_type": "gemma", "hidden_size": 64, "intermediate_size": 160, "num_attention_heads": 4,
          "num_key_value_heads": 2, "head_dim": 24, "num_hidden_layers": 5, "vocab_size": 128,
          "max_position_embeddings": 512}  # head_dim 24, not hidden / heads (16); tied head, GeGLU

@@ -11,6 +11,8 @@ from zeroplan.core.memory.activations import ActivationConfig, _shape, _transfor
 from zeroplan.core.model.spec import ModelShape, ModelSpec
 from zeroplan.core.memory.activations_layernorm_families import FAMILIES
 
+pytestmark = pytest.mark.slow  # real runs / traces / pre-commit: `pytest -m "not slow"` skips them
+
 FALCON_40B_LAYOUT = {"model_type": "falcon", "hidden_size": 64, "num_attention_heads": 4, "num_hidden_layers": 4,
                      "vocab_size": 128, "max_position_embeddings": 512, "new_decoder_architecture": True,
                      "num_kv_heads": 2}

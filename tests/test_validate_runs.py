@@ -15,6 +15,8 @@ from zeroplan.validate.config import build_config  # noqa: E402
 from zeroplan.validate.runner import run_validate  # noqa: E402
 from zeroplan.validate.shape import TinyShape  # noqa: E402
 
+pytestmark = pytest.mark.slow  # real runs / traces / pre-commit: `pytest -m "not slow"` skips them
+
 LAUNCHER_VARS = ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT", "GROUP_RANK", "SLURM_PROCID",
                  "SLURM_NTASKS", "ZEROPLAN_TEST_FAULT")
 RANKS_DIR = str(Path(__file__).parent / "ranks")

@@ -369,7 +369,7 @@ def deepspeed_refusals(config, world_size=1):
     Returns (values, refusals).
     """
     refusals = []
-    values = {}
+    values: dict = {}
     # DeepSpeedConfig: _reject_removed_config_keys(param_dict) is the first thing touching it
     try:
         for key, msg in _REMOVED_TOP_LEVEL.items():

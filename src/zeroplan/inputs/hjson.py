@@ -341,7 +341,7 @@ class _Parser:
         return d
 
     def array(self, end):
-        values = []
+        values: list = []
         ch, end = self.next(end)
         if ch == "]":
             return values, end + 1

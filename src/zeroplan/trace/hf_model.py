@@ -7,7 +7,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import sys
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import torch
 
@@ -76,6 +76,7 @@ def _checkpointed_attention(base: str) -> str:
         return CheckpointPolicy.PREFER_RECOMPUTE
 
     def core(module, query, key, value, attention_mask, **kwargs):
+        function: Any
         if base == "sdpa":
             function = sdpa_attention_forward
         else:  # the family's own eager function (same signature in every modeling file)
