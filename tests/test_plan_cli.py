@@ -135,6 +135,11 @@ BAD_INPUTS = [
     (["--model", "gpt2", "--gpus", "8", "--global-batch", "8", "--gpu-memory", "0"], "--gpu-memory"),
     (["--model", "gpt2", "--gpus", "abc", "--global-batch", "8"], "--gpus"),
     (["--model", "gpt2", "--gpus", "8", "--global-batch", "8", "--comm-overlap", "nccl"], "--comm-overlap"),
+    (["--model", "gpt2", "--gpus", "8", "--global-batch", "8", "--attention-kernel", "fa9"], "--attention-kernel"),
+    (["--model", "gpt2", "--gpus", "8", "--global-batch", "8", "--precision", "fp8"], "no FP8 tensor cores"),
+    (["--model", "gpt2", "--gpus", "8", "--global-batch", "8", "--gpu", "h100-80g", "--precision", "fp8",
+      "--fp8-recipe", "mxfp8"], "MXFP8"),
+    (["--model", "gpt2", "--gpus", "8", "--global-batch", "8", "--fp8-recipe", "rowwise"], "--fp8-recipe"),
 ]
 
 
@@ -174,3 +179,26 @@ def test_comm_overlap_framework_rule_changes_exposed_communication_only(cli):
         assert any(f"{rule} framework rule" in line for line in data["assumptions"])
     assert found["fsdp"]["step_seconds"] < found["baseline"]["step_seconds"]
     assert found["megatron"]["step_seconds"] == pytest.approx(found["fsdp"]["step_seconds"])  # tp1, pp1: DP only
+
+
+def test_fp8_runs_the_linear_layers_on_the_fp8_peak_and_fsdp_gathers_in_fp8(cli):
+    """Issue 21 item 1: --precision fp8 prices the linear layers' GEMMs at the FP8 peak (H100: 1979 TFLOP/s dense,
+    twice bf16's) plus their casts, the rest in bf16, so the step is faster than bf16 but less than twice; memory is
+    mixed precision's; under FSDP the tensorwise recipe gathers the weights in FP8 (less DP traffic), rowwise does not
+    (and casts along both axes: slower)."""
+    args = ["--model", "llama-3-8b", "--gpu", "h100-80g", "--gpus", "16", "--global-batch", "32", "--seq-len", "4096",
+            "--stages", "3", "--tp", "1", "--pp", "1", "--no-offload", "--micro-batches", "2", "--recompute", "none",
+            "--comm-overlap", "fsdp", "--format", "json"]
+    found = {}
+    for name, extra in (("bf16", ["--precision", "bf16"]), ("tensorwise", ["--precision", "fp8"]),
+                        ("rowwise", ["--precision", "fp8", "--fp8-recipe", "rowwise"])):
+        code, out, err = cli("plan", *args, *extra)
+        assert code == 0, err
+        data = json.loads(out)
+        found[name] = data
+    step = {name: data["top"][0]["step_seconds"] for name, data in found.items()}
+    assert step["bf16"] / 2 < step["tensorwise"] < step["rowwise"] < step["bf16"]
+    assert found["tensorwise"]["top"][0]["gpu_bytes_total"] == found["bf16"]["top"][0]["gpu_bytes_total"]
+    dp = {name: data["top"][0]["seconds_dp_total"] for name, data in found.items()}
+    assert dp["tensorwise"] < dp["rowwise"] == pytest.approx(dp["bf16"])
+    assert any("fp8 (tensorwise)" in line and "in FP8" in line for line in found["tensorwise"]["assumptions"])

@@ -306,3 +306,27 @@ def test_framework_overlap_rules_hide_tp_and_interleaved_pp_transfers():
     assert microbatch_seconds(layout(tp=8, pp=4, intra=crossing), flops, 12288, megatron)[3] > 0
     assert microbatch_seconds(layout(tp=8, pp=4, v=2, intra=crossing), flops, 12288, megatron)[3] == 0.0
     assert microbatch_seconds(layout(tp=8, pp=4, v=2, intra=crossing), flops, 12288, MACHINE)[3] > 0
+
+
+def test_fp8_moves_only_the_linear_gemms_to_the_fp8_peak_and_adds_their_casts():
+    """--precision fp8: QKV, output projection and MLP GEMMs at the FP8 peak, each operand cast at HBM bandwidth
+    (5 bytes per element: bf16 read, FP8 write, amax pass); the attention core and the LM head stay bf16."""
+    import dataclasses
+
+    from zeroplan.core.timing.step_time import FP8_CAST_BYTES, head_seconds
+    from zeroplan.inputs import presets
+
+    assert presets.gpu("h100-80g").fp8_flops == 1_978_900_000_000_000 and presets.gpu("a100-80g").fp8_flops is None
+    assert presets.gpu("b200").supports_mxfp8 and not presets.gpu("h100-80g").supports_mxfp8
+    flops = FlopModel.from_model(gpt(layers=8))
+    fp8 = dataclasses.replace(MACHINE, fp8_flops=2 * MACHINE.peak_flops, fp8_recipe="tensorwise")
+    bf16_forward, bf16_backward, core = layer_seconds(layout(), flops, MACHINE)
+    fp8_forward, fp8_backward, fp8_core = layer_seconds(layout(), flops, fp8)
+    assert fp8_core == core and head_seconds(layout(), flops, fp8) == head_seconds(layout(), flops, MACHINE)
+    assert bf16_forward / 2 < fp8_forward < bf16_forward and bf16_backward / 2 < fp8_backward < bf16_backward
+    # The casts: tensorwise's 5 bytes per operand element forward against MXFP8's one-pass 3 + 1/32.
+    h, tokens = 12288, 2048
+    inputs = tokens * (h + h + h + 4 * h) + (h * 3 * h + h * h + h * 4 * h + 4 * h * h)  # x and w of each linear
+    mx = layer_seconds(layout(), flops, dataclasses.replace(fp8, fp8_recipe="mxfp8"))[0]
+    assert FP8_CAST_BYTES["tensorwise"] == 5
+    assert fp8_forward - mx == pytest.approx((5 - FP8_CAST_BYTES["mxfp8"]) * inputs / MACHINE.hbm_bytes_per_s)

@@ -46,6 +46,13 @@ class Precision(str, Enum):
     BF16 = "bf16"
     FP16 = "fp16"
     FP32 = "fp32"
+    FP8 = "fp8"
+
+
+class Fp8Recipe(str, Enum):  # core.precision.FP8_RECIPES
+    TENSORWISE = "tensorwise"
+    ROWWISE = "rowwise"
+    MXFP8 = "mxfp8"
 
 
 class Optimizer(str, Enum):
@@ -324,9 +331,13 @@ class StepInputs(Section):
     key: ClassVar[str] = "step"
 
     precision: str = flag(
-        "--precision", help="mixed (also bf16, fp16) or fp32 (check: bf16, fp16 or fp32 resolves \"enabled\": "
+        "--precision", help="mixed (also bf16, fp16), fp32 or fp8 (bf16 with the linear layers' GEMMs in FP8; "
+        "estimate and plan) (check: bf16, fp16 or fp32 resolves \"enabled\": "
         '"auto"; export: default bf16, fp16 on GPUs without bf16).', panel=TRAINING, default="mixed",
         parse=one_of(Precision, validate=False))
+    fp8_recipe: str | None = flag("--fp8-recipe", help="With --precision fp8: tensorwise (default; FSDP gathers "
+                                  "weights in FP8), rowwise or mxfp8 (Blackwell).", panel=TRAINING,
+                                  parse=one_of(Fp8Recipe))
     optimizer: str = flag("--optimizer", help="adam, adamw, sgd-momentum, sgd, adam-8bit.", panel=TRAINING,
                           default="adam", parse=one_of(Optimizer))
     seq_len: int | None = flag("--seq-len", help="Sequence length (default: the model's context, capped at 4096).",

@@ -17,7 +17,7 @@ from zeroplan.core.evaluate.estimate import EstimateRequest, OptionEstimate, eva
 from zeroplan.core.options import options_for
 from zeroplan.core.parallel.rules import check_model_layout, check_whole_nodes, cross_node_tp_warning
 from zeroplan.core.parallel.grid import ParallelDims
-from zeroplan.core.precision import bytes_per_param, check_precision_on_gpu
+from zeroplan.core.precision import bytes_per_param, check_fp8, check_precision_on_gpu
 from zeroplan.core.evaluate.recommend import Recommendation, recommend
 from zeroplan.core.units import format_bytes
 from zeroplan.inputs.estimate_inputs import EstimateInputs
@@ -136,6 +136,8 @@ def build_request(inputs: EstimateInputs, assumptions: list[str]) -> tuple[Estim
                            "supports no higher stage)")
     check_whole_nodes(parallel)
     check_precision_on_gpu(inputs.step.precision, cluster.gpu.name, cluster.gpu.supports_bf16)
+    check_fp8(inputs.step.precision, inputs.step.fp8_recipe, cluster.gpu.name, cluster.gpu.fp8_flops,
+              cluster.gpu.supports_mxfp8)
     largest = _largest_layer(inputs, model, assumptions)
     activations = resolve_activations(inputs.step, model, parallel, assumptions)
     check_model_layout(model, parallel, seq_len=activations.seq_len if activations else None,

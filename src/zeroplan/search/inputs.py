@@ -18,7 +18,7 @@ from zeroplan.inputs.lists import parse_choice_list, parse_int_list
 from zeroplan.core.hardware import ClusterSpec, Link
 from zeroplan.core.model.spec import ModelShape, ModelSpec, check_count_against_shape
 from zeroplan.core.layout.space import SearchSpace
-from zeroplan.core.precision import bytes_per_param
+from zeroplan.core.precision import bytes_per_param, check_fp8
 from zeroplan.core.memory.budget import parse_fraction
 from zeroplan.core.layout.search import DEFAULT_TIE_TOLERANCE, SearchRequest
 from zeroplan.core.timing.step_time import (DEFAULT_CPU_ADAM_PARAMS_PER_S, DP_OVERLAP, LinkTable, Machine, check_efficiency,
@@ -39,7 +39,7 @@ FIELDS: dict[type[Section], tuple[str, ...]] = {
 FIELDS[HardwareInputs] += ("gpu", "cluster", "presets_file", "gpus_per_node", "cpu_memory", "nvme", "nvme_bandwidth",
                            "intra_node_bandwidth", "inter_node_bandwidth", "gpu_memory")
 FIELDS[BudgetInputs] = ("runtime_reserve", "fragmentation", "host_reserve")
-FIELDS[StepInputs] += ("precision", "optimizer", "tokens")
+FIELDS[StepInputs] += ("precision", "fp8_recipe", "optimizer", "tokens")
 FIELDS[HardwareInputs] += ("calibration",)
 FIELDS[SearchInputs] = ("efficiency", "cpu_adam_rate", "stages", "offload", "recompute", "sequence_parallel",
                         "virtual_stages", "micro_batches", "tp", "pp", "allow_cross_node_tp")
@@ -50,7 +50,8 @@ ECHO_ORDER = ("gpus", "global_batch", "seq_len", "model", "params", "layers", "h
               "inter_node_bandwidth", "gpu_memory", "runtime_reserve", "fragmentation", "host_reserve", "precision",
               "optimizer", "tokens", "calibration", "efficiency", "cpu_adam_rate", "stages", "offload", "recompute",
               "sequence_parallel", "virtual_stages", "micro_batches", "tp", "pp", "allow_cross_node_tp",
-              "flash_attention", "cp", "fsdp_pipeline", "top", "tie_tolerance", "comm_overlap", "attention_kernel")
+              "flash_attention", "cp", "fsdp_pipeline", "top", "tie_tolerance", "comm_overlap", "attention_kernel",
+              "fp8_recipe")
 
 
 @dataclass
@@ -196,7 +197,11 @@ def resolve(inputs: PlanInputs) -> ResolvedPlan:
                 else inputs.search.parsed("cpu_adam_rate"))
     check_whole_nodes(ParallelDims(space.gpus, gpus_per_node=cluster.gpus_per_node))
     check_precision_on_gpu(inputs.step.precision, cluster.gpu.name, cluster.gpu.supports_bf16)
+    gpu = cluster.gpu
+    recipe = check_fp8(inputs.step.precision, inputs.step.fp8_recipe, gpu.name, gpu.fp8_flops, gpu.supports_mxfp8)
     overlap = comm_overlap(inputs.search.comm_overlap)
+    if recipe == "tensorwise" and overlap.name == "fsdp":  # torchao enable_fsdp_float8_all_gather (tensorwise only)
+        per_param = replace(per_param, gathered=1)
     machine = Machine(peak_flops=cluster.gpu.bf16_flops, hbm_bytes_per_s=cluster.gpu.hbm_bandwidth_bytes_per_s,
                       pcie_bytes_per_s=cluster.pcie_bandwidth_bytes_per_s,
                       nvme_bytes_per_s=cluster.nvme_bandwidth_bytes_per_s,
@@ -207,7 +212,8 @@ def resolve(inputs: PlanInputs) -> ResolvedPlan:
                       dp_overlap=DP_OVERLAP if overlap.dp_overlap is None else overlap.dp_overlap,
                       tp_hidden=overlap.tp_hidden, pp_hidden=overlap.pp_hidden,
                       flash_efficiency=flash_efficiency(cluster.gpu.name,
-                                                        inputs.search.attention_kernel or overlap.attention_kernel))
+                                                        inputs.search.attention_kernel or overlap.attention_kernel),
+                      fp8_flops=float(gpu.fp8_flops or 0) if recipe else 0.0, fp8_recipe=recipe or "")
     tolerance = (DEFAULT_TIE_TOLERANCE if inputs.search.tie_tolerance is None
                  else float(parse_fraction(inputs.search.tie_tolerance, "--tie-tolerance")))
     request = SearchRequest(model=model, cluster=cluster, per_param=per_param, budget=budget, space=space,
@@ -252,4 +258,14 @@ def model_notes(inputs: PlanInputs, request: SearchRequest) -> list[str]:
     ]
     if request.per_param.precision == "fp32":
         notes.append("fp32 training is priced at the bf16 peak: an optimistic step time")
+    if machine.fp8_flops:
+        gathered = request.per_param.gather_bytes < request.per_param.params
+        notes.append(
+            f"fp8 ({machine.fp8_recipe}): the linear layers' GEMMs (QKV, output projection, MLP) at "
+            f"{machine.efficiency:.0%} of {cluster.gpu.name}'s dense FP8 peak ({machine.fp8_flops / 1e12:.0f} TFLOP/s, "
+            "the bf16 share: no FP8 run was fitted), each operand cast at HBM bandwidth; attention core, embeddings "
+            "and the LM head in bf16; model states as mixed precision (bf16 weights and gradients, fp32 master and "
+            "Adam), activations counted in bf16 (an upper bound: FP8 recipes keep some linear inputs in FP8)"
+            + ("; ZeRO-3/FSDP gathers the weights in FP8 (torchao enable_fsdp_float8_all_gather)" if gathered else "")
+            + "; MFU against the bf16 peak")
     return notes

@@ -62,7 +62,9 @@ def zero_dp_seconds(option: Option, shard_params: int, dp: int, per_param: Bytes
     """DP time from core.timing.dp_traffic's collectives, with the buckets the memory model uses."""
     calls_reduce, calls_gather = bucket_calls(option.stage, shard_params, buffers)
     span = "intra_node" if dp_intra_node else "inter_node"
-    collectives = dp_collectives(option.stage, shard_params, dp, per_param.params, per_param.gradients, span,
+    # FSDP's FP8 AllGather (BytesPerParam.gathered) is its per-layer gather of stage 3; stages 0-2 gather 16 bits
+    gathered = per_param.gather_bytes if option.stage == 3 else per_param.params
+    collectives = dp_collectives(option.stage, shard_params, dp, gathered, per_param.gradients, span,
                                  frozenset(), 1, calls_reduce, calls_gather, micro_batches)
     return dp_seconds(collectives, links, ranks_per_node)
 

@@ -57,6 +57,16 @@ FLASH_ATTENTION_EFFICIENCY = FLASH_SHARE_OF_MAX * FLASH_MAX_SHARE[("ampere", "fa
 # A fixed host/launch cost per transformer layer and micro-batch pass (kernel launches, framework hooks: FSDP's
 # per-layer pre/post hooks, autograd bookkeeping), forward; backward twice. Shows on small models and short steps.
 LAYER_OVERHEAD_S = 0.0
+# FP8 training (--precision fp8): the linear layers' GEMMs (QKV, output projection, MLP; not the attention core, the
+# embeddings or the LM head: torchao's Float8Linear conversion and Transformer Engine's te.Linear) run on the GPU's
+# FP8 tensor cores (presets: fp8_tflops) at the same fitted share of peak as bf16 (no FP8 training run in the
+# calibration set: a stated assumption), and each operand is cast on the way in, memory bound, per element:
+# read bf16 (2) + write FP8 (1) + the amax pass for a per-tensor or per-row scale (2) = 5 bytes; MXFP8 computes its
+# 1x32 block scales in the cast's one pass (3 + 1/32). Backward casts the output gradient and needs the input and
+# weight along the other axis: an FP8 transpose (1 byte read + 1 written) for tensorwise, a fresh cast for rowwise
+# and mxfp8 (torchao float8 README, "float8 training" recipes; Transformer Engine's cast_transpose).
+FP8_CAST_BYTES = {"tensorwise": 5.0, "rowwise": 5.0, "mxfp8": 3 + 1 / 32}
+FP8_OTHER_AXIS_BYTES = {"tensorwise": 2.0, "rowwise": 5.0, "mxfp8": 3 + 1 / 32}
 # Element-wise traffic: Korthikanti et al.'s stored activation bytes per layer (34·s·b·h, 10 of them not split
 # by tp without sequence parallelism), each written once and read once.
 ELEMENTWISE_BYTES_PER_TOKEN_HIDDEN = 68
@@ -110,6 +120,8 @@ class Machine:
     gemm_epilogue_bytes: float = GEMM_EPILOGUE_BYTES
     flash_seq_half: float = FLASH_SEQ_HALF
     layer_overhead_s: float = LAYER_OVERHEAD_S
+    fp8_flops: float = 0.0  # dense FP8 peak the linear layers run at under --precision fp8; 0: bf16 throughout
+    fp8_recipe: str = ""  # core.precision.FP8_RECIPES
     gpus_per_node: int = 8
     dp_overlap: float = DP_OVERLAP
     tp_hidden: bool = False  # CommOverlap.tp_hidden

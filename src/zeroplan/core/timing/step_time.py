@@ -69,7 +69,8 @@ from zeroplan.core.timing.collectives import (  # noqa: F401 - collective pricin
 from zeroplan.core.timing.dp_offload import DpSeconds, OffloadSeconds
 from zeroplan.core.timing.machine import (  # noqa: F401 - re-exported for callers
     ACTIVATION_ELEMENT_BYTES, ATTENTION_SCORE_BYTES, DEFAULT_CPU_ADAM_PARAMS_PER_S, DEFAULT_EFFICIENCY, DP_OVERLAP,
-    ELEMENTWISE_BYTES_PER_TOKEN_HIDDEN, FLASH_ATTENTION_EFFICIENCY, FLASH_SHARE_OF_MAX, GEMM_EPILOGUE_BYTES, GEMM_OVERHEAD_S, GEMM_SHARE_OF_MAX, LOGIT_BYTES,
+    ELEMENTWISE_BYTES_PER_TOKEN_HIDDEN, FLASH_ATTENTION_EFFICIENCY, FLASH_SHARE_OF_MAX, FP8_CAST_BYTES,
+    FP8_OTHER_AXIS_BYTES, GEMM_EPILOGUE_BYTES, GEMM_OVERHEAD_S, GEMM_SHARE_OF_MAX, LOGIT_BYTES,
     MAX_MATMUL_SHARE, Machine, check_efficiency, flash_efficiency, gemm_efficiency,
 )
 
@@ -231,12 +232,13 @@ class Layout:
     flash_attention: bool = True
 
 
-def gemm_seconds(flops: float, machine: Machine, inner: float = 0, outer: float = 0) -> float:
+def gemm_seconds(flops: float, machine: Machine, inner: float = 0, outer: float = 0, linear: bool = False) -> float:
     """A GEMM of `flops` FLOPs with an inner × outer weight matrix, forward or either backward GEMM: at the machine's
     efficiency, slowed by 1 + K0·(1/inner + 1/outer)/2, K0 = GEMM_EPILOGUE_BYTES/2 × the GPU's ridge point
     (peak·efficiency / HBM bandwidth): core.timing.machine GEMM_EPILOGUE_BYTES, docs/formulas.md "step time: GEMM
-    shape". No weight shape given: no shape cost."""
-    rate = machine.peak_flops * machine.efficiency
+    shape". No weight shape given: no shape cost. linear: a linear layer's GEMM, on the FP8 tensor cores under
+    --precision fp8 (machine.fp8_flops)."""
+    rate = (machine.fp8_flops if linear and machine.fp8_flops else machine.peak_flops) * machine.efficiency
     seconds = flops / rate + machine.gemm_overhead_s
     if inner and outer:
         k0 = machine.gemm_epilogue_bytes / 2 * rate / machine.hbm_bytes_per_s
@@ -262,8 +264,15 @@ def layer_seconds(layout: Layout, flops: FlopModel, machine: Machine) -> tuple[f
     # weight-gradient GEMMs have the same weight shape, so they cost twice the forward
     shapes = [(tokens, h, (w + 2 * kv) / tp), (tokens, w / tp, h),
               (tokens * experts, h, mlp_in / tp), (tokens * experts, f / tp, h)]
-    forward = sum(gemm_seconds(2 * m * k * n, machine, k, n) for m, k, n in shapes) + machine.layer_overhead_s
+    forward = sum(gemm_seconds(2 * m * k * n, machine, k, n, linear=True) for m, k, n in shapes)
+    forward += machine.layer_overhead_s
     backward = 2 * forward
+    if machine.fp8_flops:  # FP8 casts of every linear operand (core.timing.machine FP8_CAST_BYTES)
+        cast, other_axis = FP8_CAST_BYTES[machine.fp8_recipe], FP8_OTHER_AXIS_BYTES[machine.fp8_recipe]
+        inputs = sum(m * k + k * n for m, k, n in shapes)  # activations in, weights
+        gradients = sum(m * n for m, k, n in shapes)  # output gradients, backward
+        forward += cast * inputs / machine.hbm_bytes_per_s
+        backward += (cast * gradients + other_axis * inputs) / machine.hbm_bytes_per_s
     core = 4 * tokens * layout.seq_len * w / tp  # QKᵀ and AV over the whole (gathered) sequence
     if layout.flash_attention:
         attention = flash_seconds(core, layout.seq_len, machine)  # causal: half the blocks
