@@ -67,7 +67,7 @@ class SearchInputs(Section):
     allow_cross_node_tp: bool = flag("--allow-cross-node-tp", help="Let tensor parallelism span nodes.",
                                      panel=SEARCH, kind=bool, default=False)
     efficiency: float | None = flag("--efficiency", help="Share of the GPU's dense bf16 peak a large GEMM reaches "
-                                    "(default: fitted per GPU, 0.65 on A100, 0.60 on H100).", panel=TIMING,
+                                    "(default: fitted per GPU, 0.69 on A100, 0.64 on H100).", panel=TIMING,
                                     kind=float)
     comm_overlap: str | None = flag("--comm-overlap", help="Which communication the training framework hides behind "
                                     "compute: baseline (DeepSpeed, Megatron-LM without overlap options; the "

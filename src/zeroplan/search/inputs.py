@@ -22,7 +22,7 @@ from zeroplan.core.precision import bytes_per_param, check_fp8
 from zeroplan.core.memory.budget import parse_fraction
 from zeroplan.core.layout.search import DEFAULT_TIE_TOLERANCE, SearchRequest
 from zeroplan.core.timing.step_time import (DEFAULT_CPU_ADAM_PARAMS_PER_S, DP_OVERLAP, LinkTable, Machine, check_efficiency,
-                                     comm_overlap, flash_efficiency, gemm_efficiency)
+                                     comm_overlap, flash_efficiency, gemm_efficiency, gemm_k0)
 from zeroplan.core.units import format_count, format_rate
 from zeroplan.inputs.command_sections import SearchInputs
 from zeroplan.inputs.sections import CommandInputs, BudgetInputs, HardwareInputs, ModelInputs, Section, StepInputs
@@ -228,14 +228,18 @@ def resolve(inputs: PlanInputs) -> ResolvedPlan:
 def model_notes(inputs: PlanInputs, request: SearchRequest) -> list[str]:
     """What the step-time model assumes, with this run's numbers."""
     machine, cluster = request.machine, request.cluster
+    overlap_rule = comm_overlap(inputs.search.comm_overlap)
     default_efficiency = " (fitted default; --efficiency)" if inputs.search.efficiency is None else ""
     notes = [
         f"compute: each GEMM (per-layer shapes after the tp/cp splits, micro-batch × sequence tokens) at "
         f"{machine.efficiency:.0%} of {cluster.gpu.name}'s dense bf16 peak "
-        f"({cluster.gpu.bf16_flops / 1e12:.0f} TFLOP/s){default_efficiency}"
-        f"{f' plus {machine.gemm_overhead_s * 1e6:.0f} µs' if machine.gemm_overhead_s else ''}; "
-        "attention core with or without flash, element-wise work at HBM bandwidth; recompute re-runs the forward "
-        "(full) or the attention core (selective)",
+        f"({cluster.gpu.bf16_flops / 1e12:.0f} TFLOP/s){default_efficiency} for large weights"
+        f"{f' plus {machine.gemm_overhead_s * 1e6:.0f} µs' if machine.gemm_overhead_s else ''}, "
+        f"slowed by 1 + K0·(1/inner + 1/outer)/2 for an inner × outer weight (K0 = {gemm_k0(machine):.0f}: "
+        f"the GPU's FLOP/byte ridge × {machine.gemm_epilogue_bytes / 2:.2g}, fitted); flash attention at "
+        f"{machine.flash_efficiency:.0%} of peak ({inputs.search.attention_kernel or overlap_rule.attention_kernel} "
+        "kernel; --attention-kernel), without flash as batched GEMMs plus the score matrix's traffic; element-wise "
+        "work at HBM bandwidth; recompute re-runs the forward (full) or the attention core (selective)",
         "MFU = 6Ψ × tokens / (step time × peak × GPUs)",
         "communication: NCCL-like ring collectives: NVLink inside a node, the per-GPU NIC across nodes, hop "
         "latencies once per phase and a launch per bucket; TP: 4 AllReduces of s·b·h per layer and micro-batch "

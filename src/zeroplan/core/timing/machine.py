@@ -10,15 +10,18 @@ from dataclasses import dataclass
 from zeroplan.core.errors import InputError
 from zeroplan.core.timing.collectives import LinkTable
 
-# Fitted on the calibration set only (benchmarks/fit_step_time.py, benchmarks/data/calibration_runs.json:
-# 29 A100 runs from Narayanan 2021 Tables 1-2, MT-NLG, Korthikanti 2022 Table 5, BLOOM, OPT), least squares on
-# ln(predicted/published); leave-one-out cross-validated figures in docs/plan.md. Its ceiling is checked against
-# measured maxima: large bf16 GEMMs reach 0.87 of peak on A100 and 0.80 on H100 (stas00/ml-engineering
-# "Maximum Achievable Matmul FLOPS"); the fit lands below that since end-to-end kernels are not all ideal shapes.
+# Five constants fitted on the calibration set only (2026-12-01; benchmarks/fit_step_time.py,
+# benchmarks/data/calibration_runs.json: 29 A100 runs from Narayanan 2021 Tables 1-2, MT-NLG, Korthikanti 2022
+# Table 5, BLOOM, OPT, and 57 MosaicML MPT runs, 125M-70B, 2k-64k, on A100 and H100): GEMM_SHARE_OF_MAX,
+# GEMM_EPILOGUE_BYTES, FLASH_SHARE_OF_MAX, ATTENTION_SCORE_BYTES, DP_OVERLAP, least squares on
+# ln(predicted/published); in-sample 0.070, leave-one-out 0.074 (bias -0.002), by band in docs/plan.md. The GEMM
+# ceiling is checked against measured maxima: large bf16 GEMMs reach 0.87 of peak on A100 and 0.80 on H100
+# (stas00/ml-engineering "Maximum Achievable Matmul FLOPS"); the fit lands below that since end-to-end kernels are
+# not all ideal shapes.
 GEMM_SHARE_OF_MAX = 0.7926  # share of the measured GEMM maximum (below) a large training GEMM reaches
 # Measured maximum achievable bf16 matmul throughput / dense peak (stas00/ml-engineering, compute/accelerator
 # "Maximum Achievable Matmul FLOPS"): A100 SXM 271.2/312, H100 SXM 794.5/989, GH200 828.6/989. Other GPUs: the
-# A100/H100 mean. Only A100 runs are in the calibration set: other GPUs carry this ratio, not a fit.
+# A100/H100 mean. The calibration set has A100 and H100 runs; other GPUs carry this ratio, not a fit.
 MAX_MATMUL_SHARE = {"a100": 0.869, "a800": 0.869, "h100": 0.803, "h800": 0.803, "h200": 0.838}
 DEFAULT_MAX_MATMUL_SHARE = 0.836
 # A fixed time per GEMM kernel (launch, partial last wave) was fitted too: the calibration runs drive it to 0

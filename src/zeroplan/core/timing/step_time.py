@@ -5,12 +5,15 @@ Compute: what each GPU multiplies. Per layer and micro-batch, the GEMMs after th
 T = micro-batch × sequence / cp): QKV (T × h × (w + 2·w_kv)/tp), the output projection (T × w/tp × h), the MLP
 (gated: T × h × 2f/tp and T × f/tp × h; plain: f instead of 2f), the LM head on the last stage
 (T × h × V/tp); backward runs two GEMMs of the same size for each (data and weight gradients). A GEMM of F
-FLOPs takes F / (peak × efficiency) + GEMM_OVERHEAD_S: the efficiency is the share of dense peak large GEMMs
-reach and the overhead a fixed per-kernel cost (launch, tail wave), so small GEMMs run further from peak.
-Attention's core (QKᵀ and AV, 4·b·(s/cp)·s·w/tp FLOPs forward) runs without flash as batched GEMMs on the
-same curve plus the score matrix's memory traffic (ATTENTION_SCORE_BYTES per score element, forward; twice
-that backward); with flash attention as one fused kernel at FLASH_ATTENTION_EFFICIENCY of peak, skipping the
-masked half of a causal sequence. Element-wise work (norms, activations, dropout, residuals) is memory
+FLOPs with an inner × outer weight takes F / (peak × efficiency) × (1 + K0·(1/inner + 1/outer)/2): the efficiency
+is the share of dense peak GEMMs with large weights reach, K0 = GEMM_EPILOGUE_BYTES/2 × the GPU's FLOP/byte ridge
+(core.timing.machine), so small hidden sizes and narrow tp splits run further from peak, more so where the ridge is
+high (H100). Under --precision fp8 the linear layers' GEMMs run at the FP8 peak plus their casts at HBM bandwidth.
+Attention's core (QKᵀ and AV, 4·b·(s/cp)·s·w/tp FLOPs forward) runs without flash as batched GEMMs plus the score
+matrix's memory traffic (ATTENTION_SCORE_BYTES per score element, forward; twice that backward); with flash
+attention as one fused kernel skipping the masked half of a causal sequence, at the machine's flash efficiency:
+a fitted share of the kernel family's measured ceiling on the GPU (core.timing.machine FLASH_MAX_SHARE; the
+framework's kernel, CommOverlap.attention_kernel). Element-wise work (norms, activations, dropout, residuals) is memory
 bound: ELEMENTWISE_BYTES_PER_TOKEN_HIDDEN · T · h bytes forward (split over tp as Korthikanti's activation
 terms are: 10 + 24/t without, 34/t with sequence parallelism), twice that backward, at HBM bandwidth.
 Recompute: full re-runs each layer's forward, selective the attention core, selective-op (torch's op-level
@@ -241,9 +244,14 @@ def gemm_seconds(flops: float, machine: Machine, inner: float = 0, outer: float 
     rate = (machine.fp8_flops if linear and machine.fp8_flops else machine.peak_flops) * machine.efficiency
     seconds = flops / rate + machine.gemm_overhead_s
     if inner and outer:
-        k0 = machine.gemm_epilogue_bytes / 2 * rate / machine.hbm_bytes_per_s
-        seconds += flops / rate * k0 * (1 / inner + 1 / outer) / 2
+        seconds += flops / rate * gemm_k0(machine, rate) * (1 / inner + 1 / outer) / 2
     return seconds
+
+
+def gemm_k0(machine: Machine, rate: float = 0.0) -> float:
+    """K0 of gemm_seconds: GEMM_EPILOGUE_BYTES/2 × the ridge point (rate / HBM bandwidth; rate: the large-GEMM rate,
+    bf16's by default)."""
+    return machine.gemm_epilogue_bytes / 2 * (rate or machine.peak_flops * machine.efficiency) / machine.hbm_bytes_per_s
 
 
 def flash_seconds(core_flops: float, seq_len: int, machine: Machine) -> float:
