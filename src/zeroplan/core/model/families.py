@@ -1,4 +1,5 @@
-"""Exact parameter counts of decoder-only Hugging Face families, read from a config.json dict.
+"""Exact parameter counts of decoder-only Hugging Face families, read from a config.json dict
+(docs/formulas.md §2.1).
 
 Counts follow how transformers builds each model: a tied head is the embedding's own weight, so it
 counts once; biases, norms and learned positions count where the family has them. Each family is
