@@ -28,7 +28,7 @@ DEFAULT_MAX_MATMUL_SHARE = 0.836
 # A fixed time per GEMM kernel (launch, partial last wave) was fitted too: the calibration runs drive it to 0
 # (their GEMMs are large), so it stays 0 and out of the fit until runs with small GEMMs support a value.
 GEMM_OVERHEAD_S = 0.0
-# A GEMM's shape (docs/formulas.md "step time: GEMM shape"): each output tile runs a main loop of 2·K FLOPs per
+# A GEMM's shape (docs/formulas.md §14.2): each output tile runs a main loop of 2·K FLOPs per
 # output element over its contraction length K, and outside it (prologue loads, the epilogue's store, fp32 gradient
 # accumulation) moves GEMM_EPILOGUE_BYTES per output element at HBM bandwidth, not overlapped: a K-long contraction
 # runs at K/(K + K0) of the large-GEMM rate, K0 = GEMM_EPILOGUE_BYTES/2 × the GPU's ridge point (peak·efficiency /

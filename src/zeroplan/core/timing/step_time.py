@@ -238,8 +238,8 @@ class Layout:
 def gemm_seconds(flops: float, machine: Machine, inner: float = 0, outer: float = 0, linear: bool = False) -> float:
     """A GEMM of `flops` FLOPs with an inner × outer weight matrix, forward or either backward GEMM: at the machine's
     efficiency, slowed by 1 + K0·(1/inner + 1/outer)/2, K0 = GEMM_EPILOGUE_BYTES/2 × the GPU's ridge point
-    (peak·efficiency / HBM bandwidth): core.timing.machine GEMM_EPILOGUE_BYTES, docs/formulas.md "step time: GEMM
-    shape". No weight shape given: no shape cost. linear: a linear layer's GEMM, on the FP8 tensor cores under
+    (peak·efficiency / HBM bandwidth): core.timing.machine GEMM_EPILOGUE_BYTES, docs/formulas.md §14.2. No weight
+    shape given: no shape cost. linear: a linear layer's GEMM, on the FP8 tensor cores under
     --precision fp8 (machine.fp8_flops)."""
     rate = (machine.fp8_flops if linear and machine.fp8_flops else machine.peak_flops) * machine.efficiency
     seconds = flops / rate + machine.gemm_overhead_s
