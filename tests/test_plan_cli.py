@@ -202,3 +202,22 @@ def test_fp8_runs_the_linear_layers_on_the_fp8_peak_and_fsdp_gathers_in_fp8(cli)
     dp = {name: data["top"][0]["seconds_dp_total"] for name, data in found.items()}
     assert dp["tensorwise"] < dp["rowwise"] == pytest.approx(dp["bf16"])
     assert any("fp8 (tensorwise)" in line and "in FP8" in line for line in found["tensorwise"]["assumptions"])
+
+
+def test_async_tp_hides_tensor_parallel_collectives_inside_a_node_only(cli):
+    """Issue 21 item 4: --async-tp (torchtitan's async TP) is a framework trait, not a fitted knob: TP collectives
+    inside a node hide behind the stage's GEMMs, the compute is unchanged; a TP group across nodes stays exposed."""
+    base = ["--gpu", "h100-80g", "--seq-len", "4096", "--pp", "1", "--stages", "3", "--comm-overlap", "fsdp",
+            "--no-offload", "--recompute", "full", "--micro-batches", "1", "--format", "json"]
+    found = {}
+    for label, extra in (("inside", ["--model", "llama-3-70b", "--gpus", "64", "--global-batch", "64", "--tp", "8"]),
+                         ("across", ["--model", "llama-2-7b", "--gpus", "32", "--global-batch", "16", "--tp", "16",
+                                     "--allow-cross-node-tp"])):
+        for flag in ([], ["--async-tp"]):
+            code, out, err = cli("plan", *base, *extra, *flag)
+            assert code == 0, err
+            found[label, bool(flag)] = json.loads(out)["top"][0]
+    plain, hidden = found["inside", False], found["inside", True]
+    assert plain["seconds_tp_comm"] > 0 and hidden["seconds_tp_comm"] == 0
+    assert hidden["seconds_compute"] == plain["seconds_compute"]
+    assert found["across", True]["seconds_tp_comm"] == found["across", False]["seconds_tp_comm"] > 0

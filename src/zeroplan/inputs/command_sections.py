@@ -79,6 +79,10 @@ class SearchInputs(Section):
                                         "SDPA's flash backend) or fa3 (flash-attn 3, cuDNN fused attention via "
                                         "Transformer Engine; Hopper). Default: the --comm-overlap framework's (fa3 for "
                                         "megatron, else fa2).", panel=TIMING, parse=one_of(AttentionKernelChoice))
+    async_tp: bool = flag("--async-tp", help="The framework overlaps tensor-parallel collectives with the GEMMs "
+                          "(torchtitan's async TP, PyTorch symmetric-memory micro-pipelining; Megatron-Core's "
+                          "tp_comm_overlap is already in --comm-overlap megatron): TP inside a node hides behind "
+                          "the stage's compute.", panel=TIMING, kind=bool, default=False)
     cpu_adam_rate: str | None = flag("--cpu-adam-rate", help="CPU optimizer parameters per second per node "
                                      "(default 1e9).", panel=TIMING, parse=as_count)
     cp: str | None = flag("--cp", help="Context-parallel degrees to try, e.g. 1,2,4 (default 1; needs the sequence "

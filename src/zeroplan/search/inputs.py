@@ -48,14 +48,15 @@ FIELDS[HardwareInputs] += ("calibration",)
 FIELDS[SearchInputs] = ("efficiency", "cpu_adam_rate", "stages", "offload", "recompute", "sequence_parallel",
                         "virtual_stages", "micro_batches", "tp", "pp", "allow_cross_node_tp")
 FIELDS[StepInputs] += ("flash_attention",)
-FIELDS[SearchInputs] += ("cp", "fsdp_pipeline", "top", "tie_tolerance", "comm_overlap", "attention_kernel")
+FIELDS[SearchInputs] += ("cp", "fsdp_pipeline", "top", "tie_tolerance", "comm_overlap", "attention_kernel",
+                         "async_tp")
 ECHO_ORDER = ("gpus", "global_batch", "seq_len", "model", "params", "layers", "hidden", "heads", "kv_heads", "vocab",
               "ffn", "gpu", "cluster", "gpus_per_node", "cpu_memory", "nvme", "nvme_bandwidth", "intra_node_bandwidth",
               "inter_node_bandwidth", "gpu_memory", "runtime_reserve", "fragmentation", "host_reserve", "precision",
               "optimizer", "tokens", "calibration", "efficiency", "cpu_adam_rate", "stages", "offload", "recompute",
               "sequence_parallel", "virtual_stages", "micro_batches", "tp", "pp", "allow_cross_node_tp",
               "flash_attention", "cp", "fsdp_pipeline", "top", "tie_tolerance", "comm_overlap", "attention_kernel",
-              "fp8_recipe")
+              "fp8_recipe", "async_tp")
 
 
 @dataclass
@@ -203,7 +204,7 @@ def resolve(inputs: PlanInputs) -> ResolvedPlan:
                                   else inputs.search.efficiency),
                       cpu_adam_params_per_s=cpu_rate, gpus_per_node=cluster.gpus_per_node,
                       dp_overlap=DP_OVERLAP if overlap.dp_overlap is None else overlap.dp_overlap,
-                      tp_hidden=overlap.tp_hidden, pp_hidden=overlap.pp_hidden,
+                      tp_hidden=overlap.tp_hidden or inputs.search.async_tp, pp_hidden=overlap.pp_hidden,
                       flash_efficiency=flash_efficiency(cluster.gpu.name,
                                                         inputs.search.attention_kernel or overlap.attention_kernel),
                       fp8_flops=float(gpu.fp8_flops or 0) if recipe else 0.0, fp8_recipe=recipe or "")
@@ -241,7 +242,8 @@ def model_notes(inputs: PlanInputs, request: SearchRequest) -> list[str]:
         f"overlap (every ZeRO stage; {comm_overlap(inputs.search.comm_overlap).name} framework rule, "
         f"--comm-overlap): gradient reductions hide behind backward, parameter gathers behind forward, "
         f"up to {machine.dp_overlap:.0%} of that compute; with pp > 1 reductions wait for the pipeline flush"
-        f"{'; TP collectives hide behind the GEMMs' if machine.tp_hidden else ''}"
+        f"{'; TP collectives inside a node hide behind the GEMMs' if machine.tp_hidden else ''}"
+        f"{' (--async-tp)' if inputs.search.async_tp and not overlap_rule.tp_hidden else ''}"
         f"{'; interleaved pipeline transfers hide behind compute' if machine.pp_hidden else ''}",
         f"offload: PCIe {format_rate(cluster.pcie_bandwidth_bytes_per_s)} per GPU, CPU Adam "
         f"{format_count(int(machine.cpu_adam_params_per_s))} parameters/s per node"
