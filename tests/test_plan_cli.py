@@ -221,3 +221,46 @@ def test_async_tp_hides_tensor_parallel_collectives_inside_a_node_only(cli):
     assert plain["seconds_tp_comm"] > 0 and hidden["seconds_tp_comm"] == 0
     assert hidden["seconds_compute"] == plain["seconds_compute"]
     assert found["across", True]["seconds_tp_comm"] == found["across", False]["seconds_tp_comm"] > 0
+
+
+def test_hybrid_sharding_partitions_over_the_shard_group_and_allreduces_across_replicas(cli):
+    """Issue 21 item 2 (--dp-shard N: FSDP2 HSDP, ZeRO++ hpZ/MiCS): a hybrid plan's model states are those of full
+    sharding over N ranks (the same layout on N·tp·pp GPUs), and its gradient reduction adds an AllReduce of the
+    reduced partition across the replicas, on the links that group crosses."""
+    from zeroplan.core.memory.deepspeed_buffers import BufferConfig
+    from zeroplan.core.options import Option
+    from zeroplan.core.precision import bytes_per_param
+    from zeroplan.core.timing.collectives import collective_seconds
+    from zeroplan.core.timing.dp_offload import hybrid_dp_seconds, zero_dp_seconds
+    from zeroplan.core.timing.step_time import LinkTable
+    from zeroplan.inputs import presets
+
+    args = ["--model", "llama-3-8b", "--gpu", "h100-80g", "--seq-len", "8192", "--tp", "1", "--pp", "1",
+            "--stages", "3", "--comm-overlap", "fsdp", "--no-offload", "--recompute", "none", "--micro-batches", "1",
+            "--format", "json"]
+    import csv
+    import io
+
+    code, out, err = cli("plan", *args[:-2], "--format", "csv", "--gpus", "64", "--global-batch", "128",
+                         "--dp-shard", "8,16,48")
+    assert code == 0, err
+    rows = list(csv.DictReader(io.StringIO(out)))
+    assert {row["dp_shard"] for row in rows} == {"0", "8", "16"}  # 48 does not divide 64
+    hybrid = next(row for row in rows if row["dp_shard"] == "8")
+    code, out, err = cli("plan", *args, "--gpus", "8", "--global-batch", "16")
+    assert code == 0, err
+    node = json.loads(out)["top"][0]
+    for part in ("params", "gradients", "optimizer_states"):
+        assert int(hybrid[f"gpu_bytes_{part}"]) == node[f"gpu_bytes_{part}"]
+    # The time: ZeRO-3 inside the 8-rank group (NVLink) plus the AllReduce of its 1/8 gradient partition over the
+    # 8 replicas, one per node.
+    cluster = presets.cluster("dgx-h100")
+    links = LinkTable(cluster.gpu.intra_node_link, cluster.inter_node_link)
+    per_param, shard = bytes_per_param(), 8_030_261_248
+    found = hybrid_dp_seconds(Option(3), shard, 64, 8, 1, 8, per_param, 2, BufferConfig(), links)
+    inside = zero_dp_seconds(Option(3), shard, 8, per_param, True, 2, BufferConfig(), links, 8)
+    across = 2 * collective_seconds("all_reduce", -(-shard // 8) * 2, 8, links, 1)
+    assert found.reduce == pytest.approx(inside.reduce + across)
+    assert found.gather_forward == inside.gather_forward and found.gather_backward == inside.gather_backward
+    code, out, err = cli("plan", *args, "--gpus", "64", "--global-batch", "128", "--dp-shard", "1")
+    assert code == 2 and "--dp-shard" in err

@@ -49,14 +49,14 @@ FIELDS[SearchInputs] = ("efficiency", "cpu_adam_rate", "stages", "offload", "rec
                         "virtual_stages", "micro_batches", "tp", "pp", "allow_cross_node_tp")
 FIELDS[StepInputs] += ("flash_attention",)
 FIELDS[SearchInputs] += ("cp", "fsdp_pipeline", "top", "tie_tolerance", "comm_overlap", "attention_kernel",
-                         "async_tp")
+                         "async_tp", "dp_shard")
 ECHO_ORDER = ("gpus", "global_batch", "seq_len", "model", "params", "layers", "hidden", "heads", "kv_heads", "vocab",
               "ffn", "gpu", "cluster", "gpus_per_node", "cpu_memory", "nvme", "nvme_bandwidth", "intra_node_bandwidth",
               "inter_node_bandwidth", "gpu_memory", "runtime_reserve", "fragmentation", "host_reserve", "precision",
               "optimizer", "tokens", "calibration", "efficiency", "cpu_adam_rate", "stages", "offload", "recompute",
               "sequence_parallel", "virtual_stages", "micro_batches", "tp", "pp", "allow_cross_node_tp",
               "flash_attention", "cp", "fsdp_pipeline", "top", "tie_tolerance", "comm_overlap", "attention_kernel",
-              "fp8_recipe", "async_tp")
+              "fp8_recipe", "async_tp", "dp_shard")
 
 
 @dataclass
@@ -159,7 +159,8 @@ def _space(inputs: PlanInputs, model: ModelSpec, assumptions: list[str]) -> Sear
         micro_batches=parse_int_list(inputs.search.micro_batches, "--micro-batches"),
         tp=parse_int_list(inputs.search.tp, "--tp"), pp=parse_int_list(inputs.search.pp, "--pp"),
         allow_cross_node_tp=inputs.search.allow_cross_node_tp, flash_attention=inputs.step.flash_attention,
-        cp=parse_int_list(inputs.search.cp, "--cp") or (1,), fsdp_pipeline=inputs.search.fsdp_pipeline)
+        cp=parse_int_list(inputs.search.cp, "--cp") or (1,), fsdp_pipeline=inputs.search.fsdp_pipeline,
+        dp_shard=parse_int_list(inputs.search.dp_shard, "--dp-shard", minimum=2) or ())
 
 
 def _stage_check(text: str | None) -> None:

@@ -26,7 +26,8 @@ from zeroplan.core.layout.batch_memory import ActivationTable, FixedMemory, fixe
 from zeroplan.core.layout.space import (PIPELINE_STAGE, PIPELINE_STAGES, SearchSpace, interleave_problem, layout_problem,
                                       layouts, micro_batch_choices)
 from zeroplan.core.precision import BytesPerParam
-from zeroplan.core.timing.dp_offload import gpu_optimizer_seconds, offload_seconds, zero_dp_seconds, offload_traffic
+from zeroplan.core.timing.dp_offload import (gpu_optimizer_seconds, hybrid_dp_seconds, offload_seconds,
+                                            offload_traffic, zero_dp_seconds)
 from zeroplan.core.timing.step_time import (FlopModel, Layout, Machine, StepTime, exposed_seconds, microbatch_seconds,
                                     pass_times, pp_intra_node, step_time)
 from zeroplan.core.units import ceil_div
@@ -69,6 +70,7 @@ class PlanRecord(NamedTuple):
     host_checked: bool
     time: StepTime
     cp: int = 1  # context parallelism: dp × tp × pp × cp GPUs
+    dp_shard: int = 0  # hybrid sharding: ZeRO partitions over groups of this many of the dp·cp ranks; 0: all of them
 
     @property
     def gpu_total(self) -> int:
@@ -85,12 +87,12 @@ class PlanRecord(NamedTuple):
     @property
     def layout_key(self) -> tuple:
         """What tells plans apart in a top list: the grid and the ZeRO stage (not the step's details)."""
-        return (self.dp, self.tp, self.pp, self.cp, self.option.stage)
+        return (self.dp, self.tp, self.pp, self.cp, self.option.stage)  # a hybrid shard shows only if it ranks first
 
     def simplicity_key(self) -> tuple:
         """Fewer moving parts first: no offload, less model parallelism, a lower ZeRO stage, less recompute."""
         return (self.option.tier_rank, self.tp * self.pp * self.cp, self.pp, self.option.stage,
-                RECOMPUTE_ORDER[self.recompute], self.sequence_parallel, self.virtual_stages)
+                RECOMPUTE_ORDER[self.recompute], self.sequence_parallel, self.virtual_stages, self.dp_shard > 0)
 
 
 def rank(plans: list[PlanRecord], tolerance: float = DEFAULT_TIE_TOLERANCE) -> list[PlanRecord]:
@@ -163,13 +165,13 @@ def _search(request: SearchRequest, progress: Callable[[int, int], None] | None)
     skipped: Counter = Counter()
     candidates = [(tp, pp, cp) for tp, pp in layouts(space) for cp in space.cp if (space.gpus // (tp * pp)) % cp == 0]
     tables: dict[int, ActivationTable] = {}
-    grids: dict[tuple[int, int], _Grid] = {}  # what every cp of one tp × pp shares
+    grids: dict[tuple[int, int, int], _Grid] = {}  # what every cp of one tp × pp (and hybrid shard) shares
     micro_cache: dict = {}  # microbatch_seconds' per-shape pieces, for every layout
     for index, (tp, pp, cp) in enumerate(candidates):
-        grid = grids.get((tp, pp))
+        grid = grids.get((tp, pp, 0))
         if grid is None:
-            grid = grids[(tp, pp)] = _Grid(request, ParallelDims(space.gpus, tp, pp, request.cluster.gpus_per_node),
-                                           options)
+            grid = grids[(tp, pp, 0)] = _Grid(request, ParallelDims(space.gpus, tp, pp, request.cluster.gpus_per_node),
+                                              options)
         problem = layout_problem(model, grid.parallel, space, cp)  # its dp: the dp·cp ZeRO group
         if problem:
             rejected[problem] += 1
@@ -177,9 +179,30 @@ def _search(request: SearchRequest, progress: Callable[[int, int], None] | None)
             if cp not in tables:  # each rank holds s/cp tokens of every sequence
                 tables[cp] = ActivationTable(model, space.seq_len // cp, space.flash_attention)
             _search_layout(request, grid, flops, tables[cp], micro_cache, plans, skipped, cp)
+            for shard in space.dp_shard:  # hybrid sharding: the same layout, ZeRO over groups of `shard` ranks
+                issue = hybrid_shard_problem(grid.parallel, shard)
+                if issue:
+                    skipped[issue] += 1
+                    continue
+                hybrid = grids.get((tp, pp, shard))
+                if hybrid is None:
+                    hybrid = grids[(tp, pp, shard)] = _Grid(request, grid.parallel, options, shard)
+                _search_layout(request, hybrid, flops, tables[cp], micro_cache, plans, skipped, cp)
         if progress is not None:
             progress(index + 1, len(candidates))
     return SearchResult(request, plans, dict(rejected), dict(skipped), len(candidates), time.perf_counter() - start)
+
+
+def hybrid_shard_problem(parallel: ParallelDims, shard: int) -> str | None:
+    """Why a hybrid shard group of `shard` ranks does not apply to this layout (None: it does). The group is
+    `shard` consecutive ranks of the dp·cp ZeRO group; it must divide the group and be smaller than it (equal is full
+    sharding), and span at least a node's GPUs with its model-parallel peers (shard·tp·pp ≥ GPUs per node, or the
+    whole world), as FSDP2's HSDP and ZeRO++'s hpZ/MiCS groups are laid out."""
+    if parallel.dp % shard or shard >= parallel.dp:
+        return "hybrid shard group does not divide the ZeRO group (or is all of it)"
+    if shard * parallel.tp * parallel.pp < min(parallel.gpus_per_node, parallel.world):
+        return "hybrid shard group smaller than a node"
+    return None
 
 
 def _step_shapes(space: SearchSpace, tp: int, dp: int) -> list[tuple[int, bool, str, int]]:
@@ -195,12 +218,16 @@ class _Grid:
     the options' fixed memory, the optimizer step and the DP/offload time of each (option, accumulation). Built
     lazily: a grid whose every cp is ruled out costs nothing."""
 
-    def __init__(self, request: SearchRequest, parallel: ParallelDims, options: tuple[Option, ...]) -> None:
+    def __init__(self, request: SearchRequest, parallel: ParallelDims, options: tuple[Option, ...],
+                 shard: int = 0) -> None:
         self.request, self.parallel, self.pp = request, parallel, parallel.pp
+        self.dp_shard = shard  # hybrid sharding: ZeRO-1..3 without offload, partitioned over `shard` ranks
         space = request.space
         self.options = tuple(o for o in options if parallel.pp == 1 or o.stage in PIPELINE_STAGES
                              or space.fsdp_pipeline)
-        self.left_out = len(options) - len(self.options)
+        if shard:  # hybrid options only; the full-sharding grid counts what the pipeline rule leaves out
+            self.options = tuple(o for o in self.options if o.stage >= 1 and not o.offloads)
+        self.left_out = 0 if shard else len(options) - len(self.options)
         self._fixed: list[FixedMemory] | None = None
         self.per_step: dict[int, list[tuple]] = {}
         self._rows: dict[int, list[tuple]] = {}
@@ -209,6 +236,9 @@ class _Grid:
         """Per usable option: its fixed memory, the optimizer step's seconds (see _search_layout)."""
         if self._fixed is None:
             request, parallel = self.request, self.parallel
+            if self.dp_shard:  # the ZeRO partitions of one shard group: its memory is a world of shard·tp·pp
+                parallel = ParallelDims(self.dp_shard * parallel.tp * parallel.pp, parallel.tp, parallel.pp,
+                                        parallel.gpus_per_node)
             estimate_request = EstimateRequest(
                 model=request.model, cluster=request.cluster, parallel=parallel, per_param=request.per_param,
                 budget=request.budget, options=self.options, largest_layer_params=request.largest_layer_params,
@@ -244,7 +274,7 @@ class _Grid:
         for f in self.fixed():
             dp_time, offload = _per_step(self.request, f, self.shard, self.partition, parallel.dp,
                                          parallel.gpus_in_busiest_node, parallel.dp_intra_node, micro_batches,
-                                         parallel.tp)
+                                         parallel.tp, self.dp_shard)
             steps.append((dp_time, offload))
             rows.append((f.option, f.params, f.gradients, f.optimizer_states, f.buffers, f.temporary,
                          f.params + f.gradients + f.optimizer_states + f.buffers, f.cpu_bytes_per_node,
@@ -301,14 +331,21 @@ def _search_layout(request: SearchRequest, grid: _Grid, flops: FlopModel, activa
                 limits = gpu_limits if states + act > usable_gpu else host_limits
             # PlanRecord(...) without the named tuple's keyword layer: its fields in order
             append(record(PlanRecord, (dp, tp, pp, v, option, b, m, recompute, sp, gpu, cpu, nvme, limits,
-                                       host_checked, step_time(passes, dp_total, hidden_not, optimizer), cp)))
+                                       host_checked, step_time(passes, dp_total, hidden_not, optimizer), cp,
+                                       grid.dp_shard)))
 
 
 def _per_step(request: SearchRequest, fixed: FixedMemory, shard: int, partition: int, dp: int, gpus_in_node: int,
-              dp_intra_node: bool, micro_batches: int, tp: int = 1) -> tuple:
+              dp_intra_node: bool, micro_batches: int, tp: int = 1, dp_shard: int = 0) -> tuple:
     option, buffers, machine = fixed.option, request.buffers, request.machine
     per_node = request.cluster.gpus_per_node
     dp_per_node = max(1, per_node // tp) if tp <= per_node else 1
+    if dp_shard:  # hybrid sharding: ZeRO's collectives inside the shard group, an AllReduce across its replicas
+        dp_time = hybrid_dp_seconds(option, shard, dp, dp_shard, tp, per_node, request.per_param, micro_batches,
+                                    buffers, machine.links)
+        offload = offload_seconds(offload_traffic(option, shard, dp_shard, request.per_param, gpus_in_node,
+                                                  micro_batches), partition, gpus_in_node, machine, False)
+        return dp_time, offload
     dp_time = zero_dp_seconds(option, shard, dp, request.per_param, dp_intra_node, micro_batches, buffers,
                               machine.links, dp_per_node)
     traffic = offload_traffic(option, shard, dp, request.per_param, gpus_in_node, micro_batches)

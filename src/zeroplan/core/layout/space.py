@@ -57,6 +57,7 @@ class SearchSpace:
     flash_attention: bool = True
     cp: tuple[int, ...] = (1,)  # context-parallel degrees to try
     fsdp_pipeline: bool = False  # also ZeRO-2/3 (FSDP) with pp > 1, as torchtitan and Llama 3 run
+    dp_shard: tuple[int, ...] = ()  # hybrid sharding: shard-group sizes to try beside full sharding (search.py)
 
     def __post_init__(self) -> None:
         for name, value in (("--gpus", self.gpus), ("--global-batch", self.global_batch),
@@ -74,7 +75,8 @@ class SearchSpace:
                  ("--micro-batches", self.micro_batches or (1,), _positive, "positive whole numbers"),
                  ("--tp", self.tp or (1,), _positive, "positive whole numbers"),
                  ("--pp", self.pp or (1,), _positive, "positive whole numbers"),
-                 ("--cp", self.cp, _positive, "positive whole numbers"))
+                 ("--cp", self.cp, _positive, "positive whole numbers"),
+                 ("--dp-shard", self.dp_shard or (2,), lambda n: _positive(n) and n > 1, "whole numbers above 1"))
         for name, values, valid, expected in lists:
             bad = [v for v in values if not valid(v)]
             if bad or not values:

@@ -69,6 +69,33 @@ def zero_dp_seconds(option: Option, shard_params: int, dp: int, per_param: Bytes
     return dp_seconds(collectives, links, ranks_per_node)
 
 
+def hybrid_dp_seconds(option: Option, shard_params: int, zero_ranks: int, dp_shard: int, tp: int, gpus_per_node: int,
+                      per_param: BytesPerParam, micro_batches: int, buffers: BufferConfig,
+                      links: LinkTable) -> DpSeconds:
+    """Hybrid sharding (FSDP2 HSDP, DeepSpeed ZeRO++ hpZ-style and MiCS groups): of the zero_ranks ranks sharing the
+    model-parallel shard, groups of dp_shard consecutive ranks (tp apart) partition ZeRO's states and run its
+    collectives among themselves (zero_dp_seconds over dp_shard ranks, on the span the group crosses); the
+    zero_ranks/dp_shard replicas of each partition then AllReduce their reduced gradient partition (shard_params /
+    dp_shard elements) across groups, on the links the replica group crosses (its members are dp_shard·tp GPUs
+    apart), as often as the gradients are reduced (every micro-batch from stage 2 on). The AllReduce is part of the
+    gradient reduction, so it hides behind backward like the ReduceScatter (core.timing.step_time.exposed_seconds).
+    Torch's HSDP (torch.distributed.fsdp.fully_shard with a 2-D DeviceMesh, "replicate" × "shard") reduces
+    gradients with a ReduceScatter in the shard mesh then an AllReduce in the replicate mesh (FSDP2 docs)."""
+    span_gpus = dp_shard * tp
+    shard_intra_node = span_gpus <= gpus_per_node
+    shard_per_node = max(1, gpus_per_node // tp) if tp <= gpus_per_node else 1
+    inside = zero_dp_seconds(option, shard_params, dp_shard, per_param, shard_intra_node, micro_batches, buffers,
+                             links, min(shard_per_node, dp_shard))
+    replicas = zero_ranks // dp_shard
+    if replicas <= 1:
+        return inside
+    replica_per_node = max(1, gpus_per_node // span_gpus) if span_gpus < gpus_per_node else 1
+    repeats = micro_batches if option.stage >= 2 else 1
+    buffer = sharded(per_param.gradients, shard_params, dp_shard)
+    across = repeats * collective_seconds("all_reduce", buffer, replicas, links, replica_per_node)
+    return DpSeconds(inside.reduce + across, inside.gather_forward, inside.gather_backward, inside.gather_after_step)
+
+
 @dataclass(frozen=True)
 class OffloadTraffic:
     """Bytes one optimizer step of `micro_batches` micro-batches moves for an offloading option, by transfer.
