@@ -231,7 +231,8 @@ def test_hybrid_sharding_partitions_over_the_shard_group_and_allreduces_across_r
     from zeroplan.core.options import Option
     from zeroplan.core.precision import bytes_per_param
     from zeroplan.core.timing.collectives import collective_seconds
-    from zeroplan.core.timing.dp_offload import hybrid_dp_seconds, zero_dp_seconds
+    from zeroplan.core.timing.dp_offload import dp_seconds, hybrid_dp_seconds, zero_dp_seconds
+    from zeroplan.core.timing.dp_traffic import replica_allreduce
     from zeroplan.core.timing.step_time import LinkTable
     from zeroplan.inputs import presets
 
@@ -259,7 +260,8 @@ def test_hybrid_sharding_partitions_over_the_shard_group_and_allreduces_across_r
     per_param, shard = bytes_per_param(), 8_030_261_248
     found = hybrid_dp_seconds(Option(3), shard, 64, 8, 1, 8, per_param, 2, BufferConfig(), links)
     inside = zero_dp_seconds(Option(3), shard, 8, per_param, True, 2, BufferConfig(), links, 8)
-    across = 2 * collective_seconds("all_reduce", -(-shard // 8) * 2, 8, links, 1)
+    across = dp_seconds(replica_allreduce(shard, 8, 8, 2, 2), links, 1).reduce
+    assert across == pytest.approx(2 * collective_seconds("all_reduce", -(-shard // 8) * 2, 8, links, 1), rel=0.01)
     assert found.reduce == pytest.approx(inside.reduce + across)
     assert found.gather_forward == inside.gather_forward and found.gather_backward == inside.gather_backward
     code, out, err = cli("plan", *args, "--gpus", "64", "--global-batch", "128", "--dp-shard", "1")

@@ -87,9 +87,9 @@ class SearchInputs(Section):
                                      "(default 1e9).", panel=TIMING, parse=as_count)
     cp: str | None = flag("--cp", help="Context-parallel degrees to try, e.g. 1,2,4 (default 1; needs the sequence "
                           "divisible by 2·cp).", panel=SEARCH)
-    dp_shard: str | None = flag("--dp-shard", help="Also try hybrid sharding: ZeRO-1/2/3 partitioned over groups of "
-                                "this many data-parallel ranks, replicated across the groups (FSDP2 HSDP, ZeRO++ "
-                                "hpZ/MiCS), e.g. 8 or 8,16.", panel=SEARCH)
+    dp_shard: str | None = option(flag_of(ParallelInputs, "dp_shard").variant(
+        help="Also try hybrid sharding: ZeRO-1/2/3 partitioned over groups of this many data-parallel ranks, "
+        "replicated across the groups (FSDP2 HSDP, ZeRO++ hpZ/MiCS), e.g. 8 or 8,16.", panel=SEARCH, kind=str))
     fsdp_pipeline: bool = flag("--fsdp-with-pp", help="Also try ZeRO-2/3 (FSDP) with pipeline parallelism "
                                "(torchtitan, Llama 3).", panel=SEARCH, kind=bool, default=False)
     top: int = flag("--top", help="How many plans to show (distinct dp×tp×pp and stage).", panel=OUTPUT, kind=int,

@@ -320,6 +320,9 @@ class ParallelInputs(Section):
     zeropp: str | None = flag("--zeropp", help="ZeRO++ features for stage 3, any of qwz,hpz,qgz.", panel=PARALLEL)
     hpz_partition_size: int | None = flag("--hpz-partition-size", help="hpZ secondary partition size (default: "
                                           "GPUs per node).", panel=PARALLEL, kind=int)
+    dp_shard: int | None = flag("--dp-shard", help="Hybrid sharding: ZeRO-1/2/3 partitioned over groups of this many "
+                                "data-parallel ranks and replicated across the groups (FSDP2 HSDP, ZeRO++ hpZ/MiCS).",
+                                panel=PARALLEL, kind=int)
     nvme_path: str | None = flag("--nvme-path", help="nvme_path for NVMe offload blocks (default the placeholder "
                                  "/local_nvme).", panel=PARALLEL)
 

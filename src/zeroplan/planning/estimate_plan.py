@@ -160,7 +160,8 @@ def build_request(inputs: EstimateInputs, assumptions: list[str]) -> tuple[Estim
         model=model, cluster=cluster, parallel=parallel, per_param=bytes_per_param(step.precision, step.optimizer),
         budget=resolve_budget(inputs.budget, cluster, assumptions), options=options, convention=convention.convention,
         largest_layer_params=largest, zero_init=convention.zero_init, buffer_factor=convention.buffer_factor,
-        zeropp=zeropp, hpz_partition_size=given.hpz_partition_size, buffers=resolve_buffers(inputs.buffers),
+        zeropp=zeropp, hpz_partition_size=given.hpz_partition_size, dp_shard=given.dp_shard,
+        buffers=resolve_buffers(inputs.buffers),
         activations=activations, micro_batches_per_step=micro_batches, global_batch=step.global_batch,
         max_micro_batch=step.max_micro_batch,
         calibrated_links=_calibrated_links(inputs, assumptions), framework=inputs.convention.framework or "deepspeed",
@@ -253,6 +254,13 @@ def build_plan(inputs: EstimateInputs) -> Plan:
                            f"{request.hpz_ranks} ranks ({request.hpz_span.replace('_', '-')}; --hpz-partition-size, "
                            "default GPUs per node) so the backward gather stays there, qgZ reduces int4 gradients; "
                            "quantisation scales not counted")
+    if request.dp_shard:
+        replicas = request.parallel.dp // request.dp_shard
+        assumptions.append(f"hybrid sharding (--dp-shard {request.dp_shard}; FSDP2 HSDP, ZeRO++ hpZ/MiCS): ZeRO-1/2/3 "
+                           f"partition over groups of {request.dp_shard} of the {request.parallel.dp} data-parallel "
+                           f"ranks ({request.dp_span.replace('_', '-')}), replicated {replicas}×; each gradient "
+                           "reduction adds an AllReduce of the group's gradient partition across the replicas "
+                           "(inter-node)")
     if any(not e.host_checked for e in estimates):
         assumptions.append("host capacity unknown: offload rows are not checked against CPU RAM/NVMe")
     return Plan(inputs, request, estimates, recommendation, assumptions)

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from zeroplan.core.timing.dp_traffic import Collective, dp_collectives
+from zeroplan.core.timing.dp_traffic import Collective, dp_collectives, replica_allreduce
 from zeroplan.core.options import Option
 from zeroplan.core.precision import BytesPerParam
 from zeroplan.core.timing.collectives import LinkTable, collective_seconds
@@ -45,7 +45,7 @@ def dp_seconds(collectives: list[Collective], links: LinkTable, ranks_per_node: 
         kind = c.kind
         per_node = c.ranks if c.span == "intra_node" else min(ranks_per_node, c.ranks - 1)
         seconds = c.repeats * collective_seconds(kind, c.buffer_bytes, c.ranks, links, per_node, c.calls)
-        if kind == "reduce_scatter":
+        if kind == "reduce_scatter" or c.name.startswith("allgather_gradients"):  # the gradient reduction
             parts["reduce"] += seconds
         elif c.name.startswith("allgather_parameters_forward"):
             parts["gather_forward"] += seconds
@@ -86,14 +86,12 @@ def hybrid_dp_seconds(option: Option, shard_params: int, zero_ranks: int, dp_sha
     shard_per_node = max(1, gpus_per_node // tp) if tp <= gpus_per_node else 1
     inside = zero_dp_seconds(option, shard_params, dp_shard, per_param, shard_intra_node, micro_batches, buffers,
                              links, min(shard_per_node, dp_shard))
-    replicas = zero_ranks // dp_shard
-    if replicas <= 1:
-        return inside
-    replica_per_node = max(1, gpus_per_node // span_gpus) if span_gpus < gpus_per_node else 1
     repeats = micro_batches if option.stage >= 2 else 1
-    buffer = sharded(per_param.gradients, shard_params, dp_shard)
-    across = repeats * collective_seconds("all_reduce", buffer, replicas, links, replica_per_node)
-    return DpSeconds(inside.reduce + across, inside.gather_forward, inside.gather_backward, inside.gather_after_step)
+    # one replica per node: a shard group spans at least a node (core.layout.search.hybrid_shard_problem)
+    across = dp_seconds(replica_allreduce(shard_params, dp_shard, zero_ranks // dp_shard, per_param.gradients,
+                                          repeats), links, 1)
+    return DpSeconds(inside.reduce + across.reduce, inside.gather_forward, inside.gather_backward,
+                     inside.gather_after_step)
 
 
 @dataclass(frozen=True)
