@@ -145,7 +145,7 @@ def _fix(recommendation, units: str, view: ConfigView) -> str:
 def _bucket_shard(context: CheckContext, tp: int, pp: int) -> tuple[int, int]:
     """(parameters on the most loaded shard, its largest layer) exactly as `zeroplan estimate` takes them."""
     model = planning.model_spec(context)
-    largest = (parse_count(context.largest_layer_params, "--largest-layer-params")
+    largest = (parse_count(context.largest_layer_params, "largest_layer_params")
                if context.largest_layer_params is not None else model_largest_layer_params(model)[0])
     return shard_params(model, tp, pp), ceil_div(largest, tp)
 

@@ -46,7 +46,7 @@ def check(files: list[Path], output: OutputInputs, model: ModelInputs, hardware:
 
     output_format = check_format(output.output_format, CHECK_FORMATS)
     if step.precision is not None and step.precision not in ("bf16", "fp16", "fp32"):
-        raise InputError("--precision", f"unknown precision '{step.precision}'", "use bf16, fp16 or fp32")
+        raise InputError("precision", f"unknown precision '{step.precision}'", "use bf16, fp16 or fp32")
     context = from_sections(model, hardware, parallel, step, units=output.units)
     strict = output.strict
     reports, failed = check_files(files, context, output.plan, strict)

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from zeroplan.core.errors import InputError
+from zeroplan.core.errors import InputError, ref
 
 PRECISIONS = ("mixed", "fp32")
 PRECISION_ALIASES = {"mixed": "mixed", "bf16": "mixed", "fp16": "mixed", "fp32": "fp32", "fp8": "mixed"}
@@ -58,7 +58,7 @@ class BytesPerParam:
 def normalize_precision(name: str) -> str:
     key = name.strip().lower()
     if key not in PRECISION_ALIASES:
-        raise InputError("--precision", f"unknown precision '{name}'", "use mixed (or bf16/fp16) or fp32")
+        raise InputError("precision", f"unknown precision '{name}'", "use mixed (or bf16/fp16) or fp32")
     return PRECISION_ALIASES[key]
 
 
@@ -67,7 +67,7 @@ def bytes_per_param(precision: str = "mixed", optimizer: str = "adam") -> BytesP
     precision = normalize_precision(precision)
     key = optimizer.strip().lower()
     if key not in _OPTIMIZER_STATE_BYTES:
-        raise InputError("--optimizer", f"unknown optimizer '{optimizer}'", f"use one of {', '.join(OPTIMIZERS)}")
+        raise InputError("optimizer", f"unknown optimizer '{optimizer}'", f"use one of {', '.join(OPTIMIZERS)}")
     weight_bytes = 2 if precision == "mixed" else 4
     master = _MASTER_WEIGHT_BYTES if precision == "mixed" else 0
     return BytesPerParam(
@@ -83,8 +83,8 @@ def check_precision_on_gpu(precision: str | None, gpu_name: str, supports_bf16: 
     """bf16 asked for on a GPU without bf16 units (V100, T4): refused, for every command, rather than
     planned (DeepSpeed would fail at start-up, torch would emulate it at a fraction of the speed)."""
     if precision is not None and precision.strip().lower() == "bf16" and not supports_bf16:
-        raise InputError("--precision", f"{gpu_name} has no bf16 support",
-                         "use --precision fp16 (or mixed, which means fp16 on this GPU) or fp32")
+        raise InputError("precision", f"{gpu_name} has no bf16 support",
+                         f"use {ref('precision', 'fp16')} (or mixed, which means fp16 on this GPU) or fp32")
 
 
 def is_fp8(precision: str | None) -> bool:
@@ -93,19 +93,20 @@ def is_fp8(precision: str | None) -> bool:
 
 def check_fp8(precision: str | None, recipe: str | None, gpu_name: str, fp8_flops: int | None,
               supports_mxfp8: bool) -> str | None:
-    """The FP8 recipe a run trains with (None without --precision fp8): refused on a GPU without FP8 tensor cores
+    """The FP8 recipe a run trains with (None without precision fp8): refused on a GPU without FP8 tensor cores
     (Volta, Ampere: torchao and Transformer Engine need sm89+), and mxfp8 where the tensor cores do not take it."""
     if not is_fp8(precision):
         if recipe is not None:
-            raise InputError("--fp8-recipe", "is given without --precision fp8", "add --precision fp8 or drop it")
+            raise InputError("fp8_recipe", f"is given without {ref('precision', 'fp8')}",
+                             f"add {ref('precision', 'fp8')} or drop it")
         return None
     if fp8_flops is None:
-        raise InputError("--precision", f"{gpu_name} has no FP8 tensor cores",
+        raise InputError("precision", f"{gpu_name} has no FP8 tensor cores",
                          "use bf16, or an FP8 GPU (h100-80g, h200-141g, b200, l40s, mi300x)")
     chosen = (recipe or "tensorwise").strip().lower()
     if chosen not in FP8_RECIPES:
-        raise InputError("--fp8-recipe", f"unknown recipe '{recipe}'", f"use one of {', '.join(FP8_RECIPES)}")
+        raise InputError("fp8_recipe", f"unknown recipe '{recipe}'", f"use one of {', '.join(FP8_RECIPES)}")
     if chosen == "mxfp8" and not supports_mxfp8:
-        raise InputError("--fp8-recipe", f"{gpu_name}'s tensor cores do not take MXFP8 operands (Blackwell do)",
+        raise InputError("fp8_recipe", f"{gpu_name}'s tensor cores do not take MXFP8 operands (Blackwell do)",
                          "use tensorwise or rowwise on this GPU")
     return chosen

@@ -12,7 +12,7 @@ from zeroplan.deepspeed.buckets import BUDGET_SHARE, Buckets, largest_bucket_wit
 from zeroplan.deepspeed.context import CheckContext
 from zeroplan.deepspeed.keys import DEEPSPEED_DEFAULTS
 from zeroplan.core.evaluate.estimate import OptionEstimate, evaluate_options
-from zeroplan.core.errors import InputError, RunFailed
+from zeroplan.core.errors import InputError, RunFailed, ref
 from zeroplan.core.parallel.grid import ParallelDims
 from zeroplan.core.precision import check_precision_on_gpu
 from zeroplan.planning.estimate_plan import build_plan
@@ -80,12 +80,12 @@ def choose(context: CheckContext, *, stage: int | None = None, offload_optimizer
     check_precision_on_gpu(context.precision, gpu.name, gpu.supports_bf16)
     precision = (context.precision or ("bf16" if gpu.supports_bf16 else "fp16")).strip().lower()
     if precision == "fp8":  # ds_config has no FP8 switch: FP8 lives in the model's layers
-        raise InputError("--precision", "DeepSpeed's config has no FP8 training switch: FP8 runs inside the model "
+        raise InputError("precision", "DeepSpeed's config has no FP8 training switch: FP8 runs inside the model "
                          "(Transformer Engine's te.Linear under fp8_autocast, or torchao's Float8Linear) on a bf16 "
-                         "ZeRO config", "check or export the bf16 config (--precision bf16) and convert the model's "
-                         "linear layers; zeroplan plan --precision fp8 prices the step")
+                         f"ZeRO config", f"check or export the bf16 config ({ref('precision', 'bf16')}) and convert "
+                         f"the model's linear layers; zeroplan plan prices the step with {ref('precision', 'fp8')}")
     if precision not in PRECISIONS:
-        raise InputError("--precision", f"unknown precision '{context.precision}'", "use bf16, fp16 or fp32")
+        raise InputError("precision", f"unknown precision '{context.precision}'", "use bf16, fp16 or fp32")
     world, tp, pp = context.gpus or 1, context.tp or 1, context.pp or 1
     dims = ParallelDims(world=world, tp=tp, pp=pp)  # validates divisibility before anything else
     batch = consistent(dims.dp, context.micro_batch, context.grad_accum, context.global_batch)

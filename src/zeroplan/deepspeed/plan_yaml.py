@@ -16,11 +16,11 @@ def document(choice: Choice, nvme_path: str | None = None) -> dict:
         is_path = context.model.endswith(".json") or "/" in context.model
         model: dict = {"config" if is_path else "preset": context.model}
     else:
-        model = {"params": as_count(context.params, "--params")}
+        model = {"params": as_count(context.params, "params")}
         if choice.hidden is not None:
             model["hidden"] = choice.hidden
     if context.largest_layer_params is not None:
-        model["largest_layer_params"] = as_count(context.largest_layer_params, "--largest-layer-params")
+        model["largest_layer_params"] = as_count(context.largest_layer_params, "largest_layer_params")
     cluster: dict = {"gpus": choice.world}
     for key in ("preset", "gpu", "gpus_per_node", "cpu_memory", "nvme", "gpu_memory"):
         value = getattr(context, "cluster" if key == "preset" else key)

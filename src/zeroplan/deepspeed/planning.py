@@ -71,7 +71,7 @@ def gpu_capacity(context: CheckContext) -> int:
     """The GPU's memory in bytes: the one named (flag, plan or cluster), else the planner's default GPU,
     so the bucket rule and the memory rules judge the same GPU."""
     if context.gpu_memory is not None:
-        return parse_bytes(context.gpu_memory, "--gpu-memory")
+        return parse_bytes(context.gpu_memory, "gpu_memory")
     if context.cluster is not None:
         return presets.cluster(context.cluster).gpu.memory_bytes
     return presets.gpu(context.gpu or DEFAULT_GPU).memory_bytes

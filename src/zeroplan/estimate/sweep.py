@@ -9,12 +9,11 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
-from zeroplan.core.errors import InputError
+from zeroplan.core.errors import InputError, ref
 from zeroplan.core.evaluate.estimate import EstimateRequest, evaluate_options
 from zeroplan.core.options import PAPER_OPTIONS, Option
 from zeroplan.core.parallel.grid import ParallelDims
 from zeroplan.core.evaluate.recommend import fewest_gpus
-from zeroplan.inputs.lists import parse_int_list
 from zeroplan.inputs.command_sections import GridInputs
 from zeroplan.inputs.sections import (CommandInputs, BudgetInputs, HardwareInputs, ModelInputs, ParallelInputs, StepInputs, flag_of,
                                       Section)
@@ -46,28 +45,18 @@ class SweepInputs(CommandInputs):
     FIELDS: ClassVar[dict[Any, tuple[str, ...]]] = FIELDS
 
     def echo(self) -> dict[str, Any]:
-        values = {name: getattr(getattr(self, section.key), name) for section, names in FIELDS.items()
+        values = {name: getattr(self, section.key).as_given(name) for section, names in FIELDS.items()
                   for name in names if flag_of(section, name).echo}
         return {**values, "units": self.units}
 
 
-def _split(text: str | None, flag: str = "list") -> list[str]:
-    """'a,b' -> ['a', 'b'], duplicates dropped; an empty item ('a,,b' or '') is an error, not skipped."""
-    if text is None:
-        return []
-    parts = [part.strip() for part in text.split(",")]
-    if not all(parts):
-        raise InputError(flag, f"'{text}' has an empty item", "write a comma list such as a,b")
-    return list(dict.fromkeys(parts))
-
-
 def _models(inputs: SweepInputs) -> list[tuple[str, dict[str, str]]]:
     """(label, EstimateInputs fields) per model, in the order given."""
-    models = [(name, {"model": name}) for name in _split(inputs.grid.models, "--model")]
-    models += [(count, {"params": count}) for count in _split(inputs.grid.params, "--params")]
+    models = [(name, {"model": name}) for name in inputs.grid.models or ()]
+    models += [(count, {"params": count}) for count in inputs.grid.params or ()]
     if not models:
-        raise InputError("--model/--params", "no model given",
-                         "e.g. --model llama-2-7b,llama-2-13b or --params 7e9,13e9")
+        raise InputError("model/params", "no model given",
+                         f"e.g. {ref('models', 'llama-2-7b,llama-2-13b')} or {ref('params', '7e9,13e9')}")
     return models
 
 
@@ -86,12 +75,9 @@ def _fewest(request: EstimateRequest, option: Option | None) -> int | None:
 def sweep_rows(inputs: SweepInputs) -> tuple[list[dict[str, Any]], list[str]]:
     """Every row, and the assumptions shared by all of them."""
     grid = inputs.grid
-    counts = parse_int_list(grid.gpus, "--gpus")
-    stages = parse_int_list(grid.stages, "--stages", minimum=0) or (0, 1, 2, 3)
-    for stage in stages:
-        if stage > 3:
-            raise InputError("--stages", f"ZeRO stage must be 0, 1, 2 or 3, got {stage}")
-    gpu_types: list[str | None] = list(_split(grid.gpu_types, "--gpu")) or [None]
+    counts = grid.gpus
+    stages = grid.stages or (0, 1, 2, 3)
+    gpu_types: list[str | None] = list(grid.gpu_types or ()) or [None]
     rows: list[dict[str, Any]] = []
     assumptions: list[str] = []
     fewest_cache: dict[tuple, int | None] = {}

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 
 from zeroplan.core.memory.activations import ActivationConfig
 from zeroplan.core.timing.dp_traffic import validate_zeropp
-from zeroplan.core.errors import InputError
+from zeroplan.core.errors import InputError, ref
 from zeroplan.core.evaluate.estimate import EstimateRequest, OptionEstimate, evaluate_options, model_largest_layer_params
 from zeroplan.core.options import options_for
 from zeroplan.core.parallel.rules import check_model_layout, check_whole_nodes, cross_node_tp_warning
@@ -36,9 +36,9 @@ class Plan:
 
 def _largest_layer(inputs: EstimateInputs, model, assumptions: list[str]) -> int:
     if inputs.model.largest_layer_params is not None:
-        largest = inputs.model.parsed("largest_layer_params")
+        largest = inputs.model.largest_layer_params
         if largest > model.params:
-            raise InputError("--largest-layer-params", f"{largest} is more than the model's {model.params} parameters",
+            raise InputError("largest_layer_params", f"{largest} is more than the model's {model.params} parameters",
                              "give the parameters of the single largest module")
         return largest
     largest, note = model_largest_layer_params(model)
@@ -50,27 +50,28 @@ def _largest_layer(inputs: EstimateInputs, model, assumptions: list[str]) -> int
 def _check_combinations(inputs: EstimateInputs, parallel: ParallelDims, zeropp: frozenset[str]) -> None:
     validate_zeropp(zeropp, inputs.parallel.stage)
     if zeropp and inputs.convention.convention == "deepspeed":
-        raise InputError("--zeropp", "DeepSpeed's estimators do not model ZeRO++", "use --convention paper")
+        raise InputError("zeropp", "DeepSpeed's estimators do not model ZeRO++", f"use {ref('convention', 'paper')}")
     if inputs.units not in ("iec", "si"):
-        raise InputError("--units", f"unknown units '{inputs.units}'", "use iec (GiB) or si (GB)")
+        raise InputError("units", f"unknown units '{inputs.units}'", "use iec (GiB) or si (GB)")
     if parallel.pp > 1 and inputs.parallel.stage is not None and inputs.parallel.stage >= 2:
-        raise InputError("--stage", f"DeepSpeed's pipeline engine supports ZeRO stages 0-1 only, "
+        raise InputError("stage", f"DeepSpeed's pipeline engine supports ZeRO stages 0-1 only, "
                          f"asked {inputs.parallel.stage} "
-                         f"with pp({parallel.pp})", "use --stage 1, or --pp 1")
+                         f"with pp({parallel.pp})", f"use {ref('stage', 1)}, or {ref('pp', 1)}")
     if zeropp and parallel.pp > 1:
-        raise InputError("--zeropp", f"ZeRO++ is a stage-3 feature and pp({parallel.pp}) allows stages 0-1 only",
-                         "drop --zeropp or --pp")
+        raise InputError("zeropp", f"ZeRO++ is a stage-3 feature and pp({parallel.pp}) allows stages 0-1 only",
+                         f"drop {ref('zeropp')} or {ref('pp')}")
     if inputs.convention.framework is not None and inputs.convention.convention != "framework":
-        raise InputError("--framework", f"applies to --convention framework, not {inputs.convention.convention}",
-                         "add --convention framework, or drop --framework")
+        raise InputError("framework",
+                         f"applies to {ref('convention', 'framework')}, not {inputs.convention.convention}",
+                         f"add {ref('convention', 'framework')}, or drop {ref('framework')}")
     if inputs.convention.convention == "deepspeed" and (inputs.step.precision not in ("mixed", "bf16", "fp16")
                                              or inputs.step.optimizer not in ("adam", "adamw")):
-        raise InputError("--convention", "DeepSpeed's estimators assume mixed precision with Adam, asked "
+        raise InputError("convention", "DeepSpeed's estimators assume mixed precision with Adam, asked "
                          f"{inputs.step.precision} + {inputs.step.optimizer}",
-                         "use --convention paper for other setups")
+                         f"use {ref('convention', 'paper')} for other setups")
     factor = inputs.convention.buffer_factor
     if not math.isfinite(factor) or factor <= 0 or factor > 1e3:
-        raise InputError("--buffer-factor", f"must be a finite positive factor, got {inputs.convention.buffer_factor}",
+        raise InputError("buffer_factor", f"must be a finite positive factor, got {inputs.convention.buffer_factor}",
                          "DeepSpeed's default is 1.5")
 
 
@@ -130,8 +131,8 @@ def build_request(inputs: EstimateInputs, assumptions: list[str]) -> tuple[Estim
     if parallel.pp > 1:
         options = tuple(option for option in options if option.stage <= 1)
         if not options:
-            raise InputError("--pp", f"pp({parallel.pp}) allows ZeRO stages 0-1 only, and the options asked for "
-                             "need stage 3", "drop --pp, or the stage-3 offload flags")
+            raise InputError("pp", f"pp({parallel.pp}) allows ZeRO stages 0-1 only, and the options asked for "
+                             "need stage 3", f"drop {ref('pp')}, or the stage-3 offload flags")
         assumptions.append(f"pipeline pp({parallel.pp}): only ZeRO stages 0-1 (DeepSpeed's pipeline engine "
                            "supports no higher stage)")
     check_whole_nodes(parallel)
@@ -148,13 +149,13 @@ def build_request(inputs: EstimateInputs, assumptions: list[str]) -> tuple[Estim
         micro_batches = activations.num_micro_batches
     else:
         if inputs.step.micro_batch is not None and inputs.step.micro_batch < 1:
-            raise InputError("--micro-batch", f"must be at least 1, got {inputs.step.micro_batch}")
+            raise InputError("micro_batch", f"must be at least 1, got {inputs.step.micro_batch}")
         if inputs.step.global_batch is not None and inputs.step.micro_batch is None:
             assumptions.append("micro-batch 1 sequence per GPU (the default; --micro-batch)")
         micro_batches = grad_accum_steps(inputs.step, parallel, inputs.step.micro_batch or 1, assumptions)
     if inputs.step.max_micro_batch and activations is None:
-        raise InputError("--max-micro-batch", "needs the model's shape to size activations",
-                         "use --model with a preset or a config.json")
+        raise InputError("max_micro_batch", "needs the model's shape to size activations",
+                         f"use {ref('model')} with a preset or a config.json")
     step, convention = inputs.step, inputs.convention
     request = EstimateRequest(
         model=model, cluster=cluster, parallel=parallel, per_param=bytes_per_param(step.precision, step.optimizer),
@@ -176,8 +177,8 @@ def _parameters(inputs: EstimateInputs, model) -> tuple:
         return ()
     config = model.extra.get("hf_config")
     if config is None:
-        raise InputError("--convention", f"the framework convention needs the tensors of '{model.name}'",
-                         "use --model with a config.json or a preset of a supported family")
+        raise InputError("convention", f"the framework convention needs the tensors of '{model.name}'",
+                         f"use {ref('model')} with a config.json or a preset of a supported family")
     from zeroplan.core.model.families import architecture_from_hf_config
     from zeroplan.core.memory.framework_partition import params_from_architecture
 
@@ -192,7 +193,7 @@ def _calibrated_links(inputs: EstimateInputs, assumptions: list[str]) -> tuple:
     calibration, measured = measured_links(inputs.hardware.calibration, ("all_gather", "reduce_scatter"))
     links = list(measured.items())
     if not links:
-        raise InputError("--calibration",
+        raise InputError("calibration",
                          f"{inputs.hardware.calibration} has no usable all_gather or reduce_scatter fit",
                          "rerun zeroplan bench with those collectives")
     measured = ", ".join(f"{kind} {span.replace('_', '-')} {link.bandwidth_bytes_per_s / 1e9:.1f} GB/s"

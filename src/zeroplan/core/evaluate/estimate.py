@@ -14,7 +14,7 @@ from zeroplan.core.timing import dp_traffic as comm
 from zeroplan.core.memory.activations import ActivationConfig, activation_memory
 from zeroplan.core.memory.deepspeed_buffers import BufferConfig, gpu_buffer_bytes, host_buffer_bytes, bucket_calls
 from zeroplan.core.memory.deepspeed_estimator import DEFAULT_BUFFER_FACTOR, deepspeed_model_states
-from zeroplan.core.errors import InputError
+from zeroplan.core.errors import InputError, ref
 from zeroplan.core.memory.budget import MemoryBudget
 from zeroplan.core.hardware import ClusterSpec, Link
 from zeroplan.core.model.spec import ModelSpec, ParamLayout
@@ -63,27 +63,29 @@ class EstimateRequest:
         if self.convention in ("deepspeed", "framework") and (self.parallel.tp > 1 or self.parallel.pp > 1):
             what = ("DeepSpeed's estimators model" if self.convention == "deepspeed"
                     else "the framework convention partitions whole tensors for")
-            raise InputError("--convention", f"{what} pure data parallelism (no tp/pp)",
-                             "use --convention paper with --tp/--pp")
+            raise InputError("convention", f"{what} pure data parallelism (no tp/pp)",
+                             f"use {ref('convention', 'paper')} with {ref('tp')}/{ref('pp')}")
         if self.convention == "framework" and not self.parameters:
-            raise InputError("--convention", "the framework convention needs the model's tensors",
-                             "use --model with a preset or a config.json")
+            raise InputError("convention", "the framework convention needs the model's tensors",
+                             f"use {ref('model')} with a preset or a config.json")
         comm.validate_zeropp(self.zeropp)
         if self.micro_batches_per_step < 1:
-            raise InputError("--grad-accum", f"must be at least 1, got {self.micro_batches_per_step}")
+            raise InputError("grad_accum", f"must be at least 1, got {self.micro_batches_per_step}")
         if self.activations is not None and not self.model.has_shape:
-            raise InputError("--seq-len", "activations need the model's shape", "use --model with a preset or config.json")
+            raise InputError("seq_len", "activations need the model's shape",
+                             f"use {ref('model')} with a preset or config.json")
         if self.hpz_partition_size is not None and self.hpz_partition_size < 1:
-            raise InputError("--hpz-partition-size", f"must be at least 1, got {self.hpz_partition_size}")
+            raise InputError("hpz_partition_size", f"must be at least 1, got {self.hpz_partition_size}")
         if self.dp_shard is not None:
             if self.dp_shard < 2 or self.parallel.dp % self.dp_shard or self.dp_shard >= self.parallel.dp:
-                raise InputError("--dp-shard", f"a shard group of {self.dp_shard} must divide dp({self.parallel.dp}) "
+                raise InputError("dp_shard", f"a shard group of {self.dp_shard} must divide dp({self.parallel.dp}) "
                                  "and be between 2 and dp - 1", "choose a divisor of the data-parallel degree")
             if self.convention != "paper" or self.zeropp:
-                raise InputError("--dp-shard", "hybrid sharding is priced in the paper convention without ZeRO++",
-                                 "drop --convention/--zeropp, or --dp-shard")
+                raise InputError("dp_shard", "hybrid sharding is priced in the paper convention without ZeRO++",
+                                 f"drop {ref('convention')}/{ref('zeropp')}, or {ref('dp_shard')}")
         if "hpz" in self.zeropp and self.parallel.dp % self.hpz_ranks:
-            raise InputError("--hpz-partition-size", f"hpZ groups of {self.hpz_ranks} do not divide dp({self.parallel.dp})",
+            raise InputError("hpz_partition_size",
+                             f"hpZ groups of {self.hpz_ranks} do not divide dp({self.parallel.dp})",
                              "choose a partition size that divides the data-parallel degree")
 
     @property

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from fractions import Fraction
 
 from zeroplan.core.memory.activations import RECOMPUTE_MODES
-from zeroplan.core.errors import InputError
+from zeroplan.core.errors import InputError, ref
 from zeroplan.core.parallel.rules import (  # noqa: F401 - the reasons plan reports
     CP_SEQUENCE, MAX_SEQ_LEN, PP_LAYERS, SP_SEQUENCE, TP_CROSSES_NODES, TP_HEADS, TP_KV_HEADS,
     context_parallel_problem, model_layout_problem,
@@ -60,23 +60,23 @@ class SearchSpace:
     dp_shard: tuple[int, ...] = ()  # hybrid sharding: shard-group sizes to try beside full sharding (search.py)
 
     def __post_init__(self) -> None:
-        for name, value in (("--gpus", self.gpus), ("--global-batch", self.global_batch),
-                            ("--seq-len", self.seq_len)):
+        for name, value in (("gpus", self.gpus), ("global_batch", self.global_batch),
+                            ("seq_len", self.seq_len)):
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise InputError(name, f"must be a positive whole number, got {value!r}")
         # Bounds that keep the divisor enumeration (√n steps) instant; both are far past real runs.
-        for name, value, limit in (("--gpus", self.gpus, MAX_WORLD), ("--global-batch", self.global_batch, 10**9),
-                                   ("--seq-len", self.seq_len, MAX_SEQ_LEN)):
+        for name, value, limit in (("gpus", self.gpus, MAX_WORLD), ("global_batch", self.global_batch, 10**9),
+                                   ("seq_len", self.seq_len, MAX_SEQ_LEN)):
             if value > limit:
                 raise InputError(name, f"{value} is beyond any real run (more than {limit})")
-        lists = (("--stages", self.stages, lambda s: s in (0, 1, 2, 3), "0, 1, 2 or 3"),
-                 ("--recompute", self.recompute, lambda r: r in RECOMPUTE_MODES, "none, selective, full or selective-op"),
-                 ("--virtual-stages", self.virtual_stages, _positive, "positive whole numbers"),
-                 ("--micro-batches", self.micro_batches or (1,), _positive, "positive whole numbers"),
-                 ("--tp", self.tp or (1,), _positive, "positive whole numbers"),
-                 ("--pp", self.pp or (1,), _positive, "positive whole numbers"),
-                 ("--cp", self.cp, _positive, "positive whole numbers"),
-                 ("--dp-shard", self.dp_shard or (2,), lambda n: _positive(n) and n > 1, "whole numbers above 1"))
+        lists = (("stages", self.stages, lambda s: s in (0, 1, 2, 3), "0, 1, 2 or 3"),
+                 ("recompute", self.recompute, lambda r: r in RECOMPUTE_MODES, "none, selective, full or selective-op"),
+                 ("virtual_stages", self.virtual_stages, _positive, "positive whole numbers"),
+                 ("micro_batches", self.micro_batches or (1,), _positive, "positive whole numbers"),
+                 ("tp", self.tp or (1,), _positive, "positive whole numbers"),
+                 ("pp", self.pp or (1,), _positive, "positive whole numbers"),
+                 ("cp", self.cp, _positive, "positive whole numbers"),
+                 ("dp_shard", self.dp_shard or (2,), lambda n: _positive(n) and n > 1, "whole numbers above 1"))
         for name, values, valid, expected in lists:
             bad = [v for v in values if not valid(v)]
             if bad or not values:
@@ -101,9 +101,9 @@ def layouts(space: SearchSpace) -> list[tuple[int, int]]:
                 found.append((tp, pp))
     if not found:  # only possible when --tp/--pp narrowed it: say so rather than search nothing
         asked = " and ".join(f"{flag} {','.join(map(str, values))}" for flag, values in
-                             (("--tp", space.tp), ("--pp", space.pp)) if values)
-        raise InputError("--tp/--pp", f"no tp × pp from {asked} divides the {space.gpus} GPUs",
-                         "choose degrees whose product divides --gpus")
+                             (("tp", space.tp), ("pp", space.pp)) if values)
+        raise InputError("tp/pp", f"no tp × pp from {asked} divides the {space.gpus} GPUs",
+                         f"choose degrees whose product divides {ref('gpus')}")
     return found
 
 

@@ -39,7 +39,7 @@ from typing import Any
 
 from zeroplan.core.memory import activations_gated_families as gated
 from zeroplan.core.memory import activations_layernorm_families as layernorm_families
-from zeroplan.core.errors import InputError
+from zeroplan.core.errors import InputError, ref
 from zeroplan.core.parallel.rules import MAX_SEQ_LEN
 from zeroplan.core.model.spec import ModelSpec
 from zeroplan.core.memory.activations_gated_families import (
@@ -102,35 +102,35 @@ class ActivationConfig:
 
     def __post_init__(self) -> None:
         problems: dict[str, str] = {}
-        counts = (("--seq-len", self.seq_len), ("--micro-batch", self.micro_batch), ("--tp", self.tp),
-                  ("--pp", self.pp), ("--virtual-stages", self.virtual_stages))
+        counts = (("seq_len", self.seq_len), ("micro_batch", self.micro_batch), ("tp", self.tp),
+                  ("pp", self.pp), ("virtual_stages", self.virtual_stages))
         for name, value in counts:
             if not _is_count(value):
                 problems[name] = f"must be a positive whole number, got {value!r}"
         if self.num_micro_batches is not None and not _is_count(self.num_micro_batches):
-            problems["--num-micro-batches"] = \
+            problems["num_micro_batches"] = \
                 f"must be a positive whole number, got {self.num_micro_batches!r}"
         if _is_count(self.seq_len) and self.seq_len > MAX_SEQ_LEN:
-            problems["--seq-len"] = f"{self.seq_len} is beyond any real run (more than {MAX_SEQ_LEN})"
+            problems["seq_len"] = f"{self.seq_len} is beyond any real run (more than {MAX_SEQ_LEN})"
         if self.recompute not in RECOMPUTE_MODES:
-            problems["--recompute"] = f"must be one of {', '.join(RECOMPUTE_MODES)}, got {self.recompute!r}"
-        for name, value in (("--flash-attention", self.flash_attention),
-                            ("--sequence-parallel", self.sequence_parallel)):
+            problems["recompute"] = f"must be one of {', '.join(RECOMPUTE_MODES)}, got {self.recompute!r}"
+        for name, value in (("flash_attention", self.flash_attention),
+                            ("sequence_parallel", self.sequence_parallel)):
             if not isinstance(value, bool):
                 problems[name] = f"must be true or false, got {value!r}"
         if self.dtype_bytes not in ACTIVATION_DTYPE_BYTES or isinstance(self.dtype_bytes, bool):
-            problems["--activation-bytes"] = \
+            problems["activation_bytes"] = \
                 f"must be 1, 2 or 4 bytes per element, got {self.dtype_bytes!r}"
         if self.implementation not in IMPLEMENTATIONS:
-            problems["--activations"] = f"must be one of {', '.join(IMPLEMENTATIONS)}, got {self.implementation!r}"
-        if "--virtual-stages" not in problems and "--pp" not in problems \
+            problems["activations"] = f"must be one of {', '.join(IMPLEMENTATIONS)}, got {self.implementation!r}"
+        if "virtual_stages" not in problems and "pp" not in problems \
                 and self.virtual_stages > 1 and self.pp == 1:
-            problems["--virtual-stages"] = "interleaving needs a pipeline: --pp must be above 1"
+            problems["virtual_stages"] = f"interleaving needs a pipeline: {ref('pp')} must be above 1"
         if len(problems) == 1:
             ((name, text),) = problems.items()
             raise InputError(name, text)
         if problems:
-            details = "; ".join(f"{name} {text}" for name, text in problems.items())
+            details = "; ".join(f"{ref(name)} {text}" for name, text in problems.items())
             raise InputError(", ".join(problems), details, "correct each input named")
 
 
@@ -156,9 +156,9 @@ class _Shape:
 
 
 def _shape(model: ModelSpec) -> _Shape:
-    shape = model.require_shape("--model", f"activation memory needs the shape of '{model.name}' "
+    shape = model.require_shape("model", f"activation memory needs the shape of '{model.name}' "
                                 "(layers, hidden, heads, vocab); a parameter count alone does not give it",
-                                "use --model with a preset or a config.json")
+                                f"use {ref('model')} with a preset or a config.json")
     experts, per_token = shape.experts, shape.experts_per_token
     return _Shape(
         layers=shape.layers, hidden=shape.hidden, heads=shape.heads, kv_heads=shape.kv_heads,

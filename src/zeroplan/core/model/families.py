@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from zeroplan.core.errors import InputError
+from zeroplan.core.errors import InputError, ref
 from zeroplan.core.model.spec import ModelShape, ModelSpec, ParamLayout
 from zeroplan.core.units import shown
 
@@ -21,7 +21,7 @@ SUPPORTED_FAMILIES = _LLAMA_LIKE + ("phi3", "gpt2", "gpt_neox", "opt", "falcon")
 # Each size field of a config.json (hidden_size, vocab_size, ...) is at most this: far past real models,
 # and it keeps derived counts within MAX_COUNT.
 MAX_CONFIG_FIELD = 2**31
-_PARAMS_FIX = "or give the count with --params (and --largest-layer-params) instead"
+_PARAMS_FIX = f"or give the count with {ref('params')} (and {ref('largest_layer_params')}) instead"
 
 
 @dataclass(frozen=True)
@@ -302,7 +302,7 @@ def architecture_from_hf_config(config: dict, source: str = "config.json") -> Ar
         problem = ("has no 'model_type'" if model_type is None
                    else f"model_type '{model_type}' is not supported")
         raise InputError(source, f"{problem}; supported: {', '.join(SUPPORTED_FAMILIES)}",
-                         "give the parameter count with --params (and --largest-layer-params) instead")
+                         f"give the parameter count with {ref('params')} (and {ref('largest_layer_params')}) instead")
     return _BUILDERS[model_type](_Fields(config, model_type, source))
 
 

@@ -8,14 +8,15 @@ With only a parameter count known, the stages split it evenly.
 
 from __future__ import annotations
 
-from zeroplan.core.errors import InputError
+from zeroplan.core.errors import InputError, ref
 from zeroplan.core.model.spec import ModelSpec
 from zeroplan.core.units import ceil_div
 
 
 def layers_per_stage(layers: int, pp: int) -> list[int]:
     if pp > layers:
-        raise InputError("--pp", f"pp({pp}) is more than the model's {layers} layers", f"use --pp {layers} or fewer")
+        raise InputError("pp", f"pp({pp}) is more than the model's {layers} layers",
+                         f"use {ref('pp', layers)} or fewer")
     base, extra = divmod(layers, pp)
     return [base + (1 if stage < extra else 0) for stage in range(pp)]
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from math import gcd
 
-from zeroplan.core.errors import InputError
+from zeroplan.core.errors import InputError, ref
 from zeroplan.core.units import ceil_div
 
 MAX_WORLD = 2**24  # 16.7M GPUs: beyond any cluster, and it keeps every search over world sizes bounded
@@ -25,8 +25,8 @@ class ParallelDims:
     gpus_per_node: int = 8
 
     def __post_init__(self) -> None:
-        for name, value in (("--gpus", self.world), ("--tp", self.tp), ("--pp", self.pp),
-                            ("--gpus-per-node", self.gpus_per_node)):
+        for name, value in (("gpus", self.world), ("tp", self.tp), ("pp", self.pp),
+                            ("gpus_per_node", self.gpus_per_node)):
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise InputError(name, f"must be a positive whole number, got {value}")
             if value > MAX_WORLD:
@@ -34,10 +34,10 @@ class ParallelDims:
         if self.world % (self.tp * self.pp):
             dp_floor = self.world // (self.tp * self.pp)
             raise InputError(
-                "--gpus",
+                "gpus",
                 f"tp({self.tp}) × pp({self.pp}) = {self.tp * self.pp} does not divide world({self.world}); "
                 f"dp would be {self.world / (self.tp * self.pp):g}",
-                f"use --gpus {max(dp_floor, 1) * self.tp * self.pp} or change --tp/--pp",
+                f"use {ref('gpus', max(dp_floor, 1) * self.tp * self.pp)} or change {ref('tp')}/{ref('pp')}",
             )
 
     @property

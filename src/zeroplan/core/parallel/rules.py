@@ -14,7 +14,7 @@ export): one set of rules, each with the reason it is checked (docs/formulas.md 
 
 from __future__ import annotations
 
-from zeroplan.core.errors import InputError
+from zeroplan.core.errors import InputError, ref
 from zeroplan.core.model.spec import ModelSpec
 from zeroplan.core.parallel.grid import ParallelDims
 
@@ -63,20 +63,20 @@ def check_model_layout(model: ModelSpec, parallel: ParallelDims, *, seq_len: int
     if problem is None:
         return
     if problem == SP_SEQUENCE and seq_len is not None:
-        raise InputError("--seq-len", f"{seq_len} is not divisible by tp({tp}), as sequence parallelism needs",
+        raise InputError("seq_len", f"{seq_len} is not divisible by tp({tp}), as sequence parallelism needs",
                          f"use a multiple of {tp}, e.g. {seq_len - seq_len % tp or tp}")
     # Every other rule is one of the model's shape.
-    shape = model.require_shape("--model", f"{name} has no shape", "use a preset or config.json")
+    shape = model.require_shape("model", f"{name} has no shape", "use a preset or config.json")
     if problem == TP_HEADS:
-        raise InputError("--tp", f"tp({tp}) does not divide the {shape.heads} attention heads of {name}",
+        raise InputError("tp", f"tp({tp}) does not divide the {shape.heads} attention heads of {name}",
                          f"use a tp that divides {shape.heads}: {_divisors(shape.heads)}")
     if problem == TP_KV_HEADS:
         kv = shape.kv_heads
-        raise InputError("--tp", f"tp({tp}) does not divide the {kv} key/value heads of {name}",
+        raise InputError("tp", f"tp({tp}) does not divide the {kv} key/value heads of {name}",
                          f"use a tp that divides {kv}: {_divisors(kv)}")
     if problem == PP_LAYERS:
-        raise InputError("--pp", f"pp({parallel.pp}) is more than the {shape.layers} layers of {name}",
-                         f"use at most --pp {shape.layers}")
+        raise InputError("pp", f"pp({parallel.pp}) is more than the {shape.layers} layers of {name}",
+                         f"use at most {ref('pp', shape.layers)}")
     raise AssertionError(problem)  # pragma: no cover - every reason above has its message
 
 
@@ -86,8 +86,9 @@ def check_whole_nodes(parallel: ParallelDims) -> None:
     world, per_node = parallel.world, parallel.gpus_per_node
     if world > per_node and world % per_node:
         below = world // per_node * per_node
-        raise InputError("--gpus", f"{world} GPUs do not fill whole nodes of {per_node} (--gpus-per-node)",
-                         f"use --gpus {below} or {below + per_node}, or set --gpus-per-node to what each node has")
+        raise InputError("gpus", f"{world} GPUs do not fill whole nodes of {per_node} ({ref('gpus_per_node')})",
+                         f"use {ref('gpus', below)} or {below + per_node}, or set {ref('gpus_per_node')} to what each "
+                         "node has")
 
 
 def cross_node_tp_warning(parallel: ParallelDims) -> str | None:

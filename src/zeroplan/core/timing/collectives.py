@@ -22,7 +22,7 @@ import statistics
 from dataclasses import dataclass, field
 from typing import Final, Literal, Sequence
 
-from zeroplan.core.errors import InputError
+from zeroplan.core.errors import InputError, ref
 from zeroplan.core.hardware import Link
 
 CollectiveName = Literal["all_gather", "reduce_scatter", "all_reduce"]
@@ -50,7 +50,7 @@ RING: Final = "ring"
 ALLREDUCE_THEN_CHUNK: Final = "allreduce+chunk"
 
 
-def canonical_collective(name: str, input_name: str = "--collectives") -> CollectiveName:
+def canonical_collective(name: str, input_name: str = "collectives") -> CollectiveName:
     key = name.strip().lower().replace("-", "_")
     if key not in _CANONICAL:
         valid = ", ".join(TORCH_NAMES.values())
@@ -62,7 +62,7 @@ def parse_collectives(text: str) -> tuple[CollectiveName, ...]:
     """'all_gather_into_tensor,all_reduce' -> ('all_gather', 'all_reduce'), in order, without repeats."""
     names = [part for part in (p.strip() for p in text.split(",")) if part]
     if not names:
-        raise InputError("--collectives", "is empty", "name at least one, e.g. all_gather_into_tensor")
+        raise InputError("collectives", "is empty", "name at least one, e.g. all_gather_into_tensor")
     result: list[CollectiveName] = []
     for name in names:
         canonical = canonical_collective(name)
@@ -128,11 +128,12 @@ def ring_time(collective: str, size_bytes: float, ranks: int, latency_s: float, 
 def sweep_sizes(min_bytes: int, max_bytes: int, factor: int, align_bytes: int) -> list[int]:
     """nccl-tests sweep: min, min·factor, ... up to max, each rounded down to a multiple of align_bytes."""
     if min_bytes <= 0:
-        raise InputError("--min-bytes", f"must be positive, got {min_bytes}")
+        raise InputError("min_bytes", f"must be positive, got {min_bytes}")
     if max_bytes < min_bytes:
-        raise InputError("--max-bytes", f"{max_bytes} is below --min-bytes {min_bytes}", "raise --max-bytes")
+        raise InputError("max_bytes", f"{max_bytes} is below {ref('min_bytes', min_bytes)}",
+                         f"raise {ref('max_bytes')}")
     if factor < 2:
-        raise InputError("--factor", f"must be at least 2, got {factor}")
+        raise InputError("factor", f"must be at least 2, got {factor}")
     sizes: list[int] = []
     size = min_bytes
     while size <= max_bytes:
@@ -141,8 +142,8 @@ def sweep_sizes(min_bytes: int, max_bytes: int, factor: int, align_bytes: int) -
             sizes.append(aligned)
         size *= factor
     if not sizes:
-        raise InputError("--max-bytes", f"no size in the sweep holds one element per rank ({align_bytes} bytes)",
-                         f"raise --max-bytes to at least {align_bytes}")
+        raise InputError("max_bytes", f"no size in the sweep holds one element per rank ({align_bytes} bytes)",
+                         f"raise {ref('max_bytes')} to at least {align_bytes}")
     return sizes
 
 
@@ -182,7 +183,7 @@ def fit_alpha_beta(collective: str, ranks: int, sizes: Sequence[int], seconds: S
     if ranks < 2:
         raise InputError("ranks", f"a collective needs at least 2 ranks to fit, got {ranks}")
     if len(set(sizes)) < 2:
-        raise InputError("--min-bytes/--max-bytes", "fitting α and β needs at least two different sizes",
+        raise InputError("min_bytes/max_bytes", "fitting α and β needs at least two different sizes",
                          "widen the sweep")
     if any(t <= 0 for t in seconds):
         raise InputError("fit", "times must be positive")

@@ -60,7 +60,7 @@ from dataclasses import dataclass
 from math import ceil
 from typing import NamedTuple
 
-from zeroplan.core.errors import InputError
+from zeroplan.core.errors import InputError, ref
 from zeroplan.core.hardware import Link
 from zeroplan.core.model.spec import ModelSpec
 from zeroplan.core.model.pipeline_stages import layers_per_stage
@@ -129,7 +129,7 @@ DEFAULT_COMM_OVERLAP = "baseline"
 def comm_overlap(name: str | None) -> CommOverlap:
     rule = COMM_OVERLAPS.get(name or DEFAULT_COMM_OVERLAP)
     if rule is None:
-        raise InputError("--comm-overlap", f"unknown framework overlap '{name}'",
+        raise InputError("comm_overlap", f"unknown framework overlap '{name}'",
                          f"use one of {', '.join(COMM_OVERLAPS)}")
     return rule
 
@@ -154,9 +154,10 @@ class FlopModel:
 
     @classmethod
     def from_model(cls, model: ModelSpec) -> FlopModel:
-        shape = model.require_shape("--model", f"the step time needs the shape of '{model.name}' (layers, hidden, "
+        shape = model.require_shape("model", f"the step time needs the shape of '{model.name}' (layers, hidden, "
                                     "heads, vocab)",
-                                    "use --model with a preset or config.json, or give --layers/--hidden/--heads")
+                                    f"use {ref('model')} with a preset or config.json, or give "
+                                    f"{ref('layers')}/{ref('hidden')}/{ref('heads')}")
         layers, hidden, head_dim = shape.layers, shape.hidden, shape.head_dim
         if shape.layout is not None:
             layer = shape.layout.layer_params
