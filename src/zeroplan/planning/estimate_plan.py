@@ -17,7 +17,7 @@ from zeroplan.core.evaluate.estimate import EstimateRequest, OptionEstimate, eva
 from zeroplan.core.options import options_for
 from zeroplan.core.parallel.rules import check_model_layout, check_whole_nodes, cross_node_tp_warning
 from zeroplan.core.parallel.grid import ParallelDims
-from zeroplan.core.precision import bytes_per_param, check_fp8, check_precision_on_gpu
+from zeroplan.core.precision import bytes_per_param, check_fp8, check_precision_on_gpu, is_fp8
 from zeroplan.core.evaluate.recommend import Recommendation, recommend
 from zeroplan.core.units import format_bytes
 from zeroplan.inputs.estimate_inputs import EstimateInputs
@@ -255,6 +255,12 @@ def build_plan(inputs: EstimateInputs) -> Plan:
                            f"{request.hpz_ranks} ranks ({request.hpz_span.replace('_', '-')}; --hpz-partition-size, "
                            "default GPUs per node) so the backward gather stays there, qgZ reduces int4 gradients; "
                            "quantisation scales not counted")
+    if is_fp8(inputs.step.precision):
+        assumptions.append(f"fp8 ({inputs.step.fp8_recipe or 'tensorwise'}): the model states are mixed precision's "
+                           "(bf16 weights and gradients, fp32 master weights and optimizer states; FP8 copies of a "
+                           "weight are cast per use and their scales are negligible), activations counted in bf16 "
+                           "(an upper bound: FP8 recipes keep some linear inputs in FP8); zeroplan plan prices the "
+                           "FP8 GEMMs")
     if request.dp_shard:
         replicas = request.parallel.dp // request.dp_shard
         assumptions.append(f"hybrid sharding (--dp-shard {request.dp_shard}; FSDP2 HSDP, ZeRO++ hpZ/MiCS): ZeRO-1/2/3 "
