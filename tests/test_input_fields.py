@@ -116,6 +116,10 @@ def _strings(node: ast.AST) -> list[str]:
             and (isinstance(n, ast.JoinedStr) or isinstance(n, ast.Constant) and isinstance(n.value, str))]
 
 
+FIX = ("name the field, InputError(\"lora_rank\", ...) not \"--lora-rank\", and write an input inside a problem or fix "
+       "as ref(\"stage\", 3), not \"--stage 3\" (docs/architecture.md, Errors name fields)")
+
+
 def _flags_in_errors(paths, bare: bool) -> list[str]:
     """`--flag` texts inside InputError (or require_shape) calls, outside a command line in backticks; with
     `bare`, also every string that is a flag (the tables of names that feed those calls)."""
@@ -136,14 +140,14 @@ def _flags_in_errors(paths, bare: bool) -> list[str]:
 def test_core_names_fields_not_flags():
     """core/ raises with field names and ref(): no `--flag` inside an InputError call, and no string that is
     a flag anywhere in core/."""
-    assert _flags_in_errors(sorted(CORE.rglob("*.py")), bare=True) == []
+    assert _flags_in_errors(sorted(CORE.rglob("*.py")), bare=True) == [], FIX
 
 
 def test_the_packages_the_python_api_runs_raise_with_fields():
     package = CORE.parent
     paths = [path for folder in ("core", "inputs", "planning", "estimate", "search", "deepspeed", "check")
              for path in sorted((package / folder).rglob("*.py"))] + [package / "api.py"]
-    assert _flags_in_errors(paths, bare=False) == []
+    assert _flags_in_errors(paths, bare=False) == [], FIX
 
 
 def test_every_api_keyword_is_a_declared_field():

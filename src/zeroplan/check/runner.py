@@ -58,7 +58,8 @@ def run_rules(data: dict, context: CheckContext, duplicates: Sequence[tuple[str,
     findings += config_rules.offload(view)
     findings += config_rules.batch_identity(view, report.skipped)
     findings += config_rules.parallel(view, report.skipped)
-    if not any(f.rule in ("ZP009", "ZP016", "ZP018") for f in findings) and not startup_model.refusals(data):
+    findings += config_rules.experts(view, context, report.skipped)
+    if not any(f.rule in ("ZP009", "ZP016", "ZP018", "ZP021", "ZP022") for f in findings) and not startup_model.refusals(data):
         findings += hardware_rules.memory(view, context, report.skipped, report.assumptions)
     findings += hardware_rules.buckets(view, context, report.skipped)
     findings += view.findings

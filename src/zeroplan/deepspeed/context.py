@@ -29,6 +29,9 @@ class CheckContext:
     gpu_memory: str | None = None
     tp: int | None = None
     pp: int | None = None
+    ep: int | None = None
+    etp: int | None = None
+    capacity_factor: float | None = None
     micro_batch: int | None = None
     grad_accum: int | None = None
     global_batch: int | None = None
@@ -43,6 +46,7 @@ class CheckContext:
     def __post_init__(self) -> None:
         """Every value given must be usable: a zero or negative count is an error, never a silent 1."""
         counts = {"gpus": self.gpus, "gpus_per_node": self.gpus_per_node, "tp": self.tp, "pp": self.pp,
+                  "ep": self.ep, "etp": self.etp,
                   "micro_batch": self.micro_batch, "grad_accum": self.grad_accum,
                   "global_batch": self.global_batch, "seq_len": self.seq_len, "hidden": self.hidden}
         for flag, value in counts.items():
@@ -114,7 +118,8 @@ def from_plan(plan: PlanFile) -> CheckContext:
         largest_layer_params=model.largest_layer_params,
         gpus=cluster.gpus, gpu=cluster.gpu, cluster=cluster.preset, gpus_per_node=cluster.gpus_per_node,
         cpu_memory=cluster.cpu_memory, nvme=cluster.nvme, gpu_memory=cluster.gpu_memory,
-        tp=plan.parallel.tp, pp=plan.parallel.pp, micro_batch=training.micro_batch,
+        tp=plan.parallel.tp, pp=plan.parallel.pp, ep=plan.parallel.ep, etp=plan.parallel.etp,
+        capacity_factor=training.capacity_factor, micro_batch=training.micro_batch,
         grad_accum=training.grad_accum, global_batch=training.global_batch, precision=training.precision,
         optimizer=training.optimizer, seq_len=training.seq_len, recompute=training.recompute,
         flash_attention=training.flash_attention)

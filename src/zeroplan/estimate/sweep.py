@@ -6,6 +6,7 @@ option's per-GPU bytes are non-increasing in dp)."""
 from __future__ import annotations
 
 import dataclasses
+from math import lcm
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
@@ -27,7 +28,7 @@ PART_NAMES = ("params", "gradients", "optimizer_states", "activations", "buffers
 # The fields `zeroplan sweep` takes from each section (the CLI's options, and the JSON's "inputs").
 FIELDS: dict[type[Section], tuple[str, ...]] = {
     GridInputs: ("models", "params", "gpus", "gpu_types", "stages"),
-    ParallelInputs: ("tp", "pp"),
+    ParallelInputs: ("tp", "pp", "ep", "etp"),
     HardwareInputs: ("gpus_per_node", "presets_file"),
     StepInputs: ("seq_len", "micro_batch", "recompute", "flash_attention", "precision", "optimizer"),
     BudgetInputs: ("runtime_reserve", "fragmentation"),
@@ -63,7 +64,8 @@ def _models(inputs: SweepInputs) -> list[tuple[str, dict[str, str]]]:
 def _fewest(request: EstimateRequest, option: Option | None) -> int | None:
     """The fewest GPUs (a multiple of tp·pp) at which `option` fits, or any option when None."""
     parallel = request.parallel
-    smallest = ParallelDims(parallel.tp * parallel.pp, parallel.tp, parallel.pp, parallel.gpus_per_node)
+    smallest = ParallelDims(lcm(parallel.tp * parallel.pp, parallel.pp * parallel.ep * parallel.etp), parallel.tp,
+                            parallel.pp, parallel.gpus_per_node, ep=parallel.ep, etp=parallel.etp)
     options = request.options if option is None else (option,)
     trial = dataclasses.replace(request, parallel=smallest, options=options, micro_batches_per_step=1)
     if any(e.fits for e in evaluate_options(trial)):
@@ -104,7 +106,7 @@ def _rows_for(plan, label: str, stages: tuple[int, ...], fewest_cache: dict) -> 
     for stage in stages:
         option = Option(stage)
         estimate = by_option.get(option)
-        key = (label, cluster.gpu.name, parallel.tp, parallel.pp)
+        key = (label, cluster.gpu.name, parallel.tp, parallel.pp, parallel.ep, parallel.etp)
         if (key, stage) not in fewest_cache:
             fewest_cache[(key, stage)] = _fewest(request, option) if estimate is not None else None
         if (key, None) not in fewest_cache:
@@ -115,6 +117,8 @@ def _rows_for(plan, label: str, stages: tuple[int, ...], fewest_cache: dict) -> 
             "params": request.model.params, "gpu": cluster.gpu.name,
             "gpus": parallel.world, "nodes": parallel.nodes, "dp": parallel.dp, "tp": parallel.tp, "pp": parallel.pp,
             "stage": stage}
+        if parallel.has_experts_grid:  # the experts' cut, only where it differs from the dense layers'
+            row.update(ep=parallel.ep, etp=parallel.etp, edp=parallel.edp)
         parts = estimate.gpu_bytes if estimate is not None else {}
         row.update({f"gpu_bytes_{name}": parts.get(name, "") for name in PART_NAMES})
         row.update(gpu_bytes_total=parts.get("total", ""), usable_gpu_bytes=request.budget.usable_gpu_bytes,

@@ -70,6 +70,12 @@ class SearchInputs(Section):
         help="Only these tensor-parallel degrees, e.g. 1,2,4,8.", panel=SEARCH, kind=str, parse=whole_numbers()))
     pp: tuple[int, ...] | None = option(flag_of(ParallelInputs, "pp").variant(
         help="Only these pipeline degrees.", panel=SEARCH, kind=str, parse=whole_numbers()))
+    ep: tuple[int, ...] | None = option(flag_of(ParallelInputs, "ep").variant(
+        help="Expert-parallel degrees to try for a mixture-of-experts model, e.g. 1,8,64 (default 1).", panel=SEARCH,
+        kind=str, parse=whole_numbers()))
+    etp: tuple[int, ...] | None = option(flag_of(ParallelInputs, "etp").variant(
+        help="Expert tensor-parallel degrees to try (default: etp = tp).", panel=SEARCH, kind=str,
+        parse=whole_numbers()))
     allow_cross_node_tp: bool = flag("--allow-cross-node-tp", help="Let tensor parallelism span nodes.",
                                      panel=SEARCH, kind=bool, default=False)
     efficiency: float | None = flag("--efficiency", help="Share of the GPU's dense bf16 peak a large GEMM reaches "
@@ -91,8 +97,9 @@ class SearchInputs(Section):
                           "the stage's compute.", panel=TIMING, kind=bool, default=False)
     cpu_adam_rate: int | None = flag("--cpu-adam-rate", help="CPU optimizer parameters per second per node "
                                      "(default 1e9).", panel=TIMING, parse=as_count)
-    cp: tuple[int, ...] | None = flag("--cp", help="Context-parallel degrees to try, e.g. 1,2,4 (default 1; needs the "
-                                      "sequence divisible by 2·cp).", panel=SEARCH, parse=whole_numbers())
+    cp: tuple[int, ...] | None = option(flag_of(ParallelInputs, "cp").variant(
+        help="Context-parallel degrees to try, e.g. 1,2,4 (default 1; needs the sequence divisible by 2·cp).",
+        panel=SEARCH, kind=str, parse=whole_numbers()))
     dp_shard: tuple[int, ...] | None = option(flag_of(ParallelInputs, "dp_shard").variant(
         help="Also try hybrid sharding: ZeRO-1/2/3 partitioned over groups of this many data-parallel ranks, "
         "replicated across the groups (FSDP2 HSDP, ZeRO++ hpZ/MiCS), e.g. 8 or 8,16.", panel=SEARCH, kind=str,

@@ -323,6 +323,13 @@ class ParallelInputs(Section):
     tp: int = flag("--tp", help="Tensor-parallel degree (check: default tensor_parallel.autotp_size, else 1).",
                    panel=PARALLEL, kind=int, default=1)
     pp: int = flag("--pp", help="Pipeline-parallel degree.", panel=PARALLEL, kind=int, default=1)
+    cp: int = flag("--cp", help="Context-parallel degree: each rank holds seq/cp tokens of every sequence (ring "
+                   "attention; needs the sequence divisible by 2·cp); ZeRO shards over dp × cp ranks.",
+                   panel=PARALLEL, kind=int, default=1)
+    ep: int = flag("--ep", help="Expert-parallel degree (mixture-of-experts models): each rank holds experts/ep "
+                   "experts; folded over the tp × dp ranks as Megatron-Core does.", panel=PARALLEL, kind=int,
+                   default=1)
+    etp: int | None = flag("--etp", help="Expert tensor-parallel degree (default: tp).", panel=PARALLEL, kind=int)
     stage: int | None = flag("--stage", help="Only this ZeRO stage (0-3).", panel=PARALLEL, kind=int)
     offload_optimizer: str | None = flag("--offload-optimizer", help="Only this optimizer tier: none, cpu, nvme.",
                                          panel=PARALLEL, parse=one_of(OffloadTier))
@@ -375,6 +382,10 @@ class StepInputs(Section):
                                  panel=STEP, kind=bool, default=False)
     tokens: int | None = flag("--tokens", help="Training length in tokens (e.g. 300B): adds time to train and "
                               "GPU-hours.", panel=STEP, parse=as_count)
+    capacity_factor: float | None = flag(
+        "--capacity-factor", help="MoE expert capacity factor: tokens beyond c × an expert's even share are dropped "
+        "(DeepSpeed-MoE, Megatron's --moe-expert-capacity-factor); default dropless, with a 10% token-imbalance "
+        "allowance on the most loaded EP rank.", panel=STEP, kind=float)
 
 
 @dataclass(init=False, repr=False, eq=False)

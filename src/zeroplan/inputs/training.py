@@ -13,6 +13,7 @@ from zeroplan.core.memory.deepspeed_buffers import BufferConfig
 from zeroplan.core.errors import InputError, ref
 from zeroplan.core.model.spec import ModelSpec
 from zeroplan.core.parallel.grid import ParallelDims
+from zeroplan.core.parallel.rules import context_parallel_problem
 
 if TYPE_CHECKING:
     from zeroplan.inputs.sections import BufferInputs, ModelInputs, StepInputs
@@ -50,7 +51,7 @@ def resolve_model(inputs: ModelInputs) -> ModelSpec:
 
 
 def resolve_activations(inputs: StepInputs, model: ModelSpec, parallel: ParallelDims,
-                        assumptions: list[str]) -> ActivationConfig | None:
+                        assumptions: list[str], cp: int = 1) -> ActivationConfig | None:
     """The step's activation shape when the model's shape is known; None keeps the reserve."""
     step_flags = {"seq_len": inputs.seq_len, "recompute": inputs.recompute,
                   "sequence_parallel": inputs.sequence_parallel or None}
@@ -77,15 +78,30 @@ def resolve_activations(inputs: StepInputs, model: ModelSpec, parallel: Parallel
     if inputs.sequence_parallel and parallel.tp == 1:
         raise InputError("sequence_parallel", "sequence parallelism splits activations over tp, and tp is 1",
                          f"add {ref('tp', 2)} or more, or drop {ref('sequence_parallel')}")
-    accumulation = grad_accum_steps(inputs, parallel, micro_batch, assumptions)
+    accumulation = grad_accum_steps(inputs, parallel, micro_batch, assumptions, cp)
+    if cp > 1:
+        if context_parallel_problem(seq_len, cp):
+            raise InputError("cp", f"context parallelism cuts each sequence into 2·cp({cp}) = {2 * cp} chunks, and "
+                             f"{seq_len} is not divisible by {2 * cp}", f"use a {ref('seq_len')} divisible by {2 * cp}")
+        assumptions.append(f"context parallelism cp({cp}): each rank holds {seq_len // cp} of every sequence's "
+                           f"{seq_len} tokens (activations counted on them); ZeRO shards over dp × cp = "
+                           f"{parallel.dp} ranks")
+        seq_len //= cp
     implementation = (inputs.activations or DEFAULT_ACTIVATIONS).strip().lower()
+    if cp > 1 and implementation == "transformers":
+        if inputs.activations is not None:
+            raise InputError("activations", "transformers runs no context parallelism",
+                             f"use {ref('activations', 'megatron')} with {ref('cp')}")
+        implementation = "megatron"  # the default follows the layout, as for --tp/--pp (the note says so)
+        assumptions.append("activations: Megatron's formula with --cp (transformers runs no context parallelism)")
     if implementation not in IMPLEMENTATIONS:
         raise InputError("activations", f"unknown implementation '{inputs.activations}'",
                          f"use {' or '.join(IMPLEMENTATIONS)}")
     return ActivationConfig(seq_len=seq_len, micro_batch=micro_batch, recompute=recompute,
                             flash_attention=inputs.flash_attention, sequence_parallel=inputs.sequence_parallel,
                             tp=parallel.tp, pp=parallel.pp, num_micro_batches=accumulation,
-                            dtype_bytes=activation_dtype_bytes(inputs.precision), implementation=implementation)
+                            dtype_bytes=activation_dtype_bytes(inputs.precision), implementation=implementation,
+                            ep=parallel.ep, capacity_factor=inputs.capacity_factor)
 
 
 def activation_dtype_bytes(precision: str) -> int:
@@ -94,7 +110,7 @@ def activation_dtype_bytes(precision: str) -> int:
 
 
 def grad_accum_steps(inputs: StepInputs, parallel: ParallelDims, micro_batch: int,
-                     assumptions: list[str]) -> int:
+                     assumptions: list[str], cp: int = 1) -> int:
     """Micro-batches per optimizer step, from --grad-accum or from the batch-size identity
     global_batch = micro_batch × grad_accum × dp, checked exactly. A pipeline with neither given gets pp
     micro-batches, the fewest that fill it (and what 1F1B's first stage then holds)."""
@@ -110,15 +126,16 @@ def grad_accum_steps(inputs: StepInputs, parallel: ParallelDims, micro_batch: in
         return 1
     if inputs.global_batch < 1:
         raise InputError("global_batch", f"must be positive, got {inputs.global_batch}")
-    per_step = micro_batch * parallel.dp
+    dp = parallel.dp // cp  # context-parallel ranks share their sequences: the batch splits over dp only
+    per_step = micro_batch * dp
     if inputs.global_batch % per_step:
         raise InputError("global_batch", f"{inputs.global_batch} is not a multiple of micro_batch({micro_batch}) × "
-                         f"dp({parallel.dp}) = {per_step}",
+                         f"dp({dp}) = {per_step}",
                          f"change {ref('global_batch')}, {ref('micro_batch')} or {ref('gpus')}")
     steps = inputs.global_batch // per_step
     if inputs.grad_accum is not None and inputs.grad_accum != steps:
         raise InputError("grad_accum", f"micro_batch({micro_batch}) × grad_accum({inputs.grad_accum}) × "
-                         f"dp({parallel.dp}) = {micro_batch * inputs.grad_accum * parallel.dp} ≠ "
+                         f"dp({dp}) = {micro_batch * inputs.grad_accum * dp} ≠ "
                          f"global_batch({inputs.global_batch})",
                          f"drop one of {ref('grad_accum')} and {ref('global_batch')}")
     return steps

@@ -15,7 +15,8 @@ from zeroplan.core.timing.dp_traffic import validate_zeropp
 from zeroplan.core.errors import InputError, ref
 from zeroplan.core.evaluate.estimate import EstimateRequest, OptionEstimate, evaluate_options, model_largest_layer_params
 from zeroplan.core.options import options_for
-from zeroplan.core.parallel.rules import check_model_layout, check_whole_nodes, cross_node_tp_warning
+from zeroplan.core.parallel.rules import (check_model_layout, check_whole_nodes, cross_node_ep_warning,
+                                          cross_node_tp_warning)
 from zeroplan.core.parallel.grid import ParallelDims
 from zeroplan.core.precision import bytes_per_param, check_fp8, check_precision_on_gpu, is_fp8
 from zeroplan.core.evaluate.recommend import Recommendation, recommend
@@ -97,8 +98,18 @@ def _activation_notes(request: EstimateRequest, activations: ActivationConfig | 
                 "norm, fp32 log-softmax and the loss gradient's fp32 temporaries" + (f"; {routing}" if routing else "")]
     flash = "flash attention (no s×s scores stored)" if activations.flash_attention else "no flash attention"
     note = f"; {why}" if why else ""
-    return [f"activations: megatron implementation (Korthikanti et al. 2022 per layer), {step}, {flash}; the first "
-            f"pipeline stage holds pp micro-batches in flight (1F1B){note}"]
+    notes = [f"activations: megatron implementation (Korthikanti et al. 2022 per layer), {step}, {flash}; the first "
+             f"pipeline stage holds pp micro-batches in flight (1F1B){note}"]
+    if activations.ep > 1 and request.model.shape is not None and request.model.shape.experts:
+        from zeroplan.core.memory.activations import moe_excess_share
+
+        share = float(moe_excess_share(activations))
+        how = ("dropless routing with a stated allowance (--capacity-factor caps it)" if activations.capacity_factor
+               is None else f"capacity factor {activations.capacity_factor:g}: every expert capped at that multiple "
+               "of its even share, tokens beyond it dropped")
+        notes.append(f"MoE activations: the most loaded EP rank receives {share:.0%} more routed token copies than "
+                     f"the average ({how}): activations/moe_imbalance")
+    return notes
 
 
 def _buffer_notes(inputs: EstimateInputs) -> list[str]:
@@ -119,12 +130,20 @@ def _buffer_notes(inputs: EstimateInputs) -> list[str]:
             "model shard; override with --reduce-bucket-size etc."]
 
 
+def expert_groups_note(parallel: ParallelDims) -> str:
+    return (f"experts: Megatron-Core's folding, {parallel.describe()}; routed experts split over ep × etp "
+            f"({parallel.ep * parallel.etp} ranks) with their ZeRO states sharded over edp({parallel.edp}), the "
+            f"router, attention, norms and embeddings split over tp and sharded over dp({parallel.dp}) "
+            "(gpu/<component>/dense and /experts in the breakdown)")
+
+
 def build_request(inputs: EstimateInputs, assumptions: list[str]) -> tuple[EstimateRequest, ActivationConfig | None]:
     """Everything resolved and validated, ready for the core."""
     model = resolve_model(inputs.model)
     cluster = resolve_cluster(inputs.hardware, assumptions, inputs.units)
     given = inputs.parallel
-    parallel = ParallelDims(world=inputs.hardware.gpus, tp=given.tp, pp=given.pp, gpus_per_node=cluster.gpus_per_node)
+    parallel = ParallelDims(world=inputs.hardware.gpus, tp=given.tp, pp=given.pp, gpus_per_node=cluster.gpus_per_node,
+                            ep=given.ep, etp=given.tp if given.etp is None else given.etp)
     zeropp = frozenset(f.strip().lower() for f in (inputs.parallel.zeropp or "").split(",") if f.strip())
     _check_combinations(inputs, parallel, zeropp)
     options = options_for(inputs.convention.convention, given.stage, given.offload_optimizer, given.offload_params)
@@ -136,15 +155,32 @@ def build_request(inputs: EstimateInputs, assumptions: list[str]) -> tuple[Estim
         assumptions.append(f"pipeline pp({parallel.pp}): only ZeRO stages 0-1 (DeepSpeed's pipeline engine "
                            "supports no higher stage)")
     check_whole_nodes(parallel)
+    if inputs.step.capacity_factor is not None and (model.shape is None or not model.shape.experts):
+        raise InputError("capacity_factor", f"caps the tokens of each expert, and {model.name} has no experts",
+                         f"drop {ref('capacity_factor')}, or use a mixture-of-experts model")
     check_precision_on_gpu(inputs.step.precision, cluster.gpu.name, cluster.gpu.supports_bf16)
     check_fp8(inputs.step.precision, inputs.step.fp8_recipe, cluster.gpu.name, cluster.gpu.fp8_flops,
               cluster.gpu.supports_mxfp8)
     largest = _largest_layer(inputs, model, assumptions)
-    activations = resolve_activations(inputs.step, model, parallel, assumptions)
+    cp = given.cp
+    if isinstance(cp, bool) or not isinstance(cp, int) or cp < 1:
+        raise InputError("cp", f"must be a positive whole number, got {cp!r}")
+    if cp > 1 and parallel.dp % cp:
+        raise InputError("cp", f"cp({cp}) does not divide the {parallel.dp} ranks left by tp({parallel.tp}) × "
+                         f"pp({parallel.pp}) on {parallel.world} GPUs (they are dp × cp)",
+                         f"use a cp that divides them, or change {ref('gpus')}")
+    if cp > 1 and inputs.convention.convention != "paper":
+        raise InputError("cp", f"the {inputs.convention.convention} convention models no context parallelism",
+                         f"use {ref('convention', 'paper')} with {ref('cp')}")
+    activations = resolve_activations(inputs.step, model, parallel, assumptions, cp)
     check_model_layout(model, parallel, seq_len=activations.seq_len if activations else None,
                        sequence_parallel=activations.sequence_parallel if activations else False)
     if (warning := cross_node_tp_warning(parallel)) is not None:
         assumptions.insert(0, warning)
+    if (warning := cross_node_ep_warning(parallel)) is not None:
+        assumptions.insert(0, warning)
+    if parallel.has_experts_grid:
+        assumptions.append(expert_groups_note(parallel))
     if activations is not None and activations.num_micro_batches is not None:  # resolve_activations sets it
         micro_batches = activations.num_micro_batches
     else:
@@ -152,7 +188,7 @@ def build_request(inputs: EstimateInputs, assumptions: list[str]) -> tuple[Estim
             raise InputError("micro_batch", f"must be at least 1, got {inputs.step.micro_batch}")
         if inputs.step.global_batch is not None and inputs.step.micro_batch is None:
             assumptions.append("micro-batch 1 sequence per GPU (the default; --micro-batch)")
-        micro_batches = grad_accum_steps(inputs.step, parallel, inputs.step.micro_batch or 1, assumptions)
+        micro_batches = grad_accum_steps(inputs.step, parallel, inputs.step.micro_batch or 1, assumptions, cp)
     if inputs.step.max_micro_batch and activations is None:
         raise InputError("max_micro_batch", "needs the model's shape to size activations",
                          f"use {ref('model')} with a preset or a config.json")
@@ -166,7 +202,7 @@ def build_request(inputs: EstimateInputs, assumptions: list[str]) -> tuple[Estim
         activations=activations, micro_batches_per_step=micro_batches, global_batch=step.global_batch,
         max_micro_batch=step.max_micro_batch,
         calibrated_links=_calibrated_links(inputs, assumptions), framework=inputs.convention.framework or "deepspeed",
-        parameters=_parameters(inputs, model),
+        parameters=_parameters(inputs, model), cp=cp,
     )
     return request, activations
 

@@ -15,6 +15,7 @@ from zeroplan.core.parallel.rules import check_whole_nodes
 from zeroplan.core.parallel.grid import ParallelDims
 from zeroplan.core.precision import check_precision_on_gpu
 from zeroplan.core.hardware import ClusterSpec, Link
+from zeroplan.core.model.experts import active_params, model_expert_params
 from zeroplan.core.model.spec import ModelShape, ModelSpec, check_count_against_shape
 from zeroplan.core.layout.space import SearchSpace
 from zeroplan.core.precision import bytes_per_param, check_fp8
@@ -47,14 +48,15 @@ FIELDS[SearchInputs] = ("efficiency", "cpu_adam_rate", "stages", "offload", "rec
                         "virtual_stages", "micro_batches", "tp", "pp", "allow_cross_node_tp")
 FIELDS[StepInputs] += ("flash_attention",)
 FIELDS[SearchInputs] += ("cp", "fsdp_pipeline", "top", "tie_tolerance", "comm_overlap", "attention_kernel",
-                         "async_tp", "dp_shard")
+                         "async_tp", "dp_shard", "ep", "etp")
+FIELDS[StepInputs] += ("capacity_factor",)
 ECHO_ORDER = ("gpus", "global_batch", "seq_len", "model", "params", "layers", "hidden", "heads", "kv_heads", "vocab",
               "ffn", "gpu", "cluster", "gpus_per_node", "cpu_memory", "nvme", "nvme_bandwidth", "intra_node_bandwidth",
               "inter_node_bandwidth", "gpu_memory", "runtime_reserve", "fragmentation", "host_reserve", "precision",
               "optimizer", "tokens", "calibration", "efficiency", "cpu_adam_rate", "stages", "offload", "recompute",
               "sequence_parallel", "virtual_stages", "micro_batches", "tp", "pp", "allow_cross_node_tp",
               "flash_attention", "cp", "fsdp_pipeline", "top", "tie_tolerance", "comm_overlap", "attention_kernel",
-              "fp8_recipe", "async_tp", "dp_shard")
+              "fp8_recipe", "async_tp", "dp_shard", "ep", "etp", "capacity_factor")
 
 
 @dataclass
@@ -158,7 +160,32 @@ def _space(inputs: PlanInputs, model: ModelSpec, assumptions: list[str]) -> Sear
         sequence_parallel=SEQUENCE_PARALLEL_CHOICES[search.sequence_parallel],
         virtual_stages=search.virtual_stages or (1,), micro_batches=search.micro_batches, tp=search.tp, pp=search.pp,
         allow_cross_node_tp=search.allow_cross_node_tp, flash_attention=inputs.step.flash_attention,
-        cp=search.cp or (1,), fsdp_pipeline=search.fsdp_pipeline, dp_shard=search.dp_shard or ())
+        cp=search.cp or (1,), fsdp_pipeline=search.fsdp_pipeline, dp_shard=search.dp_shard or (),
+        ep=_expert_degrees(inputs, model, assumptions), etp=search.etp,
+        capacity_factor=_capacity_factor(inputs, model))
+
+
+def _capacity_factor(inputs: PlanInputs, model: ModelSpec) -> float | None:
+    factor = inputs.step.capacity_factor
+    if factor is not None and (model.shape is None or not model.shape.experts):
+        raise InputError("capacity_factor", f"caps the tokens of each expert, and {model.name} has no experts",
+                         f"drop {ref('capacity_factor')}, or use a mixture-of-experts model")
+    return factor
+
+
+def _expert_degrees(inputs: PlanInputs, model: ModelSpec, assumptions: list[str]) -> tuple[int, ...]:
+    """--ep's degrees; for a mixture-of-experts model without --ep, every divisor of its experts (ep 1 included:
+    the layouts without expert parallelism compete too); 1 for a dense model."""
+    given = inputs.search.ep
+    if given:
+        return given
+    split = model_expert_params(model)
+    if split is None:
+        return (1,)
+    degrees = tuple(d for d in range(1, split.experts + 1) if split.experts % d == 0)
+    assumptions.append(f"expert parallelism: ep {','.join(map(str, degrees))} tried (the divisors of the "
+                       f"{split.experts} experts; --ep to narrow)")
+    return degrees
 
 
 def resolve(inputs: PlanInputs) -> ResolvedPlan:
@@ -209,6 +236,15 @@ def resolve(inputs: PlanInputs) -> ResolvedPlan:
     return ResolvedPlan(inputs, request, tokens, assumptions)
 
 
+def _active_note(request: SearchRequest) -> str:
+    """For a mixture-of-experts model: which Ψ the MFU counts (the active parameters, core.model.experts)."""
+    model = request.model
+    if model_expert_params(model) is None:
+        return ""
+    return (f", Ψ the active parameters ({format_count(active_params(model))} of {format_count(model.params)}: "
+            "the top-k routed experts of each MoE layer, not all of them)")
+
+
 def model_notes(inputs: PlanInputs, request: SearchRequest) -> list[str]:
     """What the step-time model assumes, with this run's numbers."""
     machine, cluster = request.machine, request.cluster
@@ -224,7 +260,7 @@ def model_notes(inputs: PlanInputs, request: SearchRequest) -> list[str]:
         f"{machine.flash_efficiency:.0%} of peak ({inputs.search.attention_kernel or overlap_rule.attention_kernel} "
         "kernel; --attention-kernel), without flash as batched GEMMs plus the score matrix's traffic; element-wise "
         "work at HBM bandwidth; recompute re-runs the forward (full) or the attention core (selective)",
-        "MFU = 6Ψ × tokens / (step time × peak × GPUs)",
+        "MFU = 6Ψ × tokens / (step time × peak × GPUs)" + _active_note(request),
         "communication: NCCL-like ring collectives: NVLink inside a node, the per-GPU NIC across nodes, hop "
         "latencies once per phase and a launch per bucket; TP: 4 AllReduces of s·b·h per layer and micro-batch "
         "(6 with full recompute), not overlapped; PP: one activation and one gradient per boundary and "
@@ -245,6 +281,14 @@ def model_notes(inputs: PlanInputs, request: SearchRequest) -> list[str]:
         "a tie goes to the simpler plan: "
         "no offload, less model parallelism, a lower ZeRO stage, less recompute",
     ]
+    if request.space.ep != (1,) or request.space.etp:
+        notes.append(
+            "experts (--ep/--etp): Megatron-Core's folding over the same GPUs (experts etp × ep × edp per stage); "
+            "routed experts' states sharded over edp, dense ones over dp; per MoE layer and micro-batch 4 all-to-alls "
+            "(dispatch and combine, forward and backward; 6 with full recompute) of T/tp × top-k × hidden 16-bit "
+            "elements over the EP group, balanced routing, exposed (no all-to-all overlap: DualPipe and "
+            "--overlap-moe-expert-parallel-comm not modelled); expert GEMMs: one grouped GEMM per matrix; MFU counts "
+            "active parameters (6 × active Ψ)")
     if request.per_param.precision == "fp32":
         notes.append("fp32 training is priced at the bf16 peak: an optimistic step time")
     if machine.fp8_flops:

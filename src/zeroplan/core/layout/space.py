@@ -23,6 +23,7 @@ MAX_PP_IMBALANCE = Fraction(1, 8)
 PIPELINE_STAGES = (0, 1)  # DeepSpeed's pipeline engine runs ZeRO stages 0-1 only
 
 # Reasons a layout (dp, tp, pp) is ruled out before evaluation, in the order they are checked.
+EP_RANKS = "ep × etp does not divide a pipeline stage's ranks"
 PP_UNEVEN = "pp splits the layers unevenly"
 DP_BATCH = "dp does not divide the global batch"
 NO_MICRO_BATCH = "no --micro-batches value divides the per-rank batch"
@@ -31,6 +32,7 @@ PIPELINE_STAGE = "ZeRO-2/3 with pipeline parallelism (DeepSpeed supports stages 
 INTERLEAVE_PIPELINE = "interleaving needs a pipeline (pp > 1)"
 INTERLEAVE_LAYERS = "interleaving needs at least one layer per chunk (pp × virtual stages layers)"
 INTERLEAVE_MICRO_BATCHES = "interleaving needs micro-batches divisible by pp"
+EP_WITHOUT_SP = "expert parallelism with tp > 1 needs sequence parallelism (Megatron-Core)"
 
 
 def divisors(n: int) -> list[int]:
@@ -58,6 +60,9 @@ class SearchSpace:
     cp: tuple[int, ...] = (1,)  # context-parallel degrees to try
     fsdp_pipeline: bool = False  # also ZeRO-2/3 (FSDP) with pp > 1, as torchtitan and Llama 3 run
     dp_shard: tuple[int, ...] = ()  # hybrid sharding: shard-group sizes to try beside full sharding (search.py)
+    ep: tuple[int, ...] = (1,)  # expert-parallel degrees to try (mixture-of-experts models)
+    etp: tuple[int, ...] | None = None  # expert tensor-parallel degrees; None: etp = tp (Megatron's default)
+    capacity_factor: float | None = None  # MoE expert capacity (None: dropless), for the activations
 
     def __post_init__(self) -> None:
         for name, value in (("gpus", self.gpus), ("global_batch", self.global_batch),
@@ -76,6 +81,8 @@ class SearchSpace:
                  ("tp", self.tp or (1,), _positive, "positive whole numbers"),
                  ("pp", self.pp or (1,), _positive, "positive whole numbers"),
                  ("cp", self.cp, _positive, "positive whole numbers"),
+                 ("ep", self.ep, _positive, "positive whole numbers"),
+                 ("etp", self.etp or (1,), _positive, "positive whole numbers"),
                  ("dp_shard", self.dp_shard or (2,), lambda n: _positive(n) and n > 1, "whole numbers above 1"))
         for name, values, valid, expected in lists:
             bad = [v for v in values if not valid(v)]
@@ -131,6 +138,11 @@ def layout_problem(model: ModelSpec, parallel: ParallelDims, space: SearchSpace,
     if not micro_batch_choices(space, dp):
         return NO_MICRO_BATCH
     return None
+
+
+def expert_layouts(space: SearchSpace, tp: int) -> list[tuple[int, int]]:
+    """The (ep, etp) pairs to try with this tp: --ep's degrees, --etp's (default: etp = tp)."""
+    return [(ep, etp) for ep in space.ep for etp in (space.etp or (tp,))]
 
 
 def micro_batch_choices(space: SearchSpace, dp: int) -> list[int]:

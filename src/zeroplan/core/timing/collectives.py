@@ -30,6 +30,8 @@ ALL_GATHER: Final = "all_gather"
 REDUCE_SCATTER: Final = "reduce_scatter"
 ALL_REDUCE: Final = "all_reduce"
 COLLECTIVES: tuple[CollectiveName, ...] = (ALL_GATHER, REDUCE_SCATTER, ALL_REDUCE)
+# Expert parallelism's token exchange (priced by collective_seconds; not one of bench's measured collectives).
+ALL_TO_ALL: Final = "all_to_all"
 
 # The torch.distributed call each collective is measured with (names from the issue and the CLI).
 TORCH_NAMES: dict[CollectiveName, str] = {
@@ -262,6 +264,34 @@ def group_bandwidth(links: LinkTable, collective: str, ranks_per_node: int, intr
 
 def collective_seconds(kind: str, buffer_bytes: float, ranks: int, links: LinkTable, ranks_per_node: int,
                        calls: int = 1) -> float:
+    if kind == ALL_TO_ALL:
+        return _all_to_all_seconds(buffer_bytes, ranks, links, ranks_per_node, calls)
+    return _ring_seconds(kind, buffer_bytes, ranks, links, ranks_per_node, calls)
+
+
+def _all_to_all_seconds(buffer_bytes: float, ranks: int, links: LinkTable, ranks_per_node: int, calls: int) -> float:
+    """All-to-all (NCCL's grouped send/recv, as Megatron-Core's and DeepSpeed-MoE's token dispatchers run it) of a
+    rank's buffer_bytes, S/n to each peer: (per_node-1)/n·S to the peers inside its node on the GPU link and
+    (n-per_node)/n·S to the others on its NIC, the two at once (the slower sets the time); one latency per link
+    (the sends are issued together), NCCL_LAUNCH_S per call. Routing is taken as uniform over the ranks: a
+    node-limited router (DeepSeek-V3 sends each token to at most 4 nodes) moves less across nodes
+    (docs/formulas.md §20.4)."""
+    if ranks <= 1 or buffer_bytes <= 0:
+        return 0.0
+    per_node = min(ranks, max(1, ranks_per_node))
+    intra_bytes = (per_node - 1) / ranks * buffer_bytes
+    inter_bytes = (ranks - per_node) / ranks * buffer_bytes
+    intra = links.link(ALL_TO_ALL, True)
+    seconds = alpha_beta_seconds(1, intra_bytes, intra.latency_s, link_bandwidth(intra, True)) if per_node > 1 else 0.0
+    if inter_bytes > 0:
+        inter = links.link(ALL_TO_ALL, False)
+        seconds = max(seconds, alpha_beta_seconds(1, inter_bytes, inter.latency_s,
+                                                  group_bandwidth(links, ALL_TO_ALL, per_node, False)))
+    return seconds + calls * NCCL_LAUNCH_S
+
+
+def _ring_seconds(kind: str, buffer_bytes: float, ranks: int, links: LinkTable, ranks_per_node: int,
+                  calls: int = 1) -> float:
     """NCCL-like time of one collective phase (kind all_reduce, all_gather or reduce_scatter) on a buffer of
     buffer_bytes split into `calls` buckets: bandwidth (n-1)/n·S (2× for AllReduce) on the group's bus
     bandwidth; the ring's hop latencies once (pipelined chunks), NCCL_LAUNCH_S per bucket; AllReduce takes the
