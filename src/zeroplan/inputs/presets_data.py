@@ -86,6 +86,8 @@ GPUS = {
   "hbm_bandwidth": "3350GB/s",
   "bf16_tflops": 989.4,
   "bf16": true,
+  "fp8_tflops": null,
+  "mxfp8": false,
   "intra_node_link": {
    "bandwidth": "200GB/s",
    "latency_us": 3.0

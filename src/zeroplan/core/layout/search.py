@@ -192,7 +192,7 @@ def _search(request: SearchRequest, progress: Callable[[int, int], None] | None)
                 tables[cp] = ActivationTable(model, space.seq_len // cp, space.flash_attention,
                                              capacity_factor=space.capacity_factor)
             _search_layout(request, grid, flops, tables[cp], micro_cache, plans, skipped, cp)
-            for shard in space.dp_shard if ep == 1 and not model.shape.experts else ():
+            for shard in space.dp_shard if ep == 1 and not (model.shape and model.shape.experts) else ():
                 issue = hybrid_shard_problem(grid.parallel, shard)  # hybrid sharding: ZeRO over `shard` ranks
                 if issue:
                     skipped[issue] += 1
