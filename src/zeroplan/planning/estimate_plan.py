@@ -211,6 +211,10 @@ def _parameters(inputs: EstimateInputs, model) -> tuple:
     """The model's parameter tensors, which only the framework convention partitions."""
     if inputs.convention.convention != "framework":
         return ()
+    if model.extra.get("parameter_shapes"):  # counted on the meta device: its tensors as transformers built them
+        from zeroplan.core.memory.framework_partition import params_from_shapes
+
+        return tuple(params_from_shapes(model.extra["parameter_shapes"]))
     config = model.extra.get("hf_config")
     if config is None:
         raise InputError("convention", f"the framework convention needs the tensors of '{model.name}'",
@@ -267,6 +271,7 @@ def build_plan(inputs: EstimateInputs) -> Plan:
             recommendation = dataclasses.replace(recommendation, reason=recommendation.reason + hint)
 
     per_param, parallel = request.per_param, request.parallel
+    assumptions.extend(request.model.extra.get("notes", ()))  # what the model's count leaves out, and how it was made
     assumptions.extend(budget_assumptions(inputs.budget, request.budget, inputs.units))
     assumptions.extend(_activation_notes(request, activations, inputs.units))
     assumptions.extend(_buffer_notes(inputs))

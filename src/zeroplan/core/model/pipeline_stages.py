@@ -1,5 +1,7 @@
 """Parameters per pipeline stage: layers split evenly (earlier stages take the remainder), the
-embeddings on the first stage, the final norm and LM head on the last (docs/formulas.md §2.3).
+embeddings on the first stage, the final norm and LM head on the last (docs/formulas.md §2.3). Where layers
+differ (DeepSeek-V3's first three dense layers, Llama 4 Maverick's alternating MoE layers) each stage sums its
+own layers.
 
 With tied embeddings the last stage keeps its own copy of the embedding matrix for the head (as
 Megatron-LM and DeepSpeed's TiedLayerSpec do), so stage totals can add up to more than the model.
@@ -30,7 +32,12 @@ def stage_params(model: ModelSpec, pp: int) -> list[int]:
     if shape is None or shape.layout is None:
         return [ceil_div(model.params, pp)] * pp
     layout = shape.layout
-    stages = [count * layout.layer_params for count in layers_per_stage(shape.layers, pp)]
+    counts = layers_per_stage(shape.layers, pp)
+    if layout.per_layer is None:
+        stages = [count * layout.layer_params for count in counts]
+    else:  # layers differ (dense then MoE layers): each stage holds its own layers' parameters
+        starts = [sum(counts[:stage]) for stage in range(pp)]
+        stages = [sum(layout.per_layer[start:start + count]) for start, count in zip(starts, counts)]
     stages[0] += layout.input_params
     stages[-1] += layout.output_params
     if shape.tied_embeddings:

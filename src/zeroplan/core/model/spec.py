@@ -17,9 +17,25 @@ class ParamLayout:
     """Where the parameters sit, for pipeline stages: per transformer layer, on the input side (embeddings,
     positions: first stage) and on the output side (final norm, LM head: last stage)."""
 
-    layer_params: int
+    layer_params: int  # the largest layer's (every layer's, where all hold the same)
     input_params: int
     output_params: int
+    per_layer: tuple[int, ...] | None = None  # each layer's, first to last, where layers differ (dense then MoE)
+
+    def layer(self, index: int) -> int:
+        return self.layer_params if self.per_layer is None else self.per_layer[index]
+
+
+@dataclass(frozen=True)
+class MoEShape:
+    """A mixture-of-experts model's expert layout, for expert parallelism and active-parameter FLOPs."""
+
+    moe_layers: int  # layers holding routed experts (the rest are dense)
+    expert_ffn: int  # one routed expert's intermediate width
+    expert_params: int  # routed-expert parameters in total, over every MoE layer
+    active_params: int  # parameters one token meets: all but the routed experts it is not sent to
+    dense_ffn: int | None = None  # the dense layers' MLP width, where some layers are dense
+    shared_expert_ffn: int | None = None  # the shared experts' summed width, where the model has them
 
 
 @dataclass(frozen=True)
@@ -42,13 +58,37 @@ class ModelShape:
     tied_embeddings: bool | None = None
     layout: ParamLayout | None = None
     defaulted: frozenset[str] = frozenset()
+    moe: MoEShape | None = None
+
+    @property
+    def expert_params(self) -> int | None:
+        """Routed-expert parameters in total (None: dense). From the architecture description where there is
+        one; for a shape given by fields (--experts), every layer's E experts of (3 gated or 2)·hidden·ffn."""
+        if self.moe is not None:
+            return self.moe.expert_params
+        if self.experts and self.experts_per_token:
+            return self.layers * self.experts * (3 if self.gated_mlp else 2) * self.hidden * self.ffn
+        return None
+
+    @property
+    def active_params(self) -> int | None:
+        """Parameters one token meets (None: not known from a description; dense models: all of them)."""
+        return self.moe.active_params if self.moe is not None else None
+
+    @property
+    def moe_layers(self) -> int | None:
+        return self.moe.moe_layers if self.moe is not None else (self.layers if self.experts else None)
+
+    @property
+    def dense_layers(self) -> int:
+        return self.layers - (self.moe_layers or 0)
 
     @classmethod
     def of(cls, *, layers: int, hidden: int, heads: int, vocab: int, kv_heads: int | None = None,
            ffn: int | None = None, head_dim: int | None = None, gated_mlp: bool | None = None,
            experts: int | None = None, experts_per_token: int | None = None, max_seq_len: int | None = None,
            family: str | None = None, tied_embeddings: bool | None = None,
-           layout: ParamLayout | None = None) -> ModelShape:
+           layout: ParamLayout | None = None, moe: MoEShape | None = None) -> ModelShape:
         """The shape with the usual defaults for the fields a source leaves out (None)."""
         if head_dim is None and hidden % heads:
             raise InputError("heads", f"{heads} heads do not divide hidden size {hidden}",
@@ -61,7 +101,7 @@ class ModelShape:
                    kv_heads=heads if kv_heads is None else kv_heads, ffn=4 * hidden if ffn is None else ffn,
                    head_dim=hidden // heads if head_dim is None else head_dim, gated_mlp=bool(gated_mlp),
                    experts=experts, experts_per_token=experts_per_token, max_seq_len=max_seq_len, family=family,
-                   tied_embeddings=tied_embeddings, layout=layout,
+                   tied_embeddings=tied_embeddings, layout=layout, moe=moe,
                    defaulted=frozenset(name for name, value in given.items() if value is None))
 
     def as_given(self, name: str) -> int | bool | None:
@@ -100,6 +140,23 @@ class ModelSpec:
     @property
     def layout(self) -> ParamLayout | None:
         return self.shape.layout if self.shape is not None else None
+
+    @property
+    def expert_params(self) -> int | None:
+        """Routed-expert parameters in total, where the model's description says (None otherwise)."""
+        return self.shape.expert_params if self.shape is not None else None
+
+    @property
+    def active_params(self) -> int:
+        """Parameters one token meets (docs/formulas.md §2.1.1): the description's figure; for a MoE shape given
+        by fields, all but the (E − k)/E of the routed experts a token is not sent to; else every parameter."""
+        shape = self.shape
+        if shape is None or not shape.experts or not shape.experts_per_token:
+            return self.params if shape is None or shape.active_params is None else shape.active_params
+        if shape.active_params is not None:
+            return shape.active_params
+        routed = shape.expert_params or 0
+        return self.params - routed * (shape.experts - shape.experts_per_token) // shape.experts
 
     @property
     def has_shape(self) -> bool:

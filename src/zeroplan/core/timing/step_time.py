@@ -176,7 +176,12 @@ class FlopModel:
             outside = shape.vocab * hidden * (1 if shape.tied_embeddings else 2)
             layer = max(1, (model.params - outside) // layers)
         params = model.params
-        if shape.experts and shape.experts_per_token:
+        if shape.moe is not None and shape.layout is not None:
+            # The architecture description's active parameters (top-k of the routed experts, every shared expert
+            # and dense layer): per layer, the average over the layers (dense and MoE layers differ).
+            params = shape.moe.active_params
+            layer = (params - shape.layout.input_params - shape.layout.output_params) // layers
+        elif shape.experts and shape.experts_per_token:
             expert = (3 if shape.gated_mlp else 2) * hidden * shape.ffn
             idle = (shape.experts - shape.experts_per_token) * expert  # per layer, not met by a token
             layer -= idle
