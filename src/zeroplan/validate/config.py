@@ -133,9 +133,9 @@ def check_world(config: ValidateConfig, world_size: int, backend: str, local_ran
     if config.cpu_offload and backend != "nccl":
         raise InputError("--cpu-offload", "offload moves states from the GPU to host memory; this run has no GPU",
                          "run it on CUDA (nccl), or drop --cpu-offload")
-    params = config.shape.param_specs()
+    specs = config.shape.param_specs()
     for framework in config.frameworks:
-        idle = unshardable_ranks(params, world_size, framework)
+        idle = unshardable_ranks(specs, world_size, framework)
         if idle:
             raise InputError("--nproc", f"the model is too small to shard over {world_size} ranks with {framework}: "
                              f"rank {idle[0]} would hold none of it", "use fewer ranks or a larger model")
