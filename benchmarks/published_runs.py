@@ -138,6 +138,7 @@ class Outcome:
     notes: list[str]
     plan: object = None
     budget: object = None  # the MemoryBudget the plan was judged against
+    params: int | None = None  # the model's parameters as zeroplan counts them (its size band)
 
     @property
     def error(self) -> float | None:
@@ -155,6 +156,8 @@ def run_values(run: dict) -> dict:
         values["inter_node_bandwidth"] = run["inter_node_bandwidth"]
     if run.get("comm_overlap"):  # the framework's overlap rule (core.timing.step_time.CommOverlap), with its source
         values["comm_overlap"] = run["comm_overlap"]
+    if run.get("attention_kernel"):  # the flash-attention kernel the run used, when its source names it
+        values["attention_kernel"] = run["attention_kernel"]
     return {"gpus": run["gpus"], "seq_len": run.get("seq"), "model": str(path), "cluster": run["cluster"], **values}
 
 
@@ -190,18 +193,19 @@ def predict(run: dict, request=None, layout=None) -> Outcome:
         if request is None:
             return Outcome(run, None, None, None, refused, layout["notes"])
     model = request.model
+    params = model.params
     published = published_step(run, layout, model)
     try:
         result = search(request)
     except InputError as exc:
-        return Outcome(run, published, None, None, f"refused: {exc}", layout["notes"])
+        return Outcome(run, published, None, None, f"refused: {exc}", layout["notes"], params=params)
     plans = [p for p in result.plans if not p.option.offloads]
     if not plans:
         reasons = {**result.rejected_layouts, **result.skipped}
         return Outcome(run, published, None, None, "refused: " + "; ".join(reasons) or "nothing evaluated",
-                       layout["notes"])
+                       layout["notes"], params=params)
     plan = min(plans, key=lambda p: p.time.total)
-    return Outcome(run, published, plan.time.total, plan.fits, None, layout["notes"], plan, request.budget)
+    return Outcome(run, published, plan.time.total, plan.fits, None, layout["notes"], plan, request.budget, params)
 
 
 def free_inputs(run: dict, layout: dict) -> PlanInputs:
@@ -296,13 +300,14 @@ def memory_text(o: Outcome) -> str:
 
 
 def summary(outcomes: list[Outcome]) -> dict:
-    errors = [abs(o.error) for o in outcomes if o.error is not None]
+    signed = [o.error for o in outcomes if o.error is not None]
+    errors = [abs(e) for e in signed]
     refused = [o for o in outcomes if o.refused]
     if not errors:
         return {"runs": len(outcomes), "scored": 0, "refused": len(refused)}
     worst = max(outcomes, key=lambda o: abs(o.error) if o.error is not None else -1)
     return {"runs": len(outcomes), "scored": len(errors), "refused": len(refused),
-            "mean_abs_ln": statistics.fmean(errors), "worst_abs_ln": max(errors),
+            "mean_abs_ln": statistics.fmean(errors), "mean_ln": statistics.fmean(signed), "worst_abs_ln": max(errors),
             "worst_factor": math.exp(max(errors)), "worst_run": worst.run["id"],
             "within_25pct": sum(e <= math.log(1.25) for e in errors),
             "no_fit": [o.run["id"] for o in outcomes if o.fits is False]}
@@ -331,8 +336,58 @@ def print_summary(label: str, s: dict) -> None:
         print(f"{label}: {s['runs']} runs, none scored ({s['refused']} refused)")
         return
     print(f"{label}: {s['scored']}/{s['runs']} scored, {s['refused']} refused; mean |ln(pred/pub)| "
-          f"{s['mean_abs_ln']:.3f}, worst {s['worst_abs_ln']:.3f} ({s['worst_factor']:.2f}x, {s['worst_run']}); "
+          f"{s['mean_abs_ln']:.3f}, mean ln {s['mean_ln']:+.3f}, worst {s['worst_abs_ln']:.3f} ({s['worst_factor']:.2f}x, {s['worst_run']}); "
           f"within 25%: {s['within_25pct']}/{s['scored']}; judged not to fit in memory: {len(s['no_fit'])}")
+
+
+# Bands the step time is judged by (issue 21): a model right on average can still be one-sided on a band.
+SIZE_BANDS = ((3e9, "<3B"), (30e9, "3-30B"), (200e9, "30-200B"), (math.inf, ">200B"))
+SEQ_BANDS = ((4096, "seq <=4k"), (16384, "seq 8-16k"), (math.inf, "seq >=32k"))
+FRAMEWORKS = {None: "Megatron-LM/DeepSpeed", "baseline": "Megatron-LM/DeepSpeed", "fsdp": "PyTorch FSDP",
+              "megatron": "Megatron-Core/NeMo"}
+
+
+def bands_of(outcome: Outcome) -> list[str]:
+    """The model-size, sequence-length and framework bands a run falls in (its framework: its row's
+    `framework` if it names one, else the overlap rule it runs under)."""
+    run = outcome.run
+    found = []
+    if outcome.params:
+        found.append("size " + next(label for top, label in SIZE_BANDS if outcome.params < top))
+    seq = run.get("seq") or run.get("seq_len")
+    found.append(next(label for top, label in SEQ_BANDS if seq <= top))
+    found.append("framework " + (run.get("framework") or FRAMEWORKS.get(run.get("comm_overlap"), "other")))
+    return found
+
+
+def scored(outcomes: list[Outcome]) -> list[tuple[Outcome, float]]:
+    return [(o, o.error) for o in outcomes if o.error is not None]
+
+
+def print_bands(columns: dict[str, list[tuple[Outcome, float]]]) -> dict:
+    """Per band and set: runs, mean ln(predicted/published) (the bias: below 0 = zeroplan predicts faster steps
+    than published) and mean |ln| (the spread)."""
+    if not columns:
+        return {}
+    names = [label for _, label in SIZE_BANDS]
+    labels = (["all"] + ["size " + n for n in names] + [label for _, label in SEQ_BANDS]
+              + sorted({"framework " + f for f in FRAMEWORKS.values()}))
+    table: dict = {}
+    print("\nBIAS AND SPREAD BY BAND: n, mean ln(pred/pub), mean |ln(pred/pub)| (ln < 0: zeroplan too fast)")
+    print(f"{'band':<34}" + "".join(f" {title[:26]:>26}" for title in columns))
+    for label in labels:
+        cells = []
+        for title, rows in columns.items():
+            errors = [e for o, e in rows if label == "all" or label in bands_of(o)]
+            if errors:
+                entry = {"n": len(errors), "mean_ln": statistics.fmean(errors),
+                         "mean_abs_ln": statistics.fmean(abs(e) for e in errors)}
+                table.setdefault(label, {})[title] = entry
+                cells.append(f"{entry['n']:>4} {entry['mean_ln']:+.3f} {entry['mean_abs_ln']:.3f}")
+            else:
+                cells.append("-")
+        print(f"{label:<34}" + "".join(f" {c:>26}" for c in cells))
+    return table
 
 
 def cross_validated(runs: list[dict]) -> dict[str, float] | None:
@@ -355,6 +410,7 @@ def main() -> None:
                         help="only the free search against each calibration run's published layout")
     args = parser.parse_args()
     report: dict = {}
+    columns: dict[str, list[tuple[Outcome, float]]] = {}  # set -> (outcome, ln(predicted/published)) of scored runs
     if args.free:
         rows = [free_search(run) for run in load("calibration")]
         print_free(rows)
@@ -365,6 +421,7 @@ def main() -> None:
     if args.set in ("calibration", "all"):
         runs = load("calibration")
         outcomes = [predict(run) for run in runs]
+        columns["calibration, in-sample"] = scored(outcomes)
         cv = None if args.no_cv else cross_validated(runs)
         if args.runs:
             print_runs("CALIBRATION (in-sample; cv = leave-one-out)", outcomes, cv)
@@ -373,10 +430,14 @@ def main() -> None:
         report["calibration"] = s
         if cv:
             errors = [abs(math.log(r)) for r in cv.values()]
+            mean_ln = statistics.fmean(math.log(r) for r in cv.values())
             worst = max(cv, key=lambda k: abs(math.log(cv[k])))
             print(f"calibration, leave-one-out: {len(errors)} runs; mean |ln| {statistics.fmean(errors):.3f}, "
-                  f"worst {max(errors):.3f} ({math.exp(max(errors)):.2f}x, {worst})")
-            report["calibration_loo"] = {"mean_abs_ln": statistics.fmean(errors), "worst_abs_ln": max(errors)}
+                  f"mean ln {mean_ln:+.3f}, worst {max(errors):.3f} ({math.exp(max(errors)):.2f}x, {worst})")
+            report["calibration_loo"] = {"mean_abs_ln": statistics.fmean(errors), "mean_ln": mean_ln,
+                                         "worst_abs_ln": max(errors)}
+            columns["calibration, leave-one-out"] = [(o, math.log(cv[o.run["id"]])) for o in outcomes
+                                                     if o.run["id"] in cv]
         report["calibration_runs"] = [_row(o) for o in outcomes]
     if args.set in ("heldout", "all"):
         runs = load("heldout")
@@ -390,7 +451,10 @@ def main() -> None:
             s = summary(group)
             print_summary(label, s)
             report[label] = s
+        columns["held-out headline"] = scored(headline)
+        columns["held-out all"] = scored(outcomes)
         report["heldout_runs"] = [_row(o) for o in outcomes]
+    report["bands"] = print_bands(columns)
     if args.set in ("moe", "all"):
         report["moe"] = moe_section(args.runs)
     if args.json:

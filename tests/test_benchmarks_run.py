@@ -49,9 +49,9 @@ def test_the_other_scripts_import():
 
 
 def test_held_out_runs_carry_their_framework_overlap_rule():
-    """A held-out row's comm_overlap (its framework, with the source in its audit notes) reaches the plan request;
-    calibration rows keep the baseline rule the constants were fitted with."""
-    from zeroplan.core.timing.step_time import COMM_OVERLAPS, DP_OVERLAP
+    """A row's comm_overlap and attention kernel (its framework, with the source in its audit notes) reach the plan
+    request; the Megatron-LM/DeepSpeed-era calibration rows keep the baseline rule DP_OVERLAP is fitted on."""
+    from zeroplan.core.timing.step_time import COMM_OVERLAPS, DP_OVERLAP, flash_efficiency
 
     runs = _load("published_runs")
     held_out = {run["id"]: run for run in runs.load("heldout")}
@@ -64,7 +64,11 @@ def test_held_out_runs_carry_their_framework_overlap_rule():
         assert request.machine.dp_overlap == rule.dp_overlap
         assert (request.machine.tp_hidden, request.machine.pp_hidden) == (rule.tp_hidden, rule.pp_hidden)
     for run in runs.load("calibration"):
-        assert "comm_overlap" not in run
+        assert ("comm_overlap" in run) == run["id"].startswith("F/")  # suite F: MosaicML's Composer FSDP
+        if "attention_kernel" in run:
+            assert any(note.startswith("attention_kernel") for note in run["audit"])
+    mpt = next(run for run in runs.load("calibration") if run["id"] == "F/MPT-1B 8xH100 seq2048 FSDP noAC")
+    assert runs.resolve_run(mpt)[1].machine.flash_efficiency == flash_efficiency("h100-80g", "fa1")
     _, request, _ = runs.resolve_run(runs.load("calibration")[0])
     assert request.machine.dp_overlap == DP_OVERLAP and not request.machine.tp_hidden
 
@@ -89,6 +93,25 @@ def test_free_search_of_a_calibration_run_breaks_no_rule():
     row = runs.free_search(run)
     assert row["broken"] == [] and row["free_s"] > 0 and "ERROR" not in row["verdict"]
     assert row["free_s"] <= row["pinned_s"]  # the search is exhaustive: the published layout is one of its plans
+
+
+def test_bias_is_reported_beside_spread_by_band(capsys):
+    """Issue 21 item 5: mean ln(predicted/published) beside mean |ln| for each set and by size, sequence and
+    framework band; the 'all' band is the set's own summary."""
+    import math
+
+    runs = _load("published_runs")
+    held_out = {run["id"]: run for run in runs.load("heldout")}
+    picked = [runs.predict(held_out[name]) for name in ("A/MPT-7B 8xH100 seq2048 FSDP noAC",
+                                                       "A/DGXC Llama3.1-405B BF16 576 H100")]
+    assert runs.bands_of(picked[0]) == ["size 3-30B", "seq <=4k", "framework PyTorch FSDP"]
+    assert runs.bands_of(picked[1]) == ["size >200B", "seq 8-16k", "framework Megatron-Core/NeMo"]
+    table = runs.print_bands({"held-out": runs.scored(picked)})
+    summary = runs.summary(picked)
+    assert math.isclose(table["all"]["held-out"]["mean_ln"], summary["mean_ln"])
+    assert math.isclose(table["all"]["held-out"]["mean_abs_ln"], summary["mean_abs_ln"])
+    assert table["size >200B"]["held-out"]["n"] == 1 and "size <3B" not in table
+    assert "mean ln(pred/pub)" in capsys.readouterr().out
 
 
 def test_api_per_call_measures_the_call_and_the_evaluation():

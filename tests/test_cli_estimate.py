@@ -146,3 +146,53 @@ def test_pipeline_keeps_to_stages_deepspeed_supports():
     data = run_json("--params", "175e9", "--gpus", "1024", "--tp", "8", "--pp", "8")
     assert data["parallel"]["dp"] == 16
     assert {o["stage"] for o in data["options"]} == {0, 1}
+
+
+def test_estimate_hybrid_sharding_partitions_over_the_shard_group(tmp_path):
+    """Issue 21 item 2: `estimate --dp-shard 8` on 64 GPUs holds the model states of full sharding over 8 ranks and
+    adds the AllReduce of the gradient partition across the 8 replicas to its traffic; bad groups are refused."""
+    import json
+    import subprocess
+    import sys
+
+    def run(*args):
+        done = subprocess.run([sys.executable, "-m", "zeroplan", "estimate", "--model", "llama-3-8b", "--gpu",
+                               "h100-80g", "--stage", "3", "--offload-optimizer", "none", "--offload-params", "none",
+                               "--format", "json", *args], capture_output=True, text=True)
+        return done.returncode, done.stdout, done.stderr
+
+    code, hybrid, err = run("--gpus", "64", "--dp-shard", "8")
+    assert code == 0, err
+    code, node, err = run("--gpus", "8")
+    assert code == 0, err
+    code, full, err = run("--gpus", "64")
+    assert code == 0, err
+    rows = [json.loads(text)["options"][0] for text in (hybrid, node, full)]
+    for part in ("params", "gradients", "optimizer_states"):
+        assert rows[0]["gpu_bytes"][part] == rows[1]["gpu_bytes"][part] > rows[2]["gpu_bytes"][part]
+    assert rows[0]["breakdown"]["comm/inter_node_bytes"] > 0 == rows[1]["breakdown"]["comm/inter_node_bytes"]
+    code, _, err = run("--gpus", "64", "--dp-shard", "6")
+    assert code == 2 and "--dp-shard" in err
+
+
+def test_estimate_fp8_keeps_mixed_precision_states_and_says_so():
+    """--precision fp8: the model states are mixed precision's (FP8 copies are per use), said in the assumptions;
+    a GPU without FP8 tensor cores is refused, naming --precision."""
+    import json
+    import subprocess
+    import sys
+
+    def run(*args):
+        done = subprocess.run([sys.executable, "-m", "zeroplan", "estimate", "--model", "llama-3-8b", "--gpus", "8",
+                               "--stage", "3", "--format", "json", *args], capture_output=True, text=True)
+        return done.returncode, done.stdout, done.stderr
+
+    code, fp8, err = run("--gpu", "h100-80g", "--precision", "fp8")
+    assert code == 0, err
+    code, bf16, err = run("--gpu", "h100-80g", "--precision", "bf16")
+    assert code == 0, err
+    fp8, bf16 = json.loads(fp8), json.loads(bf16)
+    assert fp8["options"][0]["gpu_bytes"] == bf16["options"][0]["gpu_bytes"]
+    assert any(line.startswith("fp8 (tensorwise)") for line in fp8["assumptions"])
+    code, _, err = run("--gpu", "a100-80g", "--precision", "fp8")
+    assert code == 2 and "--precision" in err and "FP8" in err

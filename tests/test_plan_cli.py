@@ -135,6 +135,11 @@ BAD_INPUTS = [
     (["--model", "gpt2", "--gpus", "8", "--global-batch", "8", "--gpu-memory", "0"], "--gpu-memory"),
     (["--model", "gpt2", "--gpus", "abc", "--global-batch", "8"], "--gpus"),
     (["--model", "gpt2", "--gpus", "8", "--global-batch", "8", "--comm-overlap", "nccl"], "--comm-overlap"),
+    (["--model", "gpt2", "--gpus", "8", "--global-batch", "8", "--attention-kernel", "fa9"], "--attention-kernel"),
+    (["--model", "gpt2", "--gpus", "8", "--global-batch", "8", "--precision", "fp8"], "no FP8 tensor cores"),
+    (["--model", "gpt2", "--gpus", "8", "--global-batch", "8", "--gpu", "h100-80g", "--precision", "fp8",
+      "--fp8-recipe", "mxfp8"], "MXFP8"),
+    (["--model", "gpt2", "--gpus", "8", "--global-batch", "8", "--fp8-recipe", "rowwise"], "--fp8-recipe"),
 ]
 
 
@@ -178,3 +183,90 @@ def test_comm_overlap_framework_rule_changes_exposed_communication_only(cli):
         assert any(f"{rule} framework rule" in line for line in data["assumptions"])
     assert found["fsdp"]["step_seconds"] < found["baseline"]["step_seconds"]
     assert found["megatron"]["step_seconds"] == pytest.approx(found["fsdp"]["step_seconds"])  # tp1, pp1: DP only
+
+
+def test_fp8_runs_the_linear_layers_on_the_fp8_peak_and_fsdp_gathers_in_fp8(cli):
+    """Issue 21 item 1: --precision fp8 prices the linear layers' GEMMs at the FP8 peak (H100: 1979 TFLOP/s dense,
+    twice bf16's) plus their casts, the rest in bf16, so the step is faster than bf16 but less than twice; memory is
+    mixed precision's; under FSDP the tensorwise recipe gathers the weights in FP8 (less DP traffic), rowwise does not
+    (and casts along both axes: slower)."""
+    args = ["--model", "llama-3-8b", "--gpu", "h100-80g", "--gpus", "16", "--global-batch", "32", "--seq-len", "4096",
+            "--stages", "3", "--tp", "1", "--pp", "1", "--no-offload", "--micro-batches", "2", "--recompute", "none",
+            "--comm-overlap", "fsdp", "--format", "json"]
+    found = {}
+    for name, extra in (("bf16", ["--precision", "bf16"]), ("tensorwise", ["--precision", "fp8"]),
+                        ("rowwise", ["--precision", "fp8", "--fp8-recipe", "rowwise"])):
+        code, out, err = cli("plan", *args, *extra)
+        assert code == 0, err
+        data = json.loads(out)
+        found[name] = data
+    step = {name: data["top"][0]["step_seconds"] for name, data in found.items()}
+    assert step["bf16"] / 2 < step["tensorwise"] < step["rowwise"] < step["bf16"]
+    assert found["tensorwise"]["top"][0]["gpu_bytes_total"] == found["bf16"]["top"][0]["gpu_bytes_total"]
+    dp = {name: data["top"][0]["seconds_dp_total"] for name, data in found.items()}
+    assert dp["tensorwise"] < dp["rowwise"] == pytest.approx(dp["bf16"])
+    assert any("fp8 (tensorwise)" in line and "in FP8" in line for line in found["tensorwise"]["assumptions"])
+
+
+def test_async_tp_hides_tensor_parallel_collectives_inside_a_node_only(cli):
+    """Issue 21 item 4: --async-tp (torchtitan's async TP) is a framework trait, not a fitted knob: TP collectives
+    inside a node hide behind the stage's GEMMs, the compute is unchanged; a TP group across nodes stays exposed."""
+    base = ["--gpu", "h100-80g", "--seq-len", "4096", "--pp", "1", "--stages", "3", "--comm-overlap", "fsdp",
+            "--no-offload", "--recompute", "full", "--micro-batches", "1", "--format", "json"]
+    found = {}
+    for label, extra in (("inside", ["--model", "llama-3-70b", "--gpus", "64", "--global-batch", "64", "--tp", "8"]),
+                         ("across", ["--model", "llama-2-7b", "--gpus", "32", "--global-batch", "16", "--tp", "16",
+                                     "--allow-cross-node-tp"])):
+        for flag in ([], ["--async-tp"]):
+            code, out, err = cli("plan", *base, *extra, *flag)
+            assert code == 0, err
+            found[label, bool(flag)] = json.loads(out)["top"][0]
+    plain, hidden = found["inside", False], found["inside", True]
+    assert plain["seconds_tp_comm"] > 0 and hidden["seconds_tp_comm"] == 0
+    assert hidden["seconds_compute"] == plain["seconds_compute"]
+    assert found["across", True]["seconds_tp_comm"] == found["across", False]["seconds_tp_comm"] > 0
+
+
+def test_hybrid_sharding_partitions_over_the_shard_group_and_allreduces_across_replicas(cli):
+    """Issue 21 item 2 (--dp-shard N: FSDP2 HSDP, ZeRO++ hpZ/MiCS): a hybrid plan's model states are those of full
+    sharding over N ranks (the same layout on N·tp·pp GPUs), and its gradient reduction adds an AllReduce of the
+    reduced partition across the replicas, on the links that group crosses."""
+    from zeroplan.core.memory.deepspeed_buffers import BufferConfig
+    from zeroplan.core.options import Option
+    from zeroplan.core.precision import bytes_per_param
+    from zeroplan.core.timing.collectives import collective_seconds
+    from zeroplan.core.timing.dp_offload import dp_seconds, hybrid_dp_seconds, zero_dp_seconds
+    from zeroplan.core.timing.dp_traffic import replica_allreduce
+    from zeroplan.core.timing.step_time import LinkTable
+    from zeroplan.inputs import presets
+
+    args = ["--model", "llama-3-8b", "--gpu", "h100-80g", "--seq-len", "8192", "--tp", "1", "--pp", "1",
+            "--stages", "3", "--comm-overlap", "fsdp", "--no-offload", "--recompute", "none", "--micro-batches", "1",
+            "--format", "json"]
+    import csv
+    import io
+
+    code, out, err = cli("plan", *args[:-2], "--format", "csv", "--gpus", "64", "--global-batch", "128",
+                         "--dp-shard", "8,16,48")
+    assert code == 0, err
+    rows = list(csv.DictReader(io.StringIO(out)))
+    assert {row["dp_shard"] for row in rows} == {"0", "8", "16"}  # 48 does not divide 64
+    hybrid = next(row for row in rows if row["dp_shard"] == "8")
+    code, out, err = cli("plan", *args, "--gpus", "8", "--global-batch", "16")
+    assert code == 0, err
+    node = json.loads(out)["top"][0]
+    for part in ("params", "gradients", "optimizer_states"):
+        assert int(hybrid[f"gpu_bytes_{part}"]) == node[f"gpu_bytes_{part}"]
+    # The time: ZeRO-3 inside the 8-rank group (NVLink) plus the AllReduce of its 1/8 gradient partition over the
+    # 8 replicas, one per node.
+    cluster = presets.cluster("dgx-h100")
+    links = LinkTable(cluster.gpu.intra_node_link, cluster.inter_node_link)
+    per_param, shard = bytes_per_param(), 8_030_261_248
+    found = hybrid_dp_seconds(Option(3), shard, 64, 8, 1, 8, per_param, 2, BufferConfig(), links)
+    inside = zero_dp_seconds(Option(3), shard, 8, per_param, True, 2, BufferConfig(), links, 8)
+    across = dp_seconds(replica_allreduce(shard, 8, 8, 2, 2), links, 1).reduce
+    assert across == pytest.approx(2 * collective_seconds("all_reduce", -(-shard // 8) * 2, 8, links, 1), rel=0.01)
+    assert found.reduce == pytest.approx(inside.reduce + across)
+    assert found.gather_forward == inside.gather_forward and found.gather_backward == inside.gather_backward
+    code, out, err = cli("plan", *args, "--gpus", "64", "--global-batch", "128", "--dp-shard", "1")
+    assert code == 2 and "--dp-shard" in err

@@ -31,6 +31,8 @@ class GpuSpec:
     intra_node_link: Link
     description: str = ""
     supports_bf16: bool = True
+    fp8_flops: int | None = None  # dense FP8 per second; None: no FP8 tensor cores
+    supports_mxfp8: bool = False
 
 
 @dataclass(frozen=True)

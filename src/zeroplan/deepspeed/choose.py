@@ -81,6 +81,11 @@ def choose(context: CheckContext, *, stage: int | None = None, offload_optimizer
     gpu = planning.gpu_spec(context)
     check_precision_on_gpu(context.precision, gpu.name, gpu.supports_bf16)
     precision = (context.precision or ("bf16" if gpu.supports_bf16 else "fp16")).strip().lower()
+    if precision == "fp8":  # ds_config has no FP8 switch: FP8 lives in the model's layers
+        raise InputError("precision", "DeepSpeed's config has no FP8 training switch: FP8 runs inside the model "
+                         "(Transformer Engine's te.Linear under fp8_autocast, or torchao's Float8Linear) on a bf16 "
+                         f"ZeRO config", f"check or export the bf16 config ({ref('precision', 'bf16')}) and convert "
+                         f"the model's linear layers; zeroplan plan prices the step with {ref('precision', 'fp8')}")
     if precision not in PRECISIONS:
         raise InputError("precision", f"unknown precision '{context.precision}'", "use bf16, fp16 or fp32")
     world, tp, pp, ep = context.gpus or 1, context.tp or 1, context.pp or 1, context.ep or 1

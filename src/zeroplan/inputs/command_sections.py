@@ -35,6 +35,12 @@ class CommOverlapChoice(str, Enum):  # core.timing.step_time.COMM_OVERLAPS' name
     MEGATRON = "megatron"
 
 
+class AttentionKernelChoice(str, Enum):  # core.timing.machine.FLASH_MAX_SHARE's kernel families
+    FA1 = "fa1"
+    FA2 = "fa2"
+    FA3 = "fa3"
+
+
 class Style(str, Enum):
     GPT2 = "gpt2"
     LLAMA = "llama"
@@ -74,18 +80,31 @@ class SearchInputs(Section):
     allow_cross_node_tp: bool = flag("--allow-cross-node-tp", help="Let tensor parallelism span nodes.",
                                      panel=SEARCH, kind=bool, default=False)
     efficiency: float | None = flag("--efficiency", help="Share of the GPU's dense bf16 peak a large GEMM reaches "
-                                    "(default: fitted per GPU, 0.65 on A100, 0.60 on H100).", panel=TIMING,
+                                    "(default: fitted per GPU, 0.69 on A100, 0.64 on H100).", panel=TIMING,
                                     kind=float)
     comm_overlap: str | None = flag("--comm-overlap", help="Which communication the training framework hides behind "
                                     "compute: baseline (DeepSpeed, Megatron-LM without overlap options; the "
                                     "default), fsdp (PyTorch FSDP/FSDP2 prefetch) or megatron (Megatron-Core with "
                                     "its DP, TP and pipeline overlap options on, as NeMo runs it).", panel=TIMING,
                                     parse=one_of(CommOverlapChoice))
+    attention_kernel: str | None = flag("--attention-kernel", help="The flash-attention kernel family the framework "
+                                        "calls: fa1 (flash-attn 1, Triton flash attention), fa2 (flash-attn 2, torch "
+                                        "SDPA's flash backend) or fa3 (flash-attn 3, cuDNN fused attention via "
+                                        "Transformer Engine; Hopper). Default: the --comm-overlap framework's (fa3 for "
+                                        "megatron, else fa2).", panel=TIMING, parse=one_of(AttentionKernelChoice))
+    async_tp: bool = flag("--async-tp", help="The framework overlaps tensor-parallel collectives with the GEMMs "
+                          "(torchtitan's async TP, PyTorch symmetric-memory micro-pipelining; Megatron-Core's "
+                          "tp_comm_overlap is already in --comm-overlap megatron): TP inside a node hides behind "
+                          "the stage's compute.", panel=TIMING, kind=bool, default=False)
     cpu_adam_rate: int | None = flag("--cpu-adam-rate", help="CPU optimizer parameters per second per node "
                                      "(default 1e9).", panel=TIMING, parse=as_count)
     cp: tuple[int, ...] | None = option(flag_of(ParallelInputs, "cp").variant(
         help="Context-parallel degrees to try, e.g. 1,2,4 (default 1; needs the sequence divisible by 2·cp).",
         panel=SEARCH, kind=str, parse=whole_numbers()))
+    dp_shard: tuple[int, ...] | None = option(flag_of(ParallelInputs, "dp_shard").variant(
+        help="Also try hybrid sharding: ZeRO-1/2/3 partitioned over groups of this many data-parallel ranks, "
+        "replicated across the groups (FSDP2 HSDP, ZeRO++ hpZ/MiCS), e.g. 8 or 8,16.", panel=SEARCH, kind=str,
+        parse=whole_numbers()))
     fsdp_pipeline: bool = flag("--fsdp-with-pp", help="Also try ZeRO-2/3 (FSDP) with pipeline parallelism "
                                "(torchtitan, Llama 3).", panel=SEARCH, kind=bool, default=False)
     top: int = flag("--top", help="How many plans to show (distinct dp×tp×pp and stage).", panel=OUTPUT, kind=int,

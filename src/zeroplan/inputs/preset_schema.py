@@ -84,6 +84,9 @@ class GpuEntry(_Strict):
     hbm_bandwidth: str
     bf16_tflops: float = Field(gt=0, le=MAX_TFLOPS, allow_inf_nan=False, description="dense; fp16 where the GPU has no bf16")
     bf16: StrictBool = Field(True, description="false where the GPU has no bf16 (V100): plan and export fp16")
+    fp8_tflops: float | None = Field(None, gt=0, le=MAX_TFLOPS, allow_inf_nan=False,
+                                     description="dense FP8; absent where the GPU has no FP8 tensor cores")
+    mxfp8: StrictBool = Field(False, description="true where the tensor cores take MXFP8 operands natively (Blackwell)")
     intra_node_link: LinkEntry
     # The node `--gpu NAME` stands for without --cluster; none means a generic node of 8 GPUs.
     default_cluster: str | None = Field(None, description="the cluster preset a bare --gpu uses")

@@ -175,6 +175,8 @@ def gpu(name: str, entries: Entries | None = None) -> GpuSpec:
                               f"gpu preset {name}: intra_node_link"),
         description=e.description,
         supports_bf16=e.bf16,
+        fp8_flops=None if e.fp8_tflops is None else int(round(e.fp8_tflops * 1e12)),
+        supports_mxfp8=e.mxfp8,
     )
 
 

@@ -10,6 +10,8 @@ GPUS = {
   "hbm_bandwidth": "900GB/s",
   "bf16_tflops": 125.0,
   "bf16": false,
+  "fp8_tflops": null,
+  "mxfp8": false,
   "intra_node_link": {
    "bandwidth": "150GB/s",
    "latency_us": 3.0
@@ -27,6 +29,8 @@ GPUS = {
   "hbm_bandwidth": "1555GB/s",
   "bf16_tflops": 312.0,
   "bf16": true,
+  "fp8_tflops": null,
+  "mxfp8": false,
   "intra_node_link": {
    "bandwidth": "300GB/s",
    "latency_us": 3.0
@@ -44,6 +48,8 @@ GPUS = {
   "hbm_bandwidth": "2039GB/s",
   "bf16_tflops": 312.0,
   "bf16": true,
+  "fp8_tflops": null,
+  "mxfp8": false,
   "intra_node_link": {
    "bandwidth": "300GB/s",
    "latency_us": 3.0
@@ -61,6 +67,8 @@ GPUS = {
   "hbm_bandwidth": "3350GB/s",
   "bf16_tflops": 989.4,
   "bf16": true,
+  "fp8_tflops": 1978.9,
+  "mxfp8": false,
   "intra_node_link": {
    "bandwidth": "450GB/s",
    "latency_us": 3.0
@@ -78,6 +86,8 @@ GPUS = {
   "hbm_bandwidth": "3350GB/s",
   "bf16_tflops": 989.4,
   "bf16": true,
+  "fp8_tflops": null,
+  "mxfp8": false,
   "intra_node_link": {
    "bandwidth": "200GB/s",
    "latency_us": 3.0
@@ -94,6 +104,8 @@ GPUS = {
   "hbm_bandwidth": "4800GB/s",
   "bf16_tflops": 989.4,
   "bf16": true,
+  "fp8_tflops": 1978.9,
+  "mxfp8": false,
   "intra_node_link": {
    "bandwidth": "450GB/s",
    "latency_us": 3.0
@@ -111,6 +123,8 @@ GPUS = {
   "hbm_bandwidth": "8000GB/s",
   "bf16_tflops": 2250.0,
   "bf16": true,
+  "fp8_tflops": 4500.0,
+  "mxfp8": true,
   "intra_node_link": {
    "bandwidth": "900GB/s",
    "latency_us": 3.0
@@ -129,6 +143,8 @@ GPUS = {
   "hbm_bandwidth": "864GB/s",
   "bf16_tflops": 362.05,
   "bf16": true,
+  "fp8_tflops": 733.0,
+  "mxfp8": false,
   "intra_node_link": {
    "bandwidth": "31.5GB/s",
    "latency_us": 10.0
@@ -145,6 +161,8 @@ GPUS = {
   "hbm_bandwidth": "5300GB/s",
   "bf16_tflops": 1307.4,
   "bf16": true,
+  "fp8_tflops": 2614.9,
+  "mxfp8": false,
   "intra_node_link": {
    "bandwidth": "448GB/s",
    "latency_us": 5.0
@@ -162,6 +180,8 @@ GPUS = {
   "hbm_bandwidth": "936GB/s",
   "bf16_tflops": 71.0,
   "bf16": true,
+  "fp8_tflops": null,
+  "mxfp8": false,
   "intra_node_link": {
    "bandwidth": "31.5GB/s",
    "latency_us": 10.0
@@ -178,6 +198,8 @@ GPUS = {
   "hbm_bandwidth": "1008GB/s",
   "bf16_tflops": 165.2,
   "bf16": true,
+  "fp8_tflops": null,
+  "mxfp8": false,
   "intra_node_link": {
    "bandwidth": "31.5GB/s",
    "latency_us": 10.0
@@ -194,6 +216,8 @@ GPUS = {
   "hbm_bandwidth": "900GB/s",
   "bf16_tflops": 125.0,
   "bf16": false,
+  "fp8_tflops": null,
+  "mxfp8": false,
   "intra_node_link": {
    "bandwidth": "150GB/s",
    "latency_us": 3.0
@@ -211,6 +235,8 @@ GPUS = {
   "hbm_bandwidth": "2000GB/s",
   "bf16_tflops": 756.0,
   "bf16": true,
+  "fp8_tflops": 1513.0,
+  "mxfp8": false,
   "intra_node_link": {
    "bandwidth": "63GB/s",
    "latency_us": 10.0
@@ -228,6 +254,8 @@ GPUS = {
   "hbm_bandwidth": "3900GB/s",
   "bf16_tflops": 835.5,
   "bf16": true,
+  "fp8_tflops": 1670.5,
+  "mxfp8": false,
   "intra_node_link": {
    "bandwidth": "63GB/s",
    "latency_us": 10.0
@@ -245,6 +273,8 @@ GPUS = {
   "hbm_bandwidth": "8000GB/s",
   "bf16_tflops": 2500.0,
   "bf16": true,
+  "fp8_tflops": 5000.0,
+  "mxfp8": true,
   "intra_node_link": {
    "bandwidth": "900GB/s",
    "latency_us": 3.0
@@ -262,6 +292,8 @@ GPUS = {
   "hbm_bandwidth": "600GB/s",
   "bf16_tflops": 70.0,
   "bf16": true,
+  "fp8_tflops": null,
+  "mxfp8": false,
   "intra_node_link": {
    "bandwidth": "31.5GB/s",
    "latency_us": 10.0
@@ -279,6 +311,8 @@ GPUS = {
   "hbm_bandwidth": "300GB/s",
   "bf16_tflops": 121.0,
   "bf16": true,
+  "fp8_tflops": 242.0,
+  "mxfp8": false,
   "intra_node_link": {
    "bandwidth": "31.5GB/s",
    "latency_us": 10.0
@@ -296,6 +330,8 @@ GPUS = {
   "hbm_bandwidth": "1638.4GB/s",
   "bf16_tflops": 191.5,
   "bf16": true,
+  "fp8_tflops": null,
+  "mxfp8": false,
   "intra_node_link": {
    "bandwidth": "50GB/s",
    "latency_us": 5.0

@@ -53,6 +53,13 @@ class Precision(str, Enum):
     BF16 = "bf16"
     FP16 = "fp16"
     FP32 = "fp32"
+    FP8 = "fp8"
+
+
+class Fp8Recipe(str, Enum):  # core.precision.FP8_RECIPES
+    TENSORWISE = "tensorwise"
+    ROWWISE = "rowwise"
+    MXFP8 = "mxfp8"
 
 
 class Optimizer(str, Enum):
@@ -346,6 +353,9 @@ class ParallelInputs(Section):
     zeropp: str | None = flag("--zeropp", help="ZeRO++ features for stage 3, any of qwz,hpz,qgz.", panel=PARALLEL)
     hpz_partition_size: int | None = flag("--hpz-partition-size", help="hpZ secondary partition size (default: "
                                           "GPUs per node).", panel=PARALLEL, kind=int)
+    dp_shard: int | None = flag("--dp-shard", help="Hybrid sharding: ZeRO-1/2/3 partitioned over groups of this many "
+                                "data-parallel ranks and replicated across the groups (FSDP2 HSDP, ZeRO++ hpZ/MiCS).",
+                                panel=PARALLEL, kind=int)
     nvme_path: str | None = flag("--nvme-path", help="nvme_path for NVMe offload blocks (default the placeholder "
                                  "/local_nvme).", panel=PARALLEL)
 
@@ -357,9 +367,13 @@ class StepInputs(Section):
     key: ClassVar[str] = "step"
 
     precision: str = flag(
-        "--precision", help="mixed (also bf16, fp16) or fp32 (check: bf16, fp16 or fp32 resolves \"enabled\": "
+        "--precision", help="mixed (also bf16, fp16), fp32 or fp8 (bf16 with the linear layers' GEMMs in FP8; "
+        "estimate and plan) (check: bf16, fp16 or fp32 resolves \"enabled\": "
         '"auto"; export: default bf16, fp16 on GPUs without bf16).', panel=TRAINING, default="mixed",
         parse=one_of(Precision, validate=False))
+    fp8_recipe: str | None = flag("--fp8-recipe", help="With --precision fp8: tensorwise (default; FSDP gathers "
+                                  "weights in FP8), rowwise or mxfp8 (Blackwell).", panel=TRAINING,
+                                  parse=one_of(Fp8Recipe))
     optimizer: str = flag("--optimizer", help="adam, adamw, sgd-momentum, sgd, adam-8bit, "
                           "paged-adamw-8bit (bitsandbytes' PagedAdamW8bit, as QLoRA uses).", panel=TRAINING,
                           default="adam", parse=one_of(Optimizer))

@@ -18,7 +18,7 @@ from zeroplan.core.options import options_for
 from zeroplan.core.parallel.rules import (check_model_layout, check_whole_nodes, cross_node_ep_warning,
                                           cross_node_tp_warning)
 from zeroplan.core.parallel.grid import ParallelDims
-from zeroplan.core.precision import bytes_per_param, check_precision_on_gpu
+from zeroplan.core.precision import bytes_per_param, check_fp8, check_precision_on_gpu, is_fp8
 from zeroplan.core.evaluate.recommend import Recommendation, recommend
 from zeroplan.core.units import format_bytes
 from zeroplan.inputs.estimate_inputs import EstimateInputs
@@ -161,6 +161,8 @@ def build_request(inputs: EstimateInputs, assumptions: list[str]) -> tuple[Estim
         raise InputError("capacity_factor", f"caps the tokens of each expert, and {model.name} has no experts",
                          f"drop {ref('capacity_factor')}, or use a mixture-of-experts model")
     check_precision_on_gpu(inputs.step.precision, cluster.gpu.name, cluster.gpu.supports_bf16)
+    check_fp8(inputs.step.precision, inputs.step.fp8_recipe, cluster.gpu.name, cluster.gpu.fp8_flops,
+              cluster.gpu.supports_mxfp8)
     largest = _largest_layer(inputs, model, assumptions)
     cp = given.cp
     if isinstance(cp, bool) or not isinstance(cp, int) or cp < 1:
@@ -197,7 +199,8 @@ def build_request(inputs: EstimateInputs, assumptions: list[str]) -> tuple[Estim
         model=model, cluster=cluster, parallel=parallel, per_param=bytes_per_param(step.precision, step.optimizer),
         budget=resolve_budget(inputs.budget, cluster, assumptions), options=options, convention=convention.convention,
         largest_layer_params=largest, zero_init=convention.zero_init, buffer_factor=convention.buffer_factor,
-        zeropp=zeropp, hpz_partition_size=given.hpz_partition_size, buffers=resolve_buffers(inputs.buffers),
+        zeropp=zeropp, hpz_partition_size=given.hpz_partition_size, dp_shard=given.dp_shard,
+        buffers=resolve_buffers(inputs.buffers),
         activations=activations, micro_batches_per_step=micro_batches, global_batch=step.global_batch,
         max_micro_batch=step.max_micro_batch,
         calibrated_links=_calibrated_links(inputs, assumptions), framework=inputs.convention.framework or "deepspeed",
@@ -326,6 +329,19 @@ def build_plan(inputs: EstimateInputs) -> Plan:
                            f"{request.hpz_ranks} ranks ({request.hpz_span.replace('_', '-')}; --hpz-partition-size, "
                            "default GPUs per node) so the backward gather stays there, qgZ reduces int4 gradients; "
                            "quantisation scales not counted")
+    if is_fp8(inputs.step.precision):
+        assumptions.append(f"fp8 ({inputs.step.fp8_recipe or 'tensorwise'}): the model states are mixed precision's "
+                           "(bf16 weights and gradients, fp32 master weights and optimizer states; FP8 copies of a "
+                           "weight are cast per use and their scales are negligible), activations counted in bf16 "
+                           "(an upper bound: FP8 recipes keep some linear inputs in FP8); zeroplan plan prices the "
+                           "FP8 GEMMs")
+    if request.dp_shard:
+        replicas = request.parallel.dp // request.dp_shard
+        assumptions.append(f"hybrid sharding (--dp-shard {request.dp_shard}; FSDP2 HSDP, ZeRO++ hpZ/MiCS): ZeRO-1/2/3 "
+                           f"partition over groups of {request.dp_shard} of the {request.parallel.dp} data-parallel "
+                           f"ranks ({request.dp_span.replace('_', '-')}), replicated {replicas}×; each gradient "
+                           "reduction adds an AllReduce of the group's gradient partition across the replicas "
+                           "(inter-node)")
     if any(not e.host_checked for e in estimates):
         assumptions.append("host capacity unknown: offload rows are not checked against CPU RAM/NVMe")
     return Plan(inputs, request, estimates, recommendation, assumptions)

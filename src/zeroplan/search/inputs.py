@@ -6,7 +6,7 @@ Model, hardware and memory budget go through the same resolvers as `zeroplan est
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, ClassVar
 
 from zeroplan.core.memory.activations import RECOMPUTE_MODES, DEFAULT_SEQ_LEN_CAP, default_seq_len
@@ -18,10 +18,10 @@ from zeroplan.core.hardware import ClusterSpec, Link
 from zeroplan.core.model.experts import active_params, model_expert_params
 from zeroplan.core.model.spec import ModelShape, ModelSpec, check_count_against_shape
 from zeroplan.core.layout.space import SearchSpace
-from zeroplan.core.precision import bytes_per_param
+from zeroplan.core.precision import bytes_per_param, check_fp8
 from zeroplan.core.layout.search import DEFAULT_TIE_TOLERANCE, SearchRequest
 from zeroplan.core.timing.step_time import (DEFAULT_CPU_ADAM_PARAMS_PER_S, DP_OVERLAP, LinkTable, Machine, check_efficiency,
-                                     comm_overlap, gemm_efficiency)
+                                     comm_overlap, flash_efficiency, gemm_efficiency, gemm_k0)
 from zeroplan.core.units import format_count, format_rate
 from zeroplan.inputs.command_sections import SearchInputs
 from zeroplan.inputs.sections import CommandInputs, BudgetInputs, HardwareInputs, ModelInputs, Section, StepInputs
@@ -44,12 +44,13 @@ FIELDS: dict[type[Section], tuple[str, ...]] = {
 FIELDS[HardwareInputs] += ("gpu", "cluster", "presets_file", "gpus_per_node", "cpu_memory", "nvme", "nvme_bandwidth",
                            "intra_node_bandwidth", "inter_node_bandwidth", "gpu_memory")
 FIELDS[BudgetInputs] = ("runtime_reserve", "fragmentation", "host_reserve")
-FIELDS[StepInputs] += ("precision", "optimizer", "tokens")
+FIELDS[StepInputs] += ("precision", "fp8_recipe", "optimizer", "tokens")
 FIELDS[HardwareInputs] += ("calibration",)
 FIELDS[SearchInputs] = ("efficiency", "cpu_adam_rate", "stages", "offload", "recompute", "sequence_parallel",
                         "virtual_stages", "micro_batches", "tp", "pp", "allow_cross_node_tp")
 FIELDS[StepInputs] += ("flash_attention",)
-FIELDS[SearchInputs] += ("cp", "fsdp_pipeline", "top", "tie_tolerance", "comm_overlap", "ep", "etp")
+FIELDS[SearchInputs] += ("cp", "fsdp_pipeline", "top", "tie_tolerance", "comm_overlap", "attention_kernel",
+                         "async_tp", "dp_shard", "ep", "etp")
 FIELDS[StepInputs] += ("capacity_factor",)
 FIELDS[StepInputs] += FINETUNE_FIELDS
 ECHO_ORDER = ("gpus", "global_batch", "seq_len", "model", "params", "layers", "hidden", "heads", "kv_heads", "vocab",
@@ -57,8 +58,8 @@ ECHO_ORDER = ("gpus", "global_batch", "seq_len", "model", "params", "layers", "h
               "inter_node_bandwidth", "gpu_memory", "runtime_reserve", "fragmentation", "host_reserve", "precision",
               "optimizer", "tokens", "calibration", "efficiency", "cpu_adam_rate", "stages", "offload", "recompute",
               "sequence_parallel", "virtual_stages", "micro_batches", "tp", "pp", "allow_cross_node_tp",
-              "flash_attention", "cp", "fsdp_pipeline", "top", "tie_tolerance", "comm_overlap", "ep", "etp",
-              "capacity_factor", *FINETUNE_FIELDS)
+              "flash_attention", "cp", "fsdp_pipeline", "top", "tie_tolerance", "comm_overlap", "attention_kernel",
+              "fp8_recipe", "async_tp", "dp_shard", "ep", "etp", "capacity_factor", *FINETUNE_FIELDS)
 
 
 @dataclass
@@ -162,7 +163,7 @@ def _space(inputs: PlanInputs, model: ModelSpec, assumptions: list[str]) -> Sear
         sequence_parallel=SEQUENCE_PARALLEL_CHOICES[search.sequence_parallel],
         virtual_stages=search.virtual_stages or (1,), micro_batches=search.micro_batches, tp=search.tp, pp=search.pp,
         allow_cross_node_tp=search.allow_cross_node_tp, flash_attention=inputs.step.flash_attention,
-        cp=search.cp or (1,), fsdp_pipeline=search.fsdp_pipeline,
+        cp=search.cp or (1,), fsdp_pipeline=search.fsdp_pipeline, dp_shard=search.dp_shard or (),
         ep=_expert_degrees(inputs, model, assumptions), etp=search.etp,
         capacity_factor=_capacity_factor(inputs, model))
 
@@ -211,16 +212,23 @@ def resolve(inputs: PlanInputs) -> ResolvedPlan:
     cpu_rate = DEFAULT_CPU_ADAM_PARAMS_PER_S if inputs.search.cpu_adam_rate is None else inputs.search.cpu_adam_rate
     check_whole_nodes(ParallelDims(space.gpus, gpus_per_node=cluster.gpus_per_node))
     check_precision_on_gpu(inputs.step.precision, cluster.gpu.name, cluster.gpu.supports_bf16)
+    gpu = cluster.gpu
+    recipe = check_fp8(inputs.step.precision, inputs.step.fp8_recipe, gpu.name, gpu.fp8_flops, gpu.supports_mxfp8)
     overlap = comm_overlap(inputs.search.comm_overlap)
+    if recipe == "tensorwise" and overlap.name == "fsdp":  # torchao enable_fsdp_float8_all_gather (tensorwise only)
+        per_param = replace(per_param, gathered=1)
     machine = Machine(peak_flops=cluster.gpu.bf16_flops, hbm_bytes_per_s=cluster.gpu.hbm_bandwidth_bytes_per_s,
                       pcie_bytes_per_s=cluster.pcie_bandwidth_bytes_per_s,
                       nvme_bytes_per_s=cluster.nvme_bandwidth_bytes_per_s,
-                      links=_links(inputs, cluster, assumptions),
+                      links=replace(_links(inputs, cluster, assumptions), node_rails=overlap.node_rails),
                       efficiency=(gemm_efficiency(cluster.gpu.name) if inputs.search.efficiency is None
                                   else inputs.search.efficiency),
                       cpu_adam_params_per_s=cpu_rate, gpus_per_node=cluster.gpus_per_node,
                       dp_overlap=DP_OVERLAP if overlap.dp_overlap is None else overlap.dp_overlap,
-                      tp_hidden=overlap.tp_hidden, pp_hidden=overlap.pp_hidden)
+                      tp_hidden=overlap.tp_hidden or inputs.search.async_tp, pp_hidden=overlap.pp_hidden,
+                      flash_efficiency=flash_efficiency(cluster.gpu.name,
+                                                        inputs.search.attention_kernel or overlap.attention_kernel),
+                      fp8_flops=float(gpu.fp8_flops or 0) if recipe else 0.0, fp8_recipe=recipe or "")
     tolerance = DEFAULT_TIE_TOLERANCE if inputs.search.tie_tolerance is None else float(inputs.search.tie_tolerance)
     if inputs.step.finetune == "auto":
         raise InputError("finetune", "auto is for zeroplan estimate (the cheapest mode that fits)",
@@ -251,14 +259,18 @@ def _active_note(request: SearchRequest) -> str:
 def model_notes(inputs: PlanInputs, request: SearchRequest) -> list[str]:
     """What the step-time model assumes, with this run's numbers."""
     machine, cluster = request.machine, request.cluster
+    overlap_rule = comm_overlap(inputs.search.comm_overlap)
     default_efficiency = " (fitted default; --efficiency)" if inputs.search.efficiency is None else ""
     notes = [
         f"compute: each GEMM (per-layer shapes after the tp/cp splits, micro-batch × sequence tokens) at "
         f"{machine.efficiency:.0%} of {cluster.gpu.name}'s dense bf16 peak "
-        f"({cluster.gpu.bf16_flops / 1e12:.0f} TFLOP/s){default_efficiency}"
-        f"{f' plus {machine.gemm_overhead_s * 1e6:.0f} µs' if machine.gemm_overhead_s else ''}; "
-        "attention core with or without flash, element-wise work at HBM bandwidth; recompute re-runs the forward "
-        "(full) or the attention core (selective)",
+        f"({cluster.gpu.bf16_flops / 1e12:.0f} TFLOP/s){default_efficiency} for large weights"
+        f"{f' plus {machine.gemm_overhead_s * 1e6:.0f} µs' if machine.gemm_overhead_s else ''}, "
+        f"slowed by 1 + K0·(1/inner + 1/outer)/2 for an inner × outer weight (K0 = {gemm_k0(machine):.0f}: "
+        f"the GPU's FLOP/byte ridge × {machine.gemm_epilogue_bytes / 2:.2g}, fitted); flash attention at "
+        f"{machine.flash_efficiency:.0%} of peak ({inputs.search.attention_kernel or overlap_rule.attention_kernel} "
+        "kernel; --attention-kernel), without flash as batched GEMMs plus the score matrix's traffic; element-wise "
+        "work at HBM bandwidth; recompute re-runs the forward (full) or the attention core (selective)",
         "MFU = 6Ψ × tokens / (step time × peak × GPUs)" + _active_note(request),
         "communication: NCCL-like ring collectives: NVLink inside a node, the per-GPU NIC across nodes, hop "
         "latencies once per phase and a launch per bucket; TP: 4 AllReduces of s·b·h per layer and micro-batch "
@@ -267,7 +279,8 @@ def model_notes(inputs: PlanInputs, request: SearchRequest) -> list[str]:
         f"overlap (every ZeRO stage; {comm_overlap(inputs.search.comm_overlap).name} framework rule, "
         f"--comm-overlap): gradient reductions hide behind backward, parameter gathers behind forward, "
         f"up to {machine.dp_overlap:.0%} of that compute; with pp > 1 reductions wait for the pipeline flush"
-        f"{'; TP collectives hide behind the GEMMs' if machine.tp_hidden else ''}"
+        f"{'; TP collectives inside a node hide behind the GEMMs' if machine.tp_hidden else ''}"
+        f"{' (--async-tp)' if inputs.search.async_tp and not overlap_rule.tp_hidden else ''}"
         f"{'; interleaved pipeline transfers hide behind compute' if machine.pp_hidden else ''}",
         f"offload: PCIe {format_rate(cluster.pcie_bandwidth_bytes_per_s)} per GPU, CPU Adam "
         f"{format_count(int(machine.cpu_adam_params_per_s))} parameters/s per node"
@@ -289,4 +302,14 @@ def model_notes(inputs: PlanInputs, request: SearchRequest) -> list[str]:
             "active parameters (6 × active Ψ)")
     if request.per_param.precision == "fp32":
         notes.append("fp32 training is priced at the bf16 peak: an optimistic step time")
+    if machine.fp8_flops:
+        gathered = request.per_param.gather_bytes < request.per_param.params
+        notes.append(
+            f"fp8 ({machine.fp8_recipe}): the linear layers' GEMMs (QKV, output projection, MLP) at "
+            f"{machine.efficiency:.0%} of {cluster.gpu.name}'s dense FP8 peak ({machine.fp8_flops / 1e12:.0f} TFLOP/s, "
+            "the bf16 share: no FP8 run was fitted), each operand cast at HBM bandwidth; attention core, embeddings "
+            "and the LM head in bf16; model states as mixed precision (bf16 weights and gradients, fp32 master and "
+            "Adam), activations counted in bf16 (an upper bound: FP8 recipes keep some linear inputs in FP8)"
+            + ("; ZeRO-3/FSDP gathers the weights in FP8 (torchao enable_fsdp_float8_all_gather)" if gathered else "")
+            + "; MFU against the bf16 peak")
     return notes

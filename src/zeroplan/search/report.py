@@ -22,7 +22,7 @@ def plan_row(outcome: PlanOutcome, plan: PlanRecord) -> dict[str, Any]:
     """One plan, flat: what the CSV writes and the JSON nests."""
     request = outcome.resolved.request
     row: dict[str, Any] = {
-        "world": plan.world, "dp": plan.dp, "tp": plan.tp, "pp": plan.pp, "cp": plan.cp,
+        "world": plan.world, "dp": plan.dp, "tp": plan.tp, "pp": plan.pp, "cp": plan.cp, "dp_shard": plan.dp_shard,
         "ep": plan.ep, "etp": plan.etp or plan.tp, "virtual_stages": plan.virtual_stages,
         "stage": plan.option.stage, "offload_optimizer": plan.option.offload_optimizer,
         "offload_params": plan.option.offload_params, "micro_batch": plan.micro_batch,

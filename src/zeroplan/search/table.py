@@ -53,6 +53,7 @@ def render(outcome: PlanOutcome, console: Canvas) -> None:
         for rank, plan in enumerate(outcome.top, start=1):
             metrics = outcome.throughput(plan)
             grid = (f"{plan.dp}×{plan.tp}×{plan.pp}" + (f" cp{plan.cp}" if plan.cp > 1 else "")
+                    + (f" hs{plan.dp_shard}" if plan.dp_shard else "")
                     + (f" ep{plan.ep}" if plan.ep > 1 else "") + (f" etp{plan.etp}" if plan.etp and plan.etp != plan.tp else "")
                     + (f" v{plan.virtual_stages}" if plan.virtual_stages > 1 else ""))
             memory = format_bytes(plan.gpu_total, units).split()[0]

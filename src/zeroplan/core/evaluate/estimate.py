@@ -52,6 +52,7 @@ class EstimateRequest:
     buffer_factor: float = DEFAULT_BUFFER_FACTOR
     zeropp: frozenset[str] = frozenset()
     hpz_partition_size: int | None = None
+    dp_shard: int | None = None  # hybrid sharding: ZeRO partitions over groups of this many dp ranks (zero_ranks)
     intra_node_link: Link | None = None  # None: the GPU preset's link
     inter_node_link: Link | None = None  # None: the cluster preset's link
     # Measured links (zeroplan bench) by (collective, span), e.g. ("all_gather", "inter_node").
@@ -84,6 +85,14 @@ class EstimateRequest:
                              f"use {ref('model')} with a preset or config.json")
         if self.hpz_partition_size is not None and self.hpz_partition_size < 1:
             raise InputError("hpz_partition_size", f"must be at least 1, got {self.hpz_partition_size}")
+        if self.dp_shard is not None:
+            if self.dp_shard < 2 or self.parallel.dp % self.dp_shard or self.dp_shard >= self.parallel.dp:
+                raise InputError("dp_shard", f"a shard group of {self.dp_shard} must divide dp({self.parallel.dp}) "
+                                 "and be between 2 and dp - 1", "choose a divisor of the data-parallel degree")
+            if self.convention != "paper" or self.zeropp or self.parallel.has_experts_grid:
+                raise InputError("dp_shard", "hybrid sharding is priced in the paper convention, without ZeRO++ or "
+                                 "an expert-parallel grid",
+                                 f"drop {ref('convention')}/{ref('zeropp')}/{ref('ep')}, or {ref('dp_shard')}")
         if "hpz" in self.zeropp and self.parallel.dp % self.hpz_ranks:
             raise InputError("hpz_partition_size",
                              f"hpZ groups of {self.hpz_ranks} do not divide dp({self.parallel.dp})",
@@ -156,7 +165,14 @@ class EstimateRequest:
 
     @property
     def dp_span(self) -> str:
+        if self.dp_shard:  # a shard group is dp_shard consecutive DP ranks, tp apart
+            return "intra_node" if self.dp_shard * self.parallel.tp <= self.parallel.gpus_per_node else "inter_node"
         return "intra_node" if self.parallel.dp_intra_node else "inter_node"
+
+    @property
+    def zero_ranks(self) -> int:
+        """The ranks ZeRO partitions over: the data-parallel group, or its hybrid shard group."""
+        return self.dp_shard or self.parallel.dp
 
     @property
     def hpz_ranks(self) -> int:
@@ -208,7 +224,7 @@ def _evaluate(request: EstimateRequest, option: Option, activations: dict[str, i
         elif request.expert_split is not None:
             breakdown = expert_group_states(option, request.expert_split, parallel, per_param)
         else:
-            breakdown = paper_model_states(option, shard, parallel.dp, per_param, gpus_in_node)
+            breakdown = paper_model_states(option, shard, request.zero_ranks, per_param, gpus_in_node)
         layout = request.model.layout
         if request.convention == "framework" and request.framework == "torch" and layout is not None:
             breakdown.update(_torch_buffers(request, layout, option, breakdown, activations))
@@ -216,13 +232,13 @@ def _evaluate(request: EstimateRequest, option: Option, activations: dict[str, i
             # torch's wrappers keep fp32 gradients: there is no fp32 copy to make for the optimizer step.
             fp32_step_copy = per_param.precision == "mixed" and not (
                 request.convention == "framework" and request.framework == "torch")
-            gpu_buffers = gpu_buffer_bytes(option.stage, shard, parallel.dp, request.shard_largest_layer_params,
+            gpu_buffers = gpu_buffer_bytes(option.stage, shard, request.zero_ranks, request.shard_largest_layer_params,
                                            per_param.params, per_param.gradients, fp32_step_copy,
                                            option.offload_optimizer == "none", request.buffers)
             if request.expert_split is not None and "fp32_gradient_partition" in gpu_buffers:
                 gpu_buffers["fp32_gradient_partition"] = _grouped_fp32_partition(request, option)
             breakdown.update({f"gpu/buffers/{name}": size for name, size in gpu_buffers.items()})
-        host_buffers = host_buffer_bytes(option.offload_optimizer, option.offload_params, shard, parallel.dp,
+        host_buffers = host_buffer_bytes(option.offload_optimizer, option.offload_params, shard, request.zero_ranks,
                                          per_param.params, gpus_in_node, request.buffers)
         breakdown.update({f"cpu/buffers/{name}": size for name, size in host_buffers.items()})
     breakdown.update(activations)
@@ -240,7 +256,7 @@ def _evaluate(request: EstimateRequest, option: Option, activations: dict[str, i
     breakdown["comm/paper_elements"] = comm.paper_elements(stage, trained) if parallel.dp > 1 else 0
     comm_seconds = sum(c.seconds(request.link_for(c)) for c in collectives)
 
-    traffic = offload_traffic(option, trained, parallel.dp, per_param, gpus_in_node, request.micro_batches_per_step)
+    traffic = offload_traffic(option, trained, request.zero_ranks, per_param, gpus_in_node, request.micro_batches_per_step)
     breakdown.update({f"traffic/{k}": v for k, v in traffic.as_dict().items()})
     offload_seconds = offload_serial_seconds(traffic, request.cluster.pcie_bandwidth_bytes_per_s,
                                              request.cluster.nvme_bandwidth_bytes_per_s)
@@ -347,9 +363,14 @@ def collectives_for(request: EstimateRequest, option: Option) -> list[comm.Colle
         return _finetune_collectives(request, option, counts)
     split = request.expert_split
     if split is None:
-        return comm.dp_collectives(stage, shard, parallel.dp, per_param.params, per_param.gradients, request.dp_span,
-                                   zeropp, request.hpz_ranks, calls_reduce, calls_gather,
-                                   request.micro_batches_per_step, request.hpz_span)
+        collectives = comm.dp_collectives(stage, shard, request.zero_ranks, per_param.params, per_param.gradients,
+                                          request.dp_span, zeropp, request.hpz_ranks, calls_reduce, calls_gather,
+                                          request.micro_batches_per_step, request.hpz_span)
+        if request.dp_shard and stage >= 1:  # hybrid: the gradient partition AllReduced across the replicas
+            collectives += comm.replica_allreduce(shard, request.dp_shard, parallel.dp // request.dp_shard,
+                                                  per_param.gradients,
+                                                  request.micro_batches_per_step if stage >= 2 else 1)
+        return collectives
     # Two groups: the dense parameters' collectives over dp, the experts' over edp (each on the span it crosses).
     dense, experts = split
     found = []

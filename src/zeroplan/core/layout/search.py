@@ -29,7 +29,8 @@ from zeroplan.core.layout.batch_memory import ActivationTable, FixedMemory, fixe
 from zeroplan.core.layout.space import (EP_RANKS, EP_WITHOUT_SP, PIPELINE_STAGE, PIPELINE_STAGES, SearchSpace, expert_layouts,
                                         interleave_problem, layout_problem, layouts, micro_batch_choices)
 from zeroplan.core.precision import BytesPerParam
-from zeroplan.core.timing.dp_offload import DpSeconds, gpu_optimizer_seconds, offload_seconds, zero_dp_seconds, offload_traffic
+from zeroplan.core.timing.dp_offload import (DpSeconds, gpu_optimizer_seconds, hybrid_dp_seconds, offload_seconds,
+                                            offload_traffic, zero_dp_seconds)
 from zeroplan.core.model.pipeline_stages import layers_per_stage
 from zeroplan.core.timing.step_time import (FlopModel, Layout, Machine, StepTime, ep_alltoall_layer_seconds,
                                             exposed_seconds, microbatch_seconds, pass_times, pp_intra_node,
@@ -80,6 +81,7 @@ class PlanRecord(NamedTuple):
     cp: int = 1  # context parallelism: dp × tp × pp × cp GPUs
     ep: int = 1  # expert parallelism, folded over the same GPUs (Megatron-Core)
     etp: int = 0  # expert tensor parallelism (0: as tp)
+    dp_shard: int = 0  # hybrid sharding: ZeRO partitions over groups of this many of the dp·cp ranks; 0: all of them
 
     @property
     def gpu_total(self) -> int:
@@ -101,7 +103,8 @@ class PlanRecord(NamedTuple):
     def simplicity_key(self) -> tuple:
         """Fewer moving parts first: no offload, less model parallelism, a lower ZeRO stage, less recompute."""
         return (self.option.tier_rank, self.tp * self.pp * self.cp, self.pp, self.option.stage,
-                RECOMPUTE_ORDER[self.recompute], self.sequence_parallel, self.virtual_stages, self.ep)
+                RECOMPUTE_ORDER[self.recompute], self.sequence_parallel, self.virtual_stages, self.ep,
+                self.dp_shard > 0)
 
 
 def rank(plans: list[PlanRecord], tolerance: float = DEFAULT_TIE_TOLERANCE) -> list[PlanRecord]:
@@ -175,7 +178,7 @@ def _search(request: SearchRequest, progress: Callable[[int, int], None] | None)
     candidates = [(tp, pp, cp, ep, etp) for tp, pp in layouts(space) for cp in space.cp
                   if (space.gpus // (tp * pp)) % cp == 0 for ep, etp in expert_layouts(space, tp)]
     tables: dict[int, ActivationTable] = {}
-    grids: dict[tuple[int, int, int, int], _Grid] = {}  # what every cp of one tp × pp (× ep × etp) shares
+    grids: dict[tuple[int, ...], _Grid] = {}  # what every cp of one tp × pp (× ep × etp, × hybrid shard) shares
     micro_cache: dict = {}  # microbatch_seconds' per-shape pieces, for every layout
     for index, (tp, pp, cp, ep, etp) in enumerate(candidates):
         if (space.gpus // pp) % (ep * etp):
@@ -197,9 +200,30 @@ def _search(request: SearchRequest, progress: Callable[[int, int], None] | None)
                 tables[cp] = ActivationTable(model, space.seq_len // cp, space.flash_attention,
                                              capacity_factor=space.capacity_factor, finetune=request.finetune)
             _search_layout(request, grid, flops, tables[cp], micro_cache, plans, skipped, cp)
+            for shard in space.dp_shard if ep == 1 and not (model.shape and model.shape.experts) else ():
+                issue = hybrid_shard_problem(grid.parallel, shard)  # hybrid sharding: ZeRO over `shard` ranks
+                if issue:
+                    skipped[issue] += 1
+                    continue
+                hybrid = grids.get((tp, pp, ep, etp, shard))
+                if hybrid is None:
+                    hybrid = grids[(tp, pp, ep, etp, shard)] = _Grid(request, grid.parallel, options, shard)
+                _search_layout(request, hybrid, flops, tables[cp], micro_cache, plans, skipped, cp)
         if progress is not None:
             progress(index + 1, len(candidates))
     return SearchResult(request, plans, dict(rejected), dict(skipped), len(candidates), time.perf_counter() - start)
+
+
+def hybrid_shard_problem(parallel: ParallelDims, shard: int) -> str | None:
+    """Why a hybrid shard group of `shard` ranks does not apply to this layout (None: it does). The group is
+    `shard` consecutive ranks of the dp·cp ZeRO group; it must divide the group and be smaller than it (equal is full
+    sharding), and span at least a node's GPUs with its model-parallel peers (shard·tp·pp ≥ GPUs per node, or the
+    whole world), as FSDP2's HSDP and ZeRO++'s hpZ/MiCS groups are laid out."""
+    if parallel.dp % shard or shard >= parallel.dp:
+        return "hybrid shard group does not divide the ZeRO group (or is all of it)"
+    if shard * parallel.tp * parallel.pp < min(parallel.gpus_per_node, parallel.world):
+        return "hybrid shard group smaller than a node"
+    return None
 
 
 def _step_shapes(space: SearchSpace, tp: int, dp: int) -> list[tuple[int, bool, str, int]]:
@@ -215,12 +239,16 @@ class _Grid:
     the options' fixed memory, the optimizer step and the DP/offload time of each (option, accumulation). Built
     lazily: a grid whose every cp is ruled out costs nothing."""
 
-    def __init__(self, request: SearchRequest, parallel: ParallelDims, options: tuple[Option, ...]) -> None:
+    def __init__(self, request: SearchRequest, parallel: ParallelDims, options: tuple[Option, ...],
+                 shard: int = 0) -> None:
         self.request, self.parallel, self.pp = request, parallel, parallel.pp
+        self.dp_shard = shard  # hybrid sharding: ZeRO-1..3 without offload, partitioned over `shard` ranks
         space = request.space
         self.options = tuple(o for o in options if parallel.pp == 1 or o.stage in PIPELINE_STAGES
                              or space.fsdp_pipeline)
-        self.left_out = len(options) - len(self.options)
+        if shard:  # hybrid options only; the full-sharding grid counts what the pipeline rule leaves out
+            self.options = tuple(o for o in self.options if o.stage >= 1 and not o.offloads)
+        self.left_out = 0 if shard else len(options) - len(self.options)
         self._fixed: list[FixedMemory] | None = None
         self.per_step: dict[int, list[tuple]] = {}
         self._rows: dict[int, list[tuple]] = {}
@@ -229,6 +257,9 @@ class _Grid:
         """Per usable option: its fixed memory, the optimizer step's seconds (see _search_layout)."""
         if self._fixed is None:
             request, parallel = self.request, self.parallel
+            if self.dp_shard:  # the ZeRO partitions of one shard group: its memory is a world of shard·tp·pp
+                parallel = ParallelDims(self.dp_shard * parallel.tp * parallel.pp, parallel.tp, parallel.pp,
+                                        parallel.gpus_per_node)
             estimate_request = EstimateRequest(
                 model=request.model, cluster=request.cluster, parallel=parallel, per_param=request.per_param,
                 budget=request.budget, options=self.options, largest_layer_params=request.largest_layer_params,
@@ -271,7 +302,7 @@ class _Grid:
         for f in self.fixed():
             dp_time, offload = _per_step(self.request, f, self.shard, self.partition, parallel.dp,
                                          parallel.gpus_in_busiest_node, parallel.dp_intra_node, micro_batches,
-                                         parallel.tp, self.split, parallel, self.stage3_gather)
+                                         parallel.tp, self.split, parallel, self.stage3_gather, self.dp_shard)
             steps.append((dp_time, offload))
             rows.append((f.option, f.params, f.gradients, f.optimizer_states, f.buffers, f.temporary,
                          f.params + f.gradients + f.optimizer_states + f.buffers, f.cpu_bytes_per_node,
@@ -337,15 +368,22 @@ def _search_layout(request: SearchRequest, grid: _Grid, flops: FlopModel, activa
             # PlanRecord(...) without the named tuple's keyword layer: its fields in order
             append(record(PlanRecord, (dp, tp, pp, v, option, b, m, recompute, sp, gpu, cpu, nvme, limits,
                                        host_checked, step_time(passes, dp_total, hidden_not, optimizer), cp, ep,
-                                       etp_field)))
+                                       etp_field, grid.dp_shard)))
 
 
 def _per_step(request: SearchRequest, fixed: FixedMemory, shard: int, partition: int, dp: int, gpus_in_node: int,
               dp_intra_node: bool, micro_batches: int, tp: int = 1, split: tuple[int, int] | None = None,
-              parallel: ParallelDims | None = None, stage3_gather: tuple[int, int] | None = None) -> tuple:
+              parallel: ParallelDims | None = None, stage3_gather: tuple[int, int] | None = None,
+              dp_shard: int = 0) -> tuple:
     option, buffers, machine = fixed.option, request.buffers, request.machine
     per_node = request.cluster.gpus_per_node
     dp_per_node = max(1, per_node // tp) if tp <= per_node else 1
+    if dp_shard:  # hybrid sharding: ZeRO's collectives inside the shard group, an AllReduce across its replicas
+        dp_time = hybrid_dp_seconds(option, shard, dp, dp_shard, tp, per_node, request.per_param, micro_batches,
+                                    buffers, machine.links)
+        offload = offload_seconds(offload_traffic(option, shard, dp_shard, request.per_param, gpus_in_node,
+                                                  micro_batches), partition, gpus_in_node, machine, False)
+        return dp_time, offload
     if split is None or parallel is None:
         dp_time = zero_dp_seconds(option, shard, dp, request.per_param, dp_intra_node, micro_batches, buffers,
                                   machine.links, dp_per_node, stage3_gather)

@@ -59,6 +59,7 @@ class SearchSpace:
     flash_attention: bool = True
     cp: tuple[int, ...] = (1,)  # context-parallel degrees to try
     fsdp_pipeline: bool = False  # also ZeRO-2/3 (FSDP) with pp > 1, as torchtitan and Llama 3 run
+    dp_shard: tuple[int, ...] = ()  # hybrid sharding: shard-group sizes to try beside full sharding (search.py)
     ep: tuple[int, ...] = (1,)  # expert-parallel degrees to try (mixture-of-experts models)
     etp: tuple[int, ...] | None = None  # expert tensor-parallel degrees; None: etp = tp (Megatron's default)
     capacity_factor: float | None = None  # MoE expert capacity (None: dropless), for the activations
@@ -81,7 +82,8 @@ class SearchSpace:
                  ("pp", self.pp or (1,), _positive, "positive whole numbers"),
                  ("cp", self.cp, _positive, "positive whole numbers"),
                  ("ep", self.ep, _positive, "positive whole numbers"),
-                 ("etp", self.etp or (1,), _positive, "positive whole numbers"))
+                 ("etp", self.etp or (1,), _positive, "positive whole numbers"),
+                 ("dp_shard", self.dp_shard or (2,), lambda n: _positive(n) and n > 1, "whole numbers above 1"))
         for name, values, valid, expected in lists:
             bad = [v for v in values if not valid(v)]
             if bad or not values:

@@ -230,6 +230,7 @@ class LinkTable:
     intra_node: Link
     inter_node: Link
     measured: dict[str, Link] = field(default_factory=dict)
+    node_rails: bool = False  # a group's cross-node ring spreads over the NICs of its ranks' nodes (group_bandwidth)
 
     def link(self, collective: str, intra_node: bool) -> Link:
         if self.measured:  # most tables measure nothing: no key to build
@@ -249,12 +250,16 @@ def link_bandwidth(link: Link, intra_node: bool) -> float:
 
 def group_bandwidth(links: LinkTable, collective: str, ranks_per_node: int, intra_node: bool) -> float:
     """Bus bandwidth of a ring over a group: the GPU link inside a node; across nodes one NIC per rank (the
-    per-GPU network bandwidth; the fit on the calibration set's ZeRO-3 runs supports no more), capped by the
-    GPU link. ranks_per_node only shapes the latency (hops inside a node versus across)."""
+    per-GPU network bandwidth; the fit on the calibration set's DeepSpeed ZeRO-3 runs of 2021 supports no more),
+    capped by the GPU link. With links.node_rails (the fsdp and megatron framework rules, CommOverlap.node_rails)
+    the ring's channels run over every NIC of the node, one per member rank (NCCL's multi-channel rings, one per
+    NIC, and PXN since NCCL 2.12: each node injects (nodes-1)/nodes of the buffer through k NICs when k of the
+    group's ranks share it), so the cross-node rate is k NICs, still capped by the GPU link."""
     intra = link_bandwidth(links.link(collective, True), True)
     if intra_node:
         return intra
-    return min(intra, link_bandwidth(links.link(collective, False), False))
+    rails = ranks_per_node if links.node_rails else 1
+    return min(intra, rails * link_bandwidth(links.link(collective, False), False))
 
 
 def collective_seconds(kind: str, buffer_bytes: float, ranks: int, links: LinkTable, ranks_per_node: int,

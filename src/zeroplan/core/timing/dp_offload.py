@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from zeroplan.core.timing.dp_traffic import Collective, dp_collectives
+from zeroplan.core.timing.dp_traffic import Collective, dp_collectives, replica_allreduce
 from zeroplan.core.options import Option
 from zeroplan.core.precision import BytesPerParam
 from zeroplan.core.timing.collectives import LinkTable, collective_seconds
@@ -45,7 +45,7 @@ def dp_seconds(collectives: list[Collective], links: LinkTable, ranks_per_node: 
         kind = c.kind
         per_node = c.ranks if c.span == "intra_node" else min(ranks_per_node, c.ranks - 1)
         seconds = c.repeats * collective_seconds(kind, c.buffer_bytes, c.ranks, links, per_node, c.calls)
-        if kind == "reduce_scatter":
+        if kind == "reduce_scatter" or c.name.startswith("allgather_gradients"):  # the gradient reduction
             parts["reduce"] += seconds
         elif c.name.startswith("allgather_parameters_forward"):
             parts["gather_forward"] += seconds
@@ -64,7 +64,9 @@ def zero_dp_seconds(option: Option, shard_params: int, dp: int, per_param: Bytes
     gathers (bytes, parameters) instead, every parameter in its storage bytes, frozen ones too."""
     calls_reduce, calls_gather = bucket_calls(option.stage, shard_params, buffers)
     span = "intra_node" if dp_intra_node else "inter_node"
-    collectives = dp_collectives(option.stage, shard_params, dp, per_param.params, per_param.gradients, span,
+    # FSDP's FP8 AllGather (BytesPerParam.gathered) is its per-layer gather of stage 3; stages 0-2 gather 16 bits
+    gathered = per_param.gather_bytes if option.stage == 3 else per_param.params
+    collectives = dp_collectives(option.stage, shard_params, dp, gathered, per_param.gradients, span,
                                  frozenset(), 1, calls_reduce, calls_gather, micro_batches)
     if stage3_gather is not None and option.stage == 3:
         stored, params = stage3_gather
@@ -72,6 +74,31 @@ def zero_dp_seconds(option: Option, shard_params: int, dp: int, per_param: Bytes
         collectives = [replace(c, buffer_bytes=stored, calls=gathers) if c.kind == "all_gather" else c
                        for c in collectives]
     return dp_seconds(collectives, links, ranks_per_node)
+
+
+def hybrid_dp_seconds(option: Option, shard_params: int, zero_ranks: int, dp_shard: int, tp: int, gpus_per_node: int,
+                      per_param: BytesPerParam, micro_batches: int, buffers: BufferConfig,
+                      links: LinkTable) -> DpSeconds:
+    """Hybrid sharding (FSDP2 HSDP, DeepSpeed ZeRO++ hpZ-style and MiCS groups): of the zero_ranks ranks sharing the
+    model-parallel shard, groups of dp_shard consecutive ranks (tp apart) partition ZeRO's states and run its
+    collectives among themselves (zero_dp_seconds over dp_shard ranks, on the span the group crosses); the
+    zero_ranks/dp_shard replicas of each partition then AllReduce their reduced gradient partition (shard_params /
+    dp_shard elements) across groups, on the links the replica group crosses (its members are dp_shard·tp GPUs
+    apart), as often as the gradients are reduced (every micro-batch from stage 2 on). The AllReduce is part of the
+    gradient reduction, so it hides behind backward like the ReduceScatter (core.timing.step_time.exposed_seconds).
+    Torch's HSDP (torch.distributed.fsdp.fully_shard with a 2-D DeviceMesh, "replicate" × "shard") reduces
+    gradients with a ReduceScatter in the shard mesh then an AllReduce in the replicate mesh (FSDP2 docs)."""
+    span_gpus = dp_shard * tp
+    shard_intra_node = span_gpus <= gpus_per_node
+    shard_per_node = max(1, gpus_per_node // tp) if tp <= gpus_per_node else 1
+    inside = zero_dp_seconds(option, shard_params, dp_shard, per_param, shard_intra_node, micro_batches, buffers,
+                             links, min(shard_per_node, dp_shard))
+    repeats = micro_batches if option.stage >= 2 else 1
+    # one replica per node: a shard group spans at least a node (core.layout.search.hybrid_shard_problem)
+    across = dp_seconds(replica_allreduce(shard_params, dp_shard, zero_ranks // dp_shard, per_param.gradients,
+                                          repeats), links, 1)
+    return DpSeconds(inside.reduce + across.reduce, inside.gather_forward, inside.gather_backward,
+                     inside.gather_after_step)
 
 
 @dataclass(frozen=True)

@@ -132,3 +132,15 @@ def paper_elements(stage: int, shard_params: int) -> int:
 def hpz_secondary_bytes(shard_params: int, param_bytes: int, hpz_ranks: int) -> int:
     """hpZ's secondary 16-bit partition per GPU: the parameters split over the node's ranks only."""
     return param_bytes * ceil_div(shard_params, hpz_ranks)
+
+
+def replica_allreduce(shard_params: int, dp_shard: int, replicas: int, gradient_bytes: int,
+                      repeats: int) -> list[Collective]:
+    """Hybrid sharding's AllReduce of each shard group's reduced gradient partition (⌈Ψ/dp_shard⌉ elements) across
+    the `replicas` groups (FSDP2 HSDP's replicate mesh), as its two ring halves: a ReduceScatter and an AllGather of
+    the same buffer. Its members are dp_shard·tp GPUs apart: across nodes (a shard group spans at least a node)."""
+    if replicas <= 1:
+        return []
+    buffer = ceil_div(shard_params, dp_shard) * gradient_bytes
+    return [Collective("reduce_scatter_gradients_replicas", buffer, replicas, "inter_node", 1, repeats),
+            Collective("allgather_gradients_replicas", buffer, replicas, "inter_node", 1, repeats)]

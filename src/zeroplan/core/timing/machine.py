@@ -11,29 +11,71 @@ from dataclasses import dataclass
 from zeroplan.core.errors import InputError
 from zeroplan.core.timing.collectives import LinkTable
 
-# Fitted on the calibration set only (benchmarks/fit_step_time.py, benchmarks/data/calibration_runs.json:
-# 29 A100 runs from Narayanan 2021 Tables 1-2, MT-NLG, Korthikanti 2022 Table 5, BLOOM, OPT), least squares on
-# ln(predicted/published); leave-one-out cross-validated figures in docs/plan.md. Its ceiling is checked against
-# measured maxima: large bf16 GEMMs reach 0.87 of peak on A100 and 0.80 on H100 (stas00/ml-engineering
-# "Maximum Achievable Matmul FLOPS"); the fit lands below that since end-to-end kernels are not all ideal shapes.
-GEMM_SHARE_OF_MAX = 0.747  # share of the measured GEMM maximum (below) a large training GEMM reaches
+# Five constants fitted on the calibration set only (2026-12-01; benchmarks/fit_step_time.py,
+# benchmarks/data/calibration_runs.json: 29 A100 runs from Narayanan 2021 Tables 1-2, MT-NLG, Korthikanti 2022
+# Table 5, BLOOM, OPT, and 57 MosaicML MPT runs, 125M-70B, 2k-64k, on A100 and H100): GEMM_SHARE_OF_MAX,
+# GEMM_EPILOGUE_BYTES, FLASH_SHARE_OF_MAX, ATTENTION_SCORE_BYTES, DP_OVERLAP, least squares on
+# ln(predicted/published); in-sample 0.070, leave-one-out 0.074 (bias -0.002), by band in docs/plan.md. The GEMM
+# ceiling is checked against measured maxima: large bf16 GEMMs reach 0.87 of peak on A100 and 0.80 on H100
+# (stas00/ml-engineering "Maximum Achievable Matmul FLOPS"); the fit lands below that since end-to-end kernels are
+# not all ideal shapes.
+GEMM_SHARE_OF_MAX = 0.7926  # share of the measured GEMM maximum (below) a large training GEMM reaches
 # Measured maximum achievable bf16 matmul throughput / dense peak (stas00/ml-engineering, compute/accelerator
 # "Maximum Achievable Matmul FLOPS"): A100 SXM 271.2/312, H100 SXM 794.5/989, GH200 828.6/989. Other GPUs: the
-# A100/H100 mean. Only A100 runs are in the calibration set: other GPUs carry this ratio, not a fit.
+# A100/H100 mean. The calibration set has A100 and H100 runs; other GPUs carry this ratio, not a fit.
 MAX_MATMUL_SHARE = {"a100": 0.869, "a800": 0.869, "h100": 0.803, "h800": 0.803, "h200": 0.838}
 DEFAULT_MAX_MATMUL_SHARE = 0.836
 # A fixed time per GEMM kernel (launch, partial last wave) was fitted too: the calibration runs drive it to 0
 # (their GEMMs are large), so it stays 0 and out of the fit until runs with small GEMMs support a value.
 GEMM_OVERHEAD_S = 0.0
-ATTENTION_SCORE_BYTES = 8.1  # memory traffic per attention score element, forward, without flash attention
-# Not fittable on the calibration set (none of its runs used flash attention): FlashAttention-2 reports 50-73%
-# of A100 peak forward+backward (Dao 2023, arXiv 2307.08691), FlashAttention-3 up to 75% of H100 forward.
-FLASH_ATTENTION_EFFICIENCY = 0.55
+# A GEMM's shape (docs/formulas.md §14.2): each output tile runs a main loop of 2·K FLOPs per
+# output element over its contraction length K, and outside it (prologue loads, the epilogue's store, fp32 gradient
+# accumulation) moves GEMM_EPILOGUE_BYTES per output element at HBM bandwidth, not overlapped: a K-long contraction
+# runs at K/(K + K0) of the large-GEMM rate, K0 = GEMM_EPILOGUE_BYTES/2 × the GPU's ridge point (peak·efficiency /
+# HBM bandwidth in FLOP/byte: ~108 on A100, ~190 on H100 at the fitted efficiency). A layer's weight of inner × outer
+# is contracted over inner (forward), outer (data gradient) and the tokens (weight gradient, 2k-128k in every run:
+# long), and its output tiles span the same widths, so each of its GEMMs is priced at 1 + K0·(1/inner + 1/outer)/2
+# times the large-GEMM time: small hidden sizes and narrow tp splits run further from peak, the more so on a GPU
+# whose ridge is high (H100's tensor cores outgrew its HBM more than A100's did). Fitted.
+GEMM_EPILOGUE_BYTES = 9.708
+ATTENTION_SCORE_BYTES = 5.397  # memory traffic per attention score element, forward, without flash attention
+# Flash attention (fused, causal: the masked half skipped): the kernel's measured ceiling on the GPU, times a fitted
+# share, times s/(s + FLASH_SEQ_HALF): short sequences leave the kernel's tiles and SMs partly idle (FlashAttention-2,
+# Dao 2023, arXiv 2307.08691 Figs. 4-7: throughput rises with sequence length and saturates past a few thousand).
+# Ceilings (share of dense bf16 peak), by kernel family (--attention-kernel):
+# - fa2 (flash-attn 2, torch SDPA's flash backend): up to 73% of A100 peak (arXiv 2307.08691 abstract) but only
+#   35% of H100's (FlashAttention-3, Shah et al. 2024, arXiv 2407.08608 abstract);
+# - fa3 (Hopper kernels built on its asynchrony: flash-attn 3, cuDNN's fused attention that Transformer Engine
+#   calls): 75% of H100 peak (same source); on Ampere they are FlashAttention-2's algorithm: its 73%;
+# - fa1 (flash-attn 1 and the Triton flash-attention kernel of its time, e.g. MosaicML's attn_impl triton):
+#   25-40% of A100 peak (arXiv 2307.08691 abstract: 40%); on H100 not measured: FlashAttention-2's H100/A100
+#   ratio applied to it (0.40 x 0.35/0.73 = 0.19), a stated assumption.
+# Which kernel a run gets is its framework's (core.timing.step_time.CommOverlap.attention_kernel) unless given.
+FLASH_MAX_SHARE = {("ampere", "fa1"): 0.40, ("ampere", "fa2"): 0.73, ("ampere", "fa3"): 0.73,
+                   ("hopper", "fa1"): 0.19, ("hopper", "fa2"): 0.35, ("hopper", "fa3"): 0.75}
+DEFAULT_FLASH_MAX_SHARE = 0.55  # other GPUs: the mean of the A100 and H100 fa2/fa3 ceilings, not measured
+FLASH_SHARE_OF_MAX = 0.928  # fitted: share of the kernel's ceiling training shapes reach, forward and backward
+FLASH_SEQ_HALF = 0.0  # the sequence length at which flash attention runs at half its long-sequence rate: fitted
+# on 2026-12-01 to its lower bound (no slowdown the 2k-64k runs can see), so 0 and out of the fit
+FLASH_ATTENTION_EFFICIENCY = FLASH_SHARE_OF_MAX * FLASH_MAX_SHARE[("ampere", "fa2")]
+# A fixed host/launch cost per transformer layer and micro-batch pass (kernel launches, framework hooks: FSDP's
+# per-layer pre/post hooks, autograd bookkeeping), forward; backward twice. Shows on small models and short steps.
+LAYER_OVERHEAD_S = 0.0
+# FP8 training (--precision fp8): the linear layers' GEMMs (QKV, output projection, MLP; not the attention core, the
+# embeddings or the LM head: torchao's Float8Linear conversion and Transformer Engine's te.Linear) run on the GPU's
+# FP8 tensor cores (presets: fp8_tflops) at the same fitted share of peak as bf16 (no FP8 training run in the
+# calibration set: a stated assumption), and each operand is cast on the way in, memory bound, per element:
+# read bf16 (2) + write FP8 (1) + the amax pass for a per-tensor or per-row scale (2) = 5 bytes; MXFP8 computes its
+# 1x32 block scales in the cast's one pass (3 + 1/32). Backward casts the output gradient and needs the input and
+# weight along the other axis: an FP8 transpose (1 byte read + 1 written) for tensorwise, a fresh cast for rowwise
+# and mxfp8 (torchao float8 README, "float8 training" recipes; Transformer Engine's cast_transpose).
+FP8_CAST_BYTES = {"tensorwise": 5.0, "rowwise": 5.0, "mxfp8": 3 + 1 / 32}
+FP8_OTHER_AXIS_BYTES = {"tensorwise": 2.0, "rowwise": 5.0, "mxfp8": 3 + 1 / 32}
 # Element-wise traffic: Korthikanti et al.'s stored activation bytes per layer (34·s·b·h, 10 of them not split
 # by tp without sequence parallelism), each written once and read once.
 ELEMENTWISE_BYTES_PER_TOKEN_HIDDEN = 68
 LOGIT_BYTES = 12  # cross entropy over the vocabulary: fp32 logits written, read, gradient written
-DP_OVERLAP = 0.29  # share of a pass's compute that DP collectives can hide behind (fitted, see above)
+DP_OVERLAP = 0.275  # share of a pass's compute that DP collectives can hide behind (fitted, see above)
 
 
 # DeepSpeed CPU Adam, per node: the step is memory bound (~30 bytes per parameter read or written), so a
@@ -48,6 +90,15 @@ def gemm_efficiency(gpu_name: str) -> float:
 
 
 DEFAULT_EFFICIENCY = gemm_efficiency("a100")
+GPU_ARCHITECTURES = {"a100": "ampere", "a800": "ampere", "a10": "ampere", "a40": "ampere", "a6000": "ampere",
+                     "h100": "hopper", "h800": "hopper", "h200": "hopper", "gh200": "hopper"}
+
+
+def flash_efficiency(gpu_name: str, kernel: str = "fa2") -> float:
+    """Share of dense peak flash attention reaches on long sequences on this GPU with this kernel: the fitted share of
+    the kernel's measured ceiling (FLASH_MAX_SHARE)."""
+    architecture = GPU_ARCHITECTURES.get(gpu_name.lower().split("-")[0])
+    return FLASH_SHARE_OF_MAX * FLASH_MAX_SHARE.get((architecture or "", kernel), DEFAULT_FLASH_MAX_SHARE)
 
 
 def check_efficiency(value: float) -> float:
@@ -69,7 +120,12 @@ class Machine:
     cpu_adam_params_per_s: float = DEFAULT_CPU_ADAM_PARAMS_PER_S  # per node
     gemm_overhead_s: float = GEMM_OVERHEAD_S
     attention_score_bytes: float = ATTENTION_SCORE_BYTES
-    flash_efficiency: float = FLASH_ATTENTION_EFFICIENCY
+    flash_efficiency: float = FLASH_ATTENTION_EFFICIENCY  # long-sequence share of peak (flash_efficiency())
+    gemm_epilogue_bytes: float = GEMM_EPILOGUE_BYTES
+    flash_seq_half: float = FLASH_SEQ_HALF
+    layer_overhead_s: float = LAYER_OVERHEAD_S
+    fp8_flops: float = 0.0  # dense FP8 peak the linear layers run at under --precision fp8; 0: bf16 throughout
+    fp8_recipe: str = ""  # core.precision.FP8_RECIPES
     gpus_per_node: int = 8
     dp_overlap: float = DP_OVERLAP
     tp_hidden: bool = False  # CommOverlap.tp_hidden

@@ -5,12 +5,15 @@ Compute: what each GPU multiplies. Per layer and micro-batch, the GEMMs after th
 T = micro-batch × sequence / cp): QKV (T × h × (w + 2·w_kv)/tp), the output projection (T × w/tp × h), the MLP
 (gated: T × h × 2f/tp and T × f/tp × h; plain: f instead of 2f), the LM head on the last stage
 (T × h × V/tp); backward runs two GEMMs of the same size for each (data and weight gradients). A GEMM of F
-FLOPs takes F / (peak × efficiency) + GEMM_OVERHEAD_S: the efficiency is the share of dense peak large GEMMs
-reach and the overhead a fixed per-kernel cost (launch, tail wave), so small GEMMs run further from peak.
-Attention's core (QKᵀ and AV, 4·b·(s/cp)·s·w/tp FLOPs forward) runs without flash as batched GEMMs on the
-same curve plus the score matrix's memory traffic (ATTENTION_SCORE_BYTES per score element, forward; twice
-that backward); with flash attention as one fused kernel at FLASH_ATTENTION_EFFICIENCY of peak, skipping the
-masked half of a causal sequence. Element-wise work (norms, activations, dropout, residuals) is memory
+FLOPs with an inner × outer weight takes F / (peak × efficiency) × (1 + K0·(1/inner + 1/outer)/2): the efficiency
+is the share of dense peak GEMMs with large weights reach, K0 = GEMM_EPILOGUE_BYTES/2 × the GPU's FLOP/byte ridge
+(core.timing.machine), so small hidden sizes and narrow tp splits run further from peak, more so where the ridge is
+high (H100). Under --precision fp8 the linear layers' GEMMs run at the FP8 peak plus their casts at HBM bandwidth.
+Attention's core (QKᵀ and AV, 4·b·(s/cp)·s·w/tp FLOPs forward) runs without flash as batched GEMMs plus the score
+matrix's memory traffic (ATTENTION_SCORE_BYTES per score element, forward; twice that backward); with flash
+attention as one fused kernel skipping the masked half of a causal sequence, at the machine's flash efficiency:
+a fitted share of the kernel family's measured ceiling on the GPU (core.timing.machine FLASH_MAX_SHARE; the
+framework's kernel, CommOverlap.attention_kernel). Element-wise work (norms, activations, dropout, residuals) is memory
 bound: ELEMENTWISE_BYTES_PER_TOKEN_HIDDEN · T · h bytes forward (split over tp as Korthikanti's activation
 terms are: 10 + 24/t without, 34/t with sequence parallelism), twice that backward, at HBM bandwidth.
 Recompute: full re-runs each layer's forward, selective the attention core, selective-op (torch's op-level
@@ -80,8 +83,9 @@ from zeroplan.core.timing.collectives import (  # noqa: F401 - collective pricin
 from zeroplan.core.timing.dp_offload import DpSeconds, OffloadSeconds
 from zeroplan.core.timing.machine import (  # noqa: F401 - re-exported for callers
     ACTIVATION_ELEMENT_BYTES, ATTENTION_SCORE_BYTES, DEFAULT_CPU_ADAM_PARAMS_PER_S, DEFAULT_EFFICIENCY, DP_OVERLAP,
-    ELEMENTWISE_BYTES_PER_TOKEN_HIDDEN, FLASH_ATTENTION_EFFICIENCY, GEMM_OVERHEAD_S, GEMM_SHARE_OF_MAX, LOGIT_BYTES,
-    MAX_MATMUL_SHARE, Machine, check_efficiency, gemm_efficiency,
+    ELEMENTWISE_BYTES_PER_TOKEN_HIDDEN, FLASH_ATTENTION_EFFICIENCY, FLASH_SHARE_OF_MAX, FP8_CAST_BYTES,
+    FP8_OTHER_AXIS_BYTES, GEMM_EPILOGUE_BYTES, GEMM_OVERHEAD_S, GEMM_SHARE_OF_MAX, LOGIT_BYTES,
+    MAX_MATMUL_SHARE, Machine, check_efficiency, flash_efficiency, gemm_efficiency,
 )
 
 
@@ -103,18 +107,32 @@ class CommOverlap:
       splits each TP GEMM and pipelines its AllGather/ReduceScatter chunks behind it, so TP collectives inside
       a node (userbuffers use NVLink) hide behind the stage's GEMMs; overlap_p2p_comm hides the interleaved
       schedule's transfers (v > 1) behind the other chunks' compute. With pp > 1 the gradient reductions still
-      wait for the pipeline flush (every rule)."""
+      wait for the pipeline flush (every rule).
+    The attention kernel each framework calls by default (core.timing.machine FLASH_MAX_SHARE): baseline and fsdp
+    reach FlashAttention-2 ("fa2": flash-attn 2, or torch's scaled_dot_product_attention, whose flash backend is
+    FlashAttention-2: torch docs "torch.nn.functional.scaled_dot_product_attention"); MosaicML's llm-foundry with
+    attn_impl triton runs the FlashAttention-1-era Triton kernel ("fa1", given per run);
+    megatron runs Transformer Engine's DotProductAttention, which calls cuDNN's fused attention (TE docs, "Attention
+    backends"), the Hopper-native kernel class of FlashAttention-3 ("fa3"). --attention-kernel overrides it.
+    Cross-node bandwidth of a group with k ranks per node (core.timing.collectives.group_bandwidth): baseline keeps
+    one NIC per rank, what the calibration set's DeepSpeed ZeRO-3 runs (Narayanan 2021 Table 2: 175B on 384-1536
+    A100, step time flat from 768 GPUs as if each rank's gathers ran at one 25 GB/s NIC) support; fsdp and megatron
+    (2023-24 stacks, NCCL >= 2.12 with PXN) spread each ring over the k NICs, which MosaicML's FSDP tables show:
+    MPT-13B without recompute at 4767-4811 tokens/s/GPU, flat from 8 to 64 H100 (llm-foundry benchmarking README),
+    where one NIC per rank would put FULL_SHARD's 3 × 25.7 GB per GPU per 0.85 s step on 50 GB/s NICs."""
 
     name: str
     dp_overlap: float | None  # share of a pass's compute DP collectives hide behind; None: the fitted DP_OVERLAP
     tp_hidden: bool = False  # TP collectives hide behind the stage's compute
     pp_hidden: bool = False  # with v > 1, pipeline transfers hide behind the other chunks' compute
+    attention_kernel: str = "fa2"  # the flash-attention kernel family (core.timing.machine.flash_efficiency)
+    node_rails: bool = False  # cross-node rings over every NIC of a node (core.timing.collectives.group_bandwidth)
 
 
 COMM_OVERLAPS = {rule.name: rule for rule in (
     CommOverlap("baseline", None),
-    CommOverlap("fsdp", 1.0),
-    CommOverlap("megatron", 1.0, tp_hidden=True, pp_hidden=True),
+    CommOverlap("fsdp", 1.0, node_rails=True),
+    CommOverlap("megatron", 1.0, tp_hidden=True, pp_hidden=True, attention_kernel="fa3", node_rails=True),
 )}
 DEFAULT_COMM_OVERLAP = "baseline"
 
@@ -272,8 +290,30 @@ class Layout:
     ep_per_node: int = 1  # ranks of an EP group inside one node (ep when the group fits a node)
 
 
-def gemm_seconds(flops: float, machine: Machine) -> float:
-    return flops / (machine.peak_flops * machine.efficiency) + machine.gemm_overhead_s
+def gemm_seconds(flops: float, machine: Machine, inner: float = 0, outer: float = 0, linear: bool = False) -> float:
+    """A GEMM of `flops` FLOPs with an inner × outer weight matrix, forward or either backward GEMM: at the machine's
+    efficiency, slowed by 1 + K0·(1/inner + 1/outer)/2, K0 = GEMM_EPILOGUE_BYTES/2 × the GPU's ridge point
+    (peak·efficiency / HBM bandwidth): core.timing.machine GEMM_EPILOGUE_BYTES, docs/formulas.md §14.2. No weight
+    shape given: no shape cost. linear: a linear layer's GEMM, on the FP8 tensor cores under
+    --precision fp8 (machine.fp8_flops)."""
+    rate = (machine.fp8_flops if linear and machine.fp8_flops else machine.peak_flops) * machine.efficiency
+    seconds = flops / rate + machine.gemm_overhead_s
+    if inner and outer:
+        seconds += flops / rate * gemm_k0(machine, rate) * (1 / inner + 1 / outer) / 2
+    return seconds
+
+
+def gemm_k0(machine: Machine, rate: float = 0.0) -> float:
+    """K0 of gemm_seconds: GEMM_EPILOGUE_BYTES/2 × the ridge point (rate / HBM bandwidth; rate: the large-GEMM rate,
+    bf16's by default)."""
+    return machine.gemm_epilogue_bytes / 2 * (rate or machine.peak_flops * machine.efficiency) / machine.hbm_bytes_per_s
+
+
+def flash_seconds(core_flops: float, seq_len: int, machine: Machine) -> float:
+    """Causal flash attention's forward over `core_flops` (QKᵀ and AV of the whole sequence; the masked half skipped)
+    at the machine's long-sequence flash efficiency, slowed at short sequences by s/(s + FLASH_SEQ_HALF)."""
+    rate = machine.peak_flops * machine.flash_efficiency * seq_len / (seq_len + machine.flash_seq_half)
+    return core_flops / 2 / rate
 
 
 def layer_seconds(layout: Layout, flops: FlopModel, machine: Machine) -> tuple[float, float, float]:
@@ -282,9 +322,13 @@ def layer_seconds(layout: Layout, flops: FlopModel, machine: Machine) -> tuple[f
     tokens = layout.micro_batch * layout.seq_len / cp
     h, w, kv, f = flops.hidden, flops.attention_width, flops.kv_width or flops.attention_width, flops.ffn or 4 * flops.hidden
     mlp_in = (2 if flops.gated else 1) * f
-    gemms = [2 * tokens * h * (w + 2 * kv) / tp, 2 * tokens * w / tp * h]
-    gemms += [2 * tokens * h * mlp_in / tp * flops.experts_per_token, 2 * tokens * f / tp * h * flops.experts_per_token]
-    forward = sum(gemm_seconds(g, machine) for g in gemms)
+    experts = flops.experts_per_token
+    # (tokens, inner, outer) of QKV, the output projection, the MLP's input and output GEMMs; backward's data- and
+    # weight-gradient GEMMs have the same weight shape, so they cost twice the forward
+    shapes = [(tokens, h, (w + 2 * kv) / tp), (tokens, w / tp, h),
+              (tokens * experts, h, mlp_in / tp), (tokens * experts, f / tp, h)]
+    forward = sum(gemm_seconds(2 * m * k * n, machine, k, n, linear=True) for m, k, n in shapes)
+    forward += machine.layer_overhead_s
     backward = 2 * forward
     tuned = flops.finetune
     if tuned is not None:  # averaged over the layers: frozen ones skip weight gradients, inert ones all backward
@@ -296,9 +340,15 @@ def layer_seconds(layout: Layout, flops: FlopModel, machine: Machine) -> tuple[f
         trained = 1 - inert if tuned.adapters else 1.0
         forward += trained * adapters + dequant
         backward += trained * 2 * adapters + (1 - inert) * dequant
+    if machine.fp8_flops:  # FP8 casts of every linear operand (core.timing.machine FP8_CAST_BYTES)
+        cast, other_axis = FP8_CAST_BYTES[machine.fp8_recipe], FP8_OTHER_AXIS_BYTES[machine.fp8_recipe]
+        inputs = sum(m * k + k * n for m, k, n in shapes)  # activations in, weights
+        gradients = sum(m * n for m, k, n in shapes)  # output gradients, backward
+        forward += cast * inputs / machine.hbm_bytes_per_s
+        backward += (cast * gradients + other_axis * inputs) / machine.hbm_bytes_per_s
     core = 4 * tokens * layout.seq_len * w / tp  # QKᵀ and AV over the whole (gathered) sequence
     if layout.flash_attention:
-        attention = core / 2 / (machine.peak_flops * machine.flash_efficiency)  # causal: half the blocks
+        attention = flash_seconds(core, layout.seq_len, machine)  # causal: half the blocks
         attention_backward = 2.5 * attention  # FlashAttention's backward recomputes the scores
     else:
         elements = tokens * layout.seq_len * max(1, flops.heads) / tp  # the score matrix, per GPU
@@ -322,7 +372,8 @@ def head_seconds(layout: Layout, flops: FlopModel, machine: Machine) -> tuple[fl
     if not flops.vocab:
         return 0.0, 0.0
     tokens = layout.micro_batch * layout.seq_len / layout.cp
-    gemm = gemm_seconds(2 * tokens * flops.hidden * flops.vocab / layout.tp, machine)
+    vocab = flops.vocab / layout.tp
+    gemm = gemm_seconds(2 * tokens * flops.hidden * vocab, machine, flops.hidden, vocab)
     loss = tokens * flops.vocab / layout.tp * LOGIT_BYTES / machine.hbm_bytes_per_s
     return gemm + loss / 2, 2 * gemm + loss / 2
 
