@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from zeroplan.core.model.experts import active_params, expert_params
 from zeroplan.core.model.families import DESCRIBED_FAMILIES, architecture_from_hf_config, model_spec_from_hf_config
 
 MODELS = Path(__file__).parent / "configs" / "models"
@@ -141,8 +142,8 @@ def test_total_and_active_parameters_match_published(name: str) -> None:
     digits = max(len(str(total).partition(".")[2]), len(str(active).partition(".")[2]))
     embedding = shape.vocab * shape.hidden if without_embedding else 0
     assert total in _published_forms(spec.params, digits)
-    assert active in _published_forms(spec.active_params - embedding, digits)
-    assert spec.active_params < spec.params - shape.moe.expert_params // 2  # top-k of the experts at most half
+    assert active in _published_forms(active_params(spec) - embedding, digits)
+    assert active_params(spec) < spec.params - shape.moe.expert_params // 2  # top-k of the experts at most half
 
 
 def _published_forms(count: int, digits: int) -> tuple[float, float]:
@@ -253,12 +254,13 @@ def test_formulas_doc_worked_moe_numbers_are_the_code_s() -> None:
     doc = (Path(__file__).resolve().parents[1] / "docs" / "formulas.md").read_text(encoding="utf-8")
     spec = model_spec_from_hf_config(released("qwen3-30b-a3b"), "qwen3-30b-a3b")
     assert spec.shape is not None and spec.shape.moe is not None
-    for value in (spec.largest_layer_params, spec.shape.moe.expert_params, spec.params, spec.active_params):
+    for value in (spec.largest_layer_params, spec.shape.moe.expert_params, spec.params, active_params(spec)):
         assert f"**{value:,}**" in doc
 
 
 def test_a_moe_shape_given_by_fields_has_the_same_active_count_as_its_description() -> None:
-    """Mixtral-8x22B as fields (--experts 8, top 2, no config.json) and as its config.json: one active count."""
+    """Mixtral-8x22B as fields (--experts 8, top 2, no config.json) and as its config.json: core.model.experts
+    splits both alike."""
     from zeroplan.core.model.spec import ModelShape, ModelSpec
 
     described = model_spec_from_hf_config(released("mixtral-8x22b"), "mixtral-8x22b")
@@ -267,4 +269,18 @@ def test_a_moe_shape_given_by_fields_has_the_same_active_count_as_its_descriptio
     fields = ModelShape.of(layers=shape.layers, hidden=shape.hidden, heads=shape.heads, vocab=shape.vocab,
                            kv_heads=shape.kv_heads, ffn=shape.ffn, gated_mlp=True, experts=8, experts_per_token=2)
     given = ModelSpec(params=described.params, shape=fields)
-    assert (given.expert_params, given.active_params) == (described.expert_params, described.active_params)
+    split = expert_params(fields)
+    assert split is not None and split.routed_total == shape.moe.expert_params
+    assert active_params(given) == active_params(described) == shape.moe.active_params
+
+
+def test_interleaved_moe_layers_keep_their_pattern() -> None:
+    """Llama 4 Maverick alternates dense and MoE layers (interleave_moe_layer_step 2); Qwen3 with
+    decoder_sparse_step 2 and an mlp_only layer likewise: expert parallelism sees each layer as it is."""
+    maverick = model_spec_from_hf_config(released("llama-4-maverick-17b-128e-text"), "maverick").shape
+    split = expert_params(maverick)
+    assert split is not None and split.moe_layers == (False, True) * 24
+    assert split.routed_total == maverick.moe.expert_params  # type: ignore[union-attr]
+    sparse = model_spec_from_hf_config(_variants()["qwen3-moe-sparse-step"], "sparse").shape
+    split = expert_params(sparse)
+    assert split is not None and split.moe_layers == (False, True, False, False)

@@ -97,16 +97,16 @@ def _build(torch, transformers, hf_config, model_type: str, source: str):  # noq
 
 
 def _decoder_layers(model) -> tuple[str, list]:  # noqa: ANN001
-    """(prefix, blocks) of the longest ModuleList whose children are all the same class (the decoder layers)."""
+    """(prefix, blocks) of the decoder layers: the longest nn.ModuleList beside the token embedding (under the
+    module that holds it: model.layers, transformer.h, backbone.layers, model.language_model.layers), else the
+    longest anywhere. A vision tower's blocks sit elsewhere, so they are not taken for the decoder's."""
     torch, _ = _import()
-    best: tuple[str, list] = ("", [])
-    for name, module in model.named_modules():
-        if isinstance(module, torch.nn.ModuleList) and len(module) > len(best[1]):
-            children = list(module)
-            if len({type(child).__name__.replace("Sparse", "").replace("Moe", "").replace("MoE", "")
-                    for child in children}) <= 2:  # dense and MoE blocks of one model
-                best = (name, children)
-    return best
+    embeddings = model.get_input_embeddings()
+    home = next((name.rpartition(".")[0] for name, module in model.named_modules() if module is embeddings), "")
+    lists = [(name, list(module)) for name, module in model.named_modules()
+             if isinstance(module, torch.nn.ModuleList) and len(module) > 0]
+    beside = [(name, blocks) for name, blocks in lists if name.rpartition(".")[0] == home]
+    return max(beside or lists, key=lambda item: len(item[1]), default=("", []))
 
 
 def _first(config: dict, key: str) -> int | None:

@@ -735,6 +735,7 @@ def model_spec_from_hf_config(config: dict, name: str, source: str | None = None
             moe_layers=len(moe), expert_ffn=experts.ffn,
             dense_ffn=dense.ffn if dense is not None else None,
             shared_expert_ffn=experts.shared.ffn if experts.shared is not None else None,
-            expert_params=decoder.expert_params, active_params=decoder.active_params))
+            expert_params=decoder.expert_params, active_params=decoder.active_params,
+            pattern=tuple(layer.is_moe for layer in decoder.layers)))
     return ModelSpec(params=architecture.params, name=name, largest_layer_params=largest.params, shape=shape,
                      extra=extra)

@@ -36,6 +36,7 @@ class MoEShape:
     active_params: int  # parameters one token meets: all but the routed experts it is not sent to
     dense_ffn: int | None = None  # the dense layers' MLP width, where some layers are dense
     shared_expert_ffn: int | None = None  # the shared experts' summed width, where the model has them
+    pattern: tuple[bool, ...] | None = None  # per layer, first to last: True where its MLP is routed
 
 
 @dataclass(frozen=True)
@@ -62,17 +63,14 @@ class ModelShape:
 
     @property
     def expert_params(self) -> int | None:
-        """Routed-expert parameters in total (None: dense). From the architecture description where there is
-        one; for a shape given by fields (--experts), every layer's E experts of (3 gated or 2)·hidden·ffn."""
-        if self.moe is not None:
-            return self.moe.expert_params
-        if self.experts and self.experts_per_token:
-            return self.layers * self.experts * (3 if self.gated_mlp else 2) * self.hidden * self.ffn
-        return None
+        """Routed-expert parameters in total, from the architecture description (None: dense, or a shape given by
+        fields; core.model.experts splits every MoE shape)."""
+        return self.moe.expert_params if self.moe is not None else None
 
     @property
     def active_params(self) -> int | None:
-        """Parameters one token meets (None: not known from a description; dense models: all of them)."""
+        """Parameters one token meets, from the architecture description (None otherwise: core.model.experts
+        active_params counts every model)."""
         return self.moe.active_params if self.moe is not None else None
 
     @property
@@ -140,23 +138,6 @@ class ModelSpec:
     @property
     def layout(self) -> ParamLayout | None:
         return self.shape.layout if self.shape is not None else None
-
-    @property
-    def expert_params(self) -> int | None:
-        """Routed-expert parameters in total, where the model's description says (None otherwise)."""
-        return self.shape.expert_params if self.shape is not None else None
-
-    @property
-    def active_params(self) -> int:
-        """Parameters one token meets (docs/formulas.md §2.1.1): the description's figure; for a MoE shape given
-        by fields, all but the (E − k)/E of the routed experts a token is not sent to; else every parameter."""
-        shape = self.shape
-        if shape is None or not shape.experts or not shape.experts_per_token:
-            return self.params if shape is None or shape.active_params is None else shape.active_params
-        if shape.active_params is not None:
-            return shape.active_params
-        routed = shape.expert_params or 0
-        return self.params - routed * (shape.experts - shape.experts_per_token) // shape.experts
 
     @property
     def has_shape(self) -> bool:
