@@ -74,6 +74,11 @@ FP8_OTHER_AXIS_BYTES = {"tensorwise": 2.0, "rowwise": 5.0, "mxfp8": 3 + 1 / 32}
 # Element-wise traffic: Korthikanti et al.'s stored activation bytes per layer (34·s·b·h, 10 of them not split
 # by tp without sequence parallelism), each written once and read once.
 ELEMENTWISE_BYTES_PER_TOKEN_HIDDEN = 68
+# MoE token handling (not fitted: counted from Megatron-Core's MoEAlltoAllTokenDispatcher, token_dispatcher.py, and
+# moe_utils.permute/unpermute/sort_chunks_by_idxs): a routed token's hidden vector is read and written by the permute
+# before the dispatch all-to-all, the sort into local-expert order after it, the unsort before the combine
+# all-to-all and the unpermute (weighted sum into the token) after it: 4 copies, each a read and a write.
+MOE_DISPATCH_COPIES = 8
 LOGIT_BYTES = 12  # cross entropy over the vocabulary: fp32 logits written, read, gradient written
 DP_OVERLAP = 0.275  # share of a pass's compute that DP collectives can hide behind (fitted, see above)
 
