@@ -84,7 +84,7 @@ from zeroplan.core.timing.machine import (  # noqa: F401 - re-exported for calle
     ACTIVATION_ELEMENT_BYTES, ATTENTION_SCORE_BYTES, DEFAULT_CPU_ADAM_PARAMS_PER_S, DEFAULT_EFFICIENCY, DP_OVERLAP,
     ELEMENTWISE_BYTES_PER_TOKEN_HIDDEN, FLASH_ATTENTION_EFFICIENCY, FLASH_SHARE_OF_MAX, FP8_CAST_BYTES,
     FP8_OTHER_AXIS_BYTES, GEMM_EPILOGUE_BYTES, GEMM_OVERHEAD_S, GEMM_SHARE_OF_MAX, LOGIT_BYTES,
-    MAX_MATMUL_SHARE, MOE_DISPATCH_COPIES, Machine, check_efficiency, flash_efficiency, gemm_efficiency,
+    MAX_MATMUL_SHARE, MOE_DISPATCH_COPIES, MOE_LAYER_OVERHEAD_S, Machine, check_efficiency, flash_efficiency, gemm_efficiency,
 )
 
 
@@ -300,7 +300,7 @@ def layer_seconds(layout: Layout, flops: FlopModel, machine: Machine) -> tuple[f
     if flops.shared_ffn:  # shared experts: a dense MLP every token runs
         shapes += [(tokens, h, (2 if flops.gated else 1) * flops.shared_ffn / tp), (tokens, flops.shared_ffn / tp, h)]
     forward = sum(gemm_seconds(2 * m * k * n, machine, k, n, linear=True) for m, k, n in shapes)
-    forward += machine.layer_overhead_s
+    forward += machine.layer_overhead_s + MOE_LAYER_OVERHEAD_S * flops.moe_layers / flops.layers
     backward = 2 * forward
     if machine.fp8_flops:  # FP8 casts of every linear operand (core.timing.machine FP8_CAST_BYTES)
         cast, other_axis = FP8_CAST_BYTES[machine.fp8_recipe], FP8_OTHER_AXIS_BYTES[machine.fp8_recipe]
