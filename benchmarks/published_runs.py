@@ -493,6 +493,12 @@ def moe_model(run: dict):
                      shape=shape)
 
 
+# The tables' precision column as the planner's inputs: FP8-MX is MXFP8 (1x32 block scales); FP8-CS (current
+# scaling, per tensor) is priced as the tensorwise recipe (core.timing.machine FP8_CAST_BYTES).
+MOE_PRECISIONS = {"bf16": {}, "mxfp8": {"precision": "fp8", "fp8_recipe": "mxfp8"},
+                  "fp8cs": {"precision": "fp8", "fp8_recipe": "tensorwise"}}
+
+
 def moe_predict(run: dict) -> Outcome:
     import dataclasses
 
@@ -519,7 +525,8 @@ def moe_predict(run: dict) -> Outcome:
         virtual_stages=str(layout["virtual_stages"]), micro_batches=str(run["micro_batch"]), tp=str(layout["tp"]),
         pp=str(layout["pp"]), cp=str(layout["cp"]), ep=str(layout["ep"]), etp=str(layout["etp"]),
         comm_overlap="megatron", flash_attention=True, allow_cross_node_tp=True,
-        **({"gpus_per_node": run["gpus_per_node"]} if run.get("gpus_per_node") else {}))
+        **({"gpus_per_node": run["gpus_per_node"]} if run.get("gpus_per_node") else {}),
+        **MOE_PRECISIONS[run.get("precision", "bf16")])
     request = dataclasses.replace(resolve(inputs).request, model=model, largest_layer_params=model.largest_layer_params)
     published = run["global_batch"] * run["seq"] / (run["tokens_per_s_per_gpu"] * run["gpus"])
     result = search(request)
@@ -541,22 +548,38 @@ def _scale_errors(ratios: list[float]) -> tuple[list[float], list[float]]:
 
 
 def moe_section(show_runs: bool) -> dict:
+    """The MoE rows: the Blackwell-class rows (the calibration side: the one common scale is fitted on them only)
+    and the H100 rows (`heldout`: scored apart, raw and with the calibration side's scale, never fitted on)."""
     runs = json.loads((DATA / "moe_runs.json").read_text())["runs"]
     outcomes = [moe_predict(run) for run in runs]
+    calibration = [o for o in outcomes if not o.run.get("heldout")]
+    heldout = [o for o in outcomes if o.run.get("heldout")]
     if show_runs:
-        print_runs("MoE (expert parallelism; nothing fitted on these runs)", outcomes)
-    s = summary(outcomes)
-    print_summary("MoE, raw (constants from the dense calibration set)", s)
-    scored = [o for o in outcomes if o.error is not None]
-    report: dict = {"raw": s, "runs": [_row(o) for o in outcomes]}
+        print_runs("MoE, calibration side (Blackwell-class; nothing of the step-time model fitted on them)", calibration)
+        print_runs("MoE, held out (H100 rows of the same tables: never fitted on)", heldout)
+    s = summary(calibration)
+    print_summary("MoE calibration side, raw (constants from the dense calibration set)", s)
+    held = summary(heldout)
+    print_summary("MoE held out (H100), raw", held)
+    scored = [o for o in calibration if o.error is not None]
+    report: dict = {"raw": s, "heldout_raw": held, "runs": [_row(o) for o in outcomes]}
     if scored:
         in_sample, loo = _scale_errors([o.predicted / o.published for o in scored])
         report["scaled_in_sample_mean_abs_ln"] = statistics.fmean(in_sample)
-        print(f"MoE, one common scale fitted, in-sample: mean |ln| {statistics.fmean(in_sample):.3f}")
+        print(f"MoE, one common scale fitted on the calibration side, in-sample: mean |ln| "
+              f"{statistics.fmean(in_sample):.3f}")
         if loo:
             report["scaled_loo_mean_abs_ln"] = statistics.fmean(loo)
             print(f"MoE, one common scale fitted, leave-one-out: mean |ln| {statistics.fmean(loo):.3f}, "
                   f"worst {max(loo):.3f}")
+        held_scored = [o for o in heldout if o.error is not None]
+        if held_scored:
+            scale = statistics.median([math.log(o.published / o.predicted) for o in scored])
+            errors = [math.log(o.predicted / o.published) + scale for o in held_scored]
+            report["heldout_scaled_mean_abs_ln"] = statistics.fmean(abs(e) for e in errors)
+            report["heldout_scaled_mean_ln"] = statistics.fmean(errors)
+            print(f"MoE held out with the calibration side's scale ({math.exp(scale):.2f}x): mean |ln| "
+                  f"{report['heldout_scaled_mean_abs_ln']:.3f}, mean ln {report['heldout_scaled_mean_ln']:+.3f}")
     return report
 
 

@@ -511,3 +511,30 @@ def test_the_formulas_reference_holds_the_worked_moe_numbers():
     size = 4096 * 2 * 4096 * 2
     assert f"**{collective_seconds(ALL_TO_ALL, size, 8, links, 8) * 1e6:,.0f} µs**" in doc
     assert f"**{collective_seconds(ALL_TO_ALL, size, 64, links, 8) * 1e6:,.0f} µs**" in doc
+
+
+def test_latent_attention_projections_priced_from_the_description():
+    """DeepSeek-V3's MLA (config.json: q_lora_rank 1536, kv_lora_rank 512, qk_rope_head_dim 64, qk_nope_head_dim 128,
+    v_head_dim 128, 128 heads, hidden 7168): the step time prices its five low-rank projections, not heads × 192-wide
+    Q, K and V (704M weights, what the widths alone would say), and its shared expert beside the routed ones."""
+    from zeroplan.core.timing.step_time import FlopModel
+
+    flops = FlopModel.from_model(load_model(str(Path(__file__).parent / "configs" / "models" / "deepseek-v3.json")))
+    assert flops.attention_linears == ((7168, 1536), (1536, 128 * 192), (7168, 512 + 64), (512, 128 * (128 + 128)),
+                                       (128 * 128, 7168))
+    assert sum(i * o for i, o in flops.attention_linears) == 11_010_048 + 37_748_736 + 4_128_768 + 16_777_216 + 117_440_512
+    assert flops.shared_ffn == 2048
+
+
+def test_moe_dispatch_copies_only_on_moe_layers():
+    """The dispatcher's memory-bound copies: none for a dense model; for a MoE model k·T·(8h + 3f) 16-bit elements at
+    HBM bandwidth per MoE layer, averaged over the layers (DeepSeek-V3: 58 of 61)."""
+    from zeroplan.core.timing.step_time import FlopModel, Layout, moe_dispatch_seconds
+
+    machine = types.SimpleNamespace(hbm_bytes_per_s=1e12)
+    layout = Layout(1, 1, 1, 1, 4096, 1, 1, "none", False, True, True, True)
+    dense = FlopModel.from_model(load_model(str(Path(__file__).parent / "configs" / "models" / "llama-3.1-8b.json")))
+    assert moe_dispatch_seconds(layout, dense, machine) == 0.0
+    flops = FlopModel.from_model(load_model(str(Path(__file__).parent / "configs" / "models" / "deepseek-v3.json")))
+    expected = 4096 * 8 * (8 * 7168 + 3 * 2048) * 2 / 1e12 * 58 / 61
+    assert moe_dispatch_seconds(layout, flops, machine) == pytest.approx(expected, rel=1e-12)

@@ -705,6 +705,18 @@ def parameter_layout(architecture: Architecture) -> tuple[int, int, int]:
     return per_layer, input_side, output_side
 
 
+def attention_linears(attention: Attention, hidden: int) -> tuple[tuple[int, int], ...]:
+    """(inner, outer) of each of an attention block's projection weights, in module order (the step time prices one
+    GEMM per weight: core.timing.step_time.layer_seconds)."""
+    found = []
+    for _, shapes in attention.modules(hidden):
+        weight = shapes[0]
+        if len(weight) == 2 and min(weight) > 1:
+            outer, inner = (weight[1], weight[0]) if attention.conv1d else weight
+            found.append((inner, outer))
+    return tuple(found)
+
+
 def model_spec_from_hf_config(config: dict, name: str, source: str | None = None) -> ModelSpec:
     """A ModelSpec with exact params, largest layer and shape; family details go into extra."""
     architecture = architecture_from_hf_config(config, source or name)
@@ -736,6 +748,8 @@ def model_spec_from_hf_config(config: dict, name: str, source: str | None = None
             dense_ffn=dense.ffn if dense is not None else None,
             shared_expert_ffn=experts.shared.ffn if experts.shared is not None else None,
             expert_params=decoder.expert_params, active_params=decoder.active_params,
-            pattern=tuple(layer.is_moe for layer in decoder.layers)))
+            pattern=tuple(layer.is_moe for layer in decoder.layers),
+            attention_linears=attention_linears(next(layer for layer in decoder.layers if layer.is_moe).attention,
+                                                architecture.hidden)))
     return ModelSpec(params=architecture.params, name=name, largest_layer_params=largest.params, shape=shape,
                      extra=extra)

@@ -37,6 +37,9 @@ class MoEShape:
     dense_ffn: int | None = None  # the dense layers' MLP width, where some layers are dense
     shared_expert_ffn: int | None = None  # the shared experts' summed width, where the model has them
     pattern: tuple[bool, ...] | None = None  # per layer, first to last: True where its MLP is routed
+    # (inner, outer) of each attention projection weight of a MoE layer, in module order (latent attention's
+    # low-rank factors are not the heads × head_dim widths); None: read the widths (heads, kv_heads, head_dim)
+    attention_linears: tuple[tuple[int, int], ...] | None = None
 
 
 @dataclass(frozen=True)

@@ -74,6 +74,18 @@ FP8_OTHER_AXIS_BYTES = {"tensorwise": 2.0, "rowwise": 5.0, "mxfp8": 3 + 1 / 32}
 # Element-wise traffic: Korthikanti et al.'s stored activation bytes per layer (34·s·b·h, 10 of them not split
 # by tp without sequence parallelism), each written once and read once.
 ELEMENTWISE_BYTES_PER_TOKEN_HIDDEN = 68
+# MoE token handling (not fitted: counted from Megatron-Core's MoEAlltoAllTokenDispatcher, token_dispatcher.py, and
+# moe_utils.permute/unpermute/sort_chunks_by_idxs): a routed token's hidden vector is read and written by the permute
+# before the dispatch all-to-all, the sort into local-expert order after it, the unsort before the combine
+# all-to-all and the unpermute (weighted sum into the token) after it: 4 copies, each a read and a write.
+MOE_DISPATCH_COPIES = 8
+# A fixed host/launch cost per MoE layer and micro-batch pass, forward (backward twice): Megatron-Core's MoE layer
+# without CUDA graphs launches many small kernels and syncs the host on the per-expert token counts, which shows at
+# small micro-batches (Megatron-Bridge 25.11: Qwen3-30B-A3B at 9,299 tokens/s/GPU on 8 B200 with micro-batch 1,
+# 23,766 on 8 GB200 with micro-batch 4). Scanned on the Blackwell MoE rows (docs/plan.md, MoE section): ~1 ms
+# lowers their mean |ln| from 0.36 to 0.27 but over-predicts the 26.08 rows (CUDA graphs), so it is not adopted
+# from 10 rows: 0 and out of the model until runs that state their CUDA-graph use support a value.
+MOE_LAYER_OVERHEAD_S = 0.0
 LOGIT_BYTES = 12  # cross entropy over the vocabulary: fp32 logits written, read, gradient written
 DP_OVERLAP = 0.275  # share of a pass's compute that DP collectives can hide behind (fitted, see above)
 

@@ -85,7 +85,7 @@ from zeroplan.core.timing.machine import (  # noqa: F401 - re-exported for calle
     ACTIVATION_ELEMENT_BYTES, ATTENTION_SCORE_BYTES, DEFAULT_CPU_ADAM_PARAMS_PER_S, DEFAULT_EFFICIENCY, DP_OVERLAP,
     ELEMENTWISE_BYTES_PER_TOKEN_HIDDEN, FLASH_ATTENTION_EFFICIENCY, FLASH_SHARE_OF_MAX, FP8_CAST_BYTES,
     FP8_OTHER_AXIS_BYTES, GEMM_EPILOGUE_BYTES, GEMM_OVERHEAD_S, GEMM_SHARE_OF_MAX, LOGIT_BYTES,
-    MAX_MATMUL_SHARE, Machine, check_efficiency, flash_efficiency, gemm_efficiency,
+    MAX_MATMUL_SHARE, MOE_DISPATCH_COPIES, MOE_LAYER_OVERHEAD_S, Machine, check_efficiency, flash_efficiency, gemm_efficiency,
 )
 
 
@@ -192,6 +192,9 @@ class FlopModel:
     experts_per_token: int = 1
     heads: int = 0
     moe_layers: int = 0  # layers whose MLP is routed (0: a dense model)
+    # a MoE description's attention projections, (inner, outer) each (latent attention); (): from the widths
+    attention_linears: tuple[tuple[int, int], ...] = ()
+    shared_ffn: int = 0  # a MoE layer's shared experts' summed width, run on every token (0: none)
     finetune: FinetuneFlops | None = None  # frozen base, adapters, dequantisation (None: every parameter trains)
 
     @classmethod
@@ -217,9 +220,12 @@ class FlopModel:
         elif split is not None:
             layer -= (split.experts - split.experts_per_token) * split.expert_params  # per layer, not met
         kv = shape.kv_heads * head_dim
+        moe = shape.moe
         return cls(params, layer, layers, hidden, shape.heads * head_dim, kv, shape.ffn, shape.gated_mlp,
                    shape.vocab, (shape.experts_per_token or 1) if shape.experts else 1, shape.heads,
-                   sum(split.moe_layers) if split is not None else 0, tuned)
+                   sum(split.moe_layers) if split is not None else 0,
+                   (moe.attention_linears or ()) if moe is not None else (),
+                   (moe.shared_expert_ffn or 0) if moe is not None else 0, tuned)
 
     def model_flops_per_token(self) -> int:
         """The MFU numerator: 6Ψ (forward 2Ψ, backward 4Ψ). Fine-tuning: 4Ψ (forward, and the data gradients
@@ -327,8 +333,13 @@ def layer_seconds(layout: Layout, flops: FlopModel, machine: Machine) -> tuple[f
     # weight-gradient GEMMs have the same weight shape, so they cost twice the forward
     shapes = [(tokens, h, (w + 2 * kv) / tp), (tokens, w / tp, h),
               (tokens * experts, h, mlp_in / tp), (tokens * experts, f / tp, h)]
+    if flops.attention_linears:  # the description's projections (latent attention): column-parallel, the last row
+        *columns, (inner, outer) = flops.attention_linears
+        shapes[:2] = [(tokens, k, n / tp) for k, n in columns] + [(tokens, inner / tp, outer)]
+    if flops.shared_ffn:  # shared experts: a dense MLP every token runs
+        shapes += [(tokens, h, (2 if flops.gated else 1) * flops.shared_ffn / tp), (tokens, flops.shared_ffn / tp, h)]
     forward = sum(gemm_seconds(2 * m * k * n, machine, k, n, linear=True) for m, k, n in shapes)
-    forward += machine.layer_overhead_s
+    forward += machine.layer_overhead_s + MOE_LAYER_OVERHEAD_S * flops.moe_layers / flops.layers
     backward = 2 * forward
     tuned = flops.finetune
     if tuned is not None:  # averaged over the layers: frozen ones skip weight gradients, inert ones all backward
@@ -355,8 +366,21 @@ def layer_seconds(layout: Layout, flops: FlopModel, machine: Machine) -> tuple[f
         memory = elements * machine.attention_score_bytes / machine.hbm_bytes_per_s
         attention = 2 * gemm_seconds(core / 2, machine) + memory
         attention_backward = 2 * attention
-    elementwise = elementwise_seconds(layout, flops, machine)
+    elementwise = elementwise_seconds(layout, flops, machine) + moe_dispatch_seconds(layout, flops, machine)
     return (forward + attention + elementwise, backward + attention_backward + 2 * elementwise, attention)
+
+
+def moe_dispatch_seconds(layout: Layout, flops: FlopModel, machine: Machine) -> float:
+    """A MoE layer's memory-bound token handling for one micro-batch, forward, averaged over the layers (dense
+    layers have none), at HBM bandwidth; backward twice. Each of the rank's T/tp tokens is routed to k experts and
+    its k copies of the hidden vector are copied MOE_DISPATCH_COPIES times (core.timing.machine), and the experts'
+    gated activation reads 2·f and writes f per copy (f without gating: 2 passes), 16-bit elements."""
+    if not flops.moe_layers:
+        return 0.0
+    copies = layout.micro_batch * layout.seq_len / layout.cp / layout.tp * flops.experts_per_token
+    f = flops.ffn or 4 * flops.hidden
+    elements = copies * (MOE_DISPATCH_COPIES * flops.hidden + (3 if flops.gated else 2) * f)
+    return elements * ACTIVATION_ELEMENT_BYTES / machine.hbm_bytes_per_s * flops.moe_layers / flops.layers
 
 
 def elementwise_seconds(layout: Layout, flops: FlopModel, machine: Machine) -> float:
