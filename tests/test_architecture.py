@@ -28,8 +28,8 @@ def config(file_name: str) -> dict:
 
 # file -> (total parameters, tied weights once; largest module's own parameters; where the total is published)
 PUBLISHED = {
-    # FORMULAS.md §7 (Hugging Face count, tied weights once); the Llama 2 paper rounds it to 7B.
-    "llama-2-7b-hf.json": (6_738_415_616, 32000 * 4096, "FORMULAS.md §7"),
+    # docs/formulas.md §2.1, §19.2 (Hugging Face count, tied weights once); the Llama 2 paper rounds it to 7B.
+    "llama-2-7b-hf.json": (6_738_415_616, 32000 * 4096, "docs/formulas.md §19.2"),
     # GGUF general.parameter_count of Mistral 7B (Ollama's show API); "7.24B params" on the HF page.
     "mistral-7b-v0.1.json": (7_241_732_096, 32000 * 4096, "GGUF metadata, HF model page"),
     # HF hub API safetensors.total of Mixtral-8x7B(-Instruct)-v0.1; KerasHub preset metadata "params".
@@ -39,8 +39,8 @@ PUBLISHED = {
     "qwen2-7b.json": (7_615_616_512, 152064 * 3584, "GGUF metadata"),
     # Qwen2.5-0.5B-Instruct's published total (same shape as Qwen2-0.5B): tied head, q/k/v biases.
     "qwen2-0.5b.json": (494_032_768, 151936 * 896, "published Qwen2.5-0.5B total"),
-    # FORMULAS.md §7; GPT-2 small, tied head.
-    "gpt2.json": (124_439_808, 50257 * 768, "FORMULAS.md §7"),
+    # docs/formulas.md §19.2; GPT-2 small, tied head.
+    "gpt2.json": (124_439_808, 50257 * 768, "docs/formulas.md §19.2"),
     # Pythia suite table (Biderman et al. 2023): 1,011,781,632 total, 805,736,448 non-embedding.
     "pythia-1b.json": (1_011_781_632, 50304 * 2048, "Pythia paper / model card"),
     # DeepSpeedExamples DeepSpeed-Chat (OPT-1.3b actor): "[pre-LoRA] num params: 1,315,758,080".
@@ -68,7 +68,7 @@ def test_every_family_has_a_real_config() -> None:
 
 
 def test_llama_2_7b_by_hand() -> None:
-    """FORMULAS.md §7 term by term: embedding + untied head + 32 × (attention + SwiGLU + 2 norms) + norm."""
+    """docs/formulas.md §2.1 term by term: embedding + untied head + 32 × (attention + SwiGLU + 2 norms) + norm."""
     hidden, ffn, vocab, layers = 4096, 11008, 32000, 32
     per_layer = 4 * hidden * hidden + 3 * hidden * ffn + 2 * hidden
     assert model_spec_from_hf_config(config("llama-2-7b-hf.json"), "llama").params == \

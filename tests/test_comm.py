@@ -1,4 +1,4 @@
-"""Ring volumes and ZeRO traffic (FORMULAS.md §4)."""
+"""Ring volumes and ZeRO traffic (docs/formulas.md §9, §10)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The deepspeed convention against DeepSpeed's documented estimator output (FORMULAS.md §3)."""
+"""The deepspeed convention against DeepSpeed's documented estimator output (docs/formulas.md §5)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Paper-convention model states against the ZeRO paper and the seed check (FORMULAS.md §1-§2)."""
+"""Paper-convention model states against the ZeRO paper and the seed check (docs/formulas.md §3-§4)."""
 
 from __future__ import annotations
 
@@ -45,13 +45,13 @@ def test_seed_check_at_64_gpus():
 
 
 def test_seed_13b_example_correct_figures():
-    """FORMULAS §12: 13B mixed Adam is 208 GB without ZeRO and 48.75 GB at ZeRO-2 on 8 GPUs (not 104/26)."""
+    """docs/formulas.md §4.3: 13B mixed Adam is 208 GB without ZeRO and 48.75 GB at ZeRO-2 on 8 GPUs (not 104/26)."""
     assert model_states(0, 13 * 10**9, 8) == 208 * 10**9
     assert model_states(2, 13 * 10**9, 8) == 48_750_000_000
 
 
 def test_seed_70b_zero3_params_per_gpu():
-    """FORMULAS §12: 2-byte parameters of a 70B model over 4 GPUs are 35 GB per card, not 8.75 GB."""
+    """docs/formulas.md §4.3: 2-byte parameters of a 70B model over 4 GPUs are 35 GB per card, not 8.75 GB."""
     b = paper_model_states(Option(3), 70 * 10**9, 4, MIXED_ADAM, 4)
     assert b["gpu/params"] == 35 * 10**9
 

@@ -181,3 +181,74 @@ def test_no_import_circle_between_files():
             visit(start, [start])
     ignorable = {c for c in circles if c.split(" -> ")[0] in {"zeroplan", "zeroplan.api"}}
     assert sorted(circles - ignorable) == []
+
+
+# Imports go at the top of a module. A function-level import is allowed only for (a) an optional or heavy
+# third-party dependency, or an internal module that imports one at module level (found below, transitively),
+# and (b) the places deliberately lazy for start-up time, listed here once with the reason.
+OPTIONAL_DEPENDENCIES = {"torch", "transformers", "matplotlib", "huggingface_hub", "peft", "bitsandbytes", "deepspeed",
+                         "numpy", "typer", "click", "rich", "yaml", "pydantic"}
+LAZY_FOR_START_UP = {
+    "cli/": "each command loads its own pipeline only when it runs (benchmarks/startup.py)",
+    "__init__.py": "`import zeroplan` loads the Python API on first use",
+    "check/__init__.py": "the package's API on first use",
+    "estimate/__init__.py": "the package's API on first use",
+    "__main__.py": "entry points hand over to the CLI",
+    "bench/__main__.py": "entry point: hands over to the CLI",
+    "validate/__main__.py": "entry point: hands over to the CLI",
+    "core/evaluate/estimate.py": "the framework convention's partitioner and torch buffers, only when asked for",
+    "planning/estimate_plan.py": "config.json families, the framework convention and calibration files, only when "
+                                 "given: a plain `estimate --params` skips them",
+    "inputs/training.py": "config.json and Hub readers, only for --model FILE or ORG/NAME",
+    "inputs/presets.py": "the config.json families, only when a model preset is read",
+}
+
+
+def _module_name(parts: tuple[str, ...]) -> str:
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def _heavy_modules() -> set[str]:
+    trees = {_module_name(parts): tree for _, parts, tree in _modules()}
+    heavy: set[str] = set()
+    grown = True
+    while grown:
+        grown = False
+        for name, tree in trees.items():
+            if name in heavy:
+                continue
+            for node in tree.body:
+                targets = [a.name for a in node.names] if isinstance(node, ast.Import) else \
+                    [node.module] if isinstance(node, ast.ImportFrom) and node.module else []
+                if any(t.split(".")[0] in OPTIONAL_DEPENDENCIES or t in heavy for t in targets):
+                    heavy.add(name)
+                    grown = True
+                    break
+    return heavy
+
+
+def test_imports_are_at_the_top_unless_optional_or_lazy_for_start_up():
+    heavy = _heavy_modules()
+    offenders = []
+    for path, parts, tree in _modules():
+        rel = "/".join(parts[1:]) + ".py"
+        if any(rel == lazy or (lazy.endswith("/") and rel.startswith(lazy)) for lazy in LAZY_FOR_START_UP):
+            continue
+        for function in ast.walk(tree):
+            if not isinstance(function, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                continue
+            for node in ast.walk(function):
+                if not isinstance(node, (ast.Import, ast.ImportFrom)):
+                    continue
+                names = _imported(node, parts)
+                if isinstance(node, ast.ImportFrom) and node.module:
+                    names += [f"{node.module}.{alias.name}" for alias in node.names]
+                if any(n.split(".")[0] in OPTIONAL_DEPENDENCIES or n in heavy for n in names):
+                    continue
+                offenders.append(f"{rel}:{node.lineno} {names[0]}")
+    assert offenders == [], "move these imports to the module's top (or state why in LAZY_FOR_START_UP)"
+
+
+def test_the_lazy_list_names_files_that_exist():
+    for lazy in LAZY_FOR_START_UP:
+        assert (SRC / lazy).exists(), lazy

@@ -21,7 +21,7 @@ REQUIRED = {
                "llama-3-70b", "llama-3.1-405b", "gpt3-175b", "bloom-176b", "mixtral-8x7b"},
 }
 
-# Totals published elsewhere (model cards, safetensors metadata, papers, FORMULAS.md §7).
+# Totals published elsewhere (model cards, safetensors metadata, papers, docs/formulas.md §19.2).
 PUBLISHED = {
     "gpt2": 124_439_808, "gpt2-xl": 1_557_611_200, "llama-2-7b": 6_738_415_616,
     "llama-3-8b": 8_030_261_248, "llama-3-70b": 70_553_706_496,
@@ -187,7 +187,7 @@ def test_params_match_published_totals(name, total):
 
 
 def test_formula_reproduces_known_layouts():
-    # Guards the test's own formula against a shared mistake with the YAML (FORMULAS.md §7).
+    # Guards the test's own formula against a shared mistake with the YAML (docs/formulas.md §2.1).
     g = presets.entry("models", "gpt2")
     h, L = g.hidden, g.layers
     assert expected_params(g) == 50257 * h + 1024 * h + L * (12 * h * h + 13 * h) + 2 * h

@@ -1,4 +1,4 @@
-"""The step-time model: FLOPs, α-β collectives, the bubble, overlap rules, offload (core.timing.step_time, core.plan_comm)."""
+"""The step-time model: FLOPs, α-β collectives, the bubble, overlap rules, offload (core.timing.step_time, core.timing.dp_offload)."""
 
 from __future__ import annotations
 
@@ -36,7 +36,8 @@ def layout(dp=1, tp=1, pp=1, v=1, seq=2048, b=1, m=1, recompute="none", sp=False
     return Layout(dp, tp, pp, v, seq, b, m, recompute, sp, *intra, cp=cp, flash_attention=flash)
 
 
-def test_flops_per_token_follow_formulas_section_8():
+def test_flops_per_token_follow_the_formulas_reference():
+    """docs/formulas.md §14.1: 6Ψ per token, attention's 12·L·h·s, recompute's extra forward."""
     flops = FlopModel.from_model(gpt())
     s, L, h = 2048, 96, 12288
     assert flops.model_flops_per_token() == 6 * flops.params

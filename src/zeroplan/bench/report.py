@@ -15,6 +15,7 @@ from zeroplan.core.timing.collectives import (
 )
 from zeroplan.core.units import GB
 from zeroplan.render.encoding import ERRORS as ASCII_ERRORS
+from zeroplan.render.terminal import Canvas, Table
 
 RESULT_FIELDS = ("collective", "span", "ranks", "size_bytes", "count", "dtype", "time_us_mean", "time_us_median",
                  "time_us_min", "time_us_max", "algbw_gbps", "busbw_gbps", "wire_bytes_per_rank",
@@ -97,8 +98,6 @@ def screen_text(text: str, encoding: str | None) -> str:
 
 
 def _print_table(bench_run: BenchRun, out: TextIO) -> None:
-    from zeroplan.render.terminal import Canvas, Table
-
     run = bench_run.calibration
     encoding = getattr(out, "encoding", None) or "utf-8"
 

@@ -19,6 +19,7 @@ from zeroplan.distributed.devices import launcher_backend, local_world, visible_
 from zeroplan.distributed.launcher import Launch, launch_local
 from zeroplan.distributed.rendezvous import RankEnv, RankFailed, launcher_env
 from zeroplan.inputs.calibration import save_calibration
+from zeroplan.distributed.child import Heartbeat
 
 WORKER = "zeroplan.bench.worker"
 LABEL = "zeroplan bench"
@@ -51,8 +52,6 @@ def _finish(run: BenchRun, config: BenchConfig) -> None:
 def _run_joined(config: BenchConfig, env: RankEnv) -> None:
     """Inside torchrun/SLURM: this process is one rank; rank 0 reports. Every failure is one line."""
     from zeroplan.bench import worker  # imports torch.distributed
-    from zeroplan.distributed.child import Heartbeat
-
     if config.nproc is not None and config.nproc != env.world_size:
         raise InputError("--nproc", f"is {config.nproc} but the launcher started {env.world_size} ranks",
                          "drop --nproc under torchrun/SLURM")

@@ -23,6 +23,7 @@ from zeroplan.distributed.devices import resolve_backend
 from zeroplan.distributed.exchange import all_gather_json
 from zeroplan.distributed.rendezvous import RankEnv, join_group
 from zeroplan.inputs.calibration import INTRA_NODE, Calibration, Measurement, SpanName
+from zeroplan.render.terminal import ProgressLine
 
 # Ranks spawned by our launcher wait this much longer than --timeout inside torch, so the launcher's
 # watchdog (which can name the stuck rank) acts first.
@@ -76,8 +77,6 @@ def _plan_sizes(config: BenchConfig, topology: Topology, cap: int | None) -> tup
 
 
 def _progress(enabled: bool, total: int):
-    from zeroplan.render.terminal import ProgressLine
-
     # Drawn only when update() is called (no refresh thread to compete with the ranks being timed).
     return ProgressLine("collectives", total, enabled=enabled)
 

@@ -6,9 +6,11 @@ import json
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+import dataclasses
 
 from zeroplan.core.errors import InputError
 from zeroplan.inputs.keywords import refuse_unknown
+from zeroplan.check.render import to_json
 
 
 @dataclass(frozen=True)
@@ -37,9 +39,6 @@ def check(*files: str | Path, plan: str | Path | None = None, strict: bool = Fal
           **context: Any) -> CheckResult:
     """`zeroplan check`: DeepSpeed configs, plan files and accelerate configs against what DeepSpeed accepts
     and what fits. `context` holds what the memory and batch rules need (gpus=, model=, tp=, ...)."""
-    import dataclasses
-
-    from zeroplan.check.render import to_json
     from zeroplan.check.runner import check_files
     from zeroplan.deepspeed.context import CheckContext, from_flags
 

@@ -1,9 +1,10 @@
-"""Rules that need only the config (and the world size): ZP001-ZP010, ZP016-ZP020. Facts: FORMULAS.md §10."""
+"""Rules that need only the config (and the world size): ZP001-ZP010, ZP016-ZP020. Facts: docs/formulas.md §18."""
 
 from __future__ import annotations
 
 import difflib
 from collections.abc import Iterator
+import json
 
 from zeroplan.deepspeed import keys as ds_keys
 from zeroplan.deepspeed import startup_model
@@ -190,8 +191,6 @@ def refusals(view: ConfigView, reported: list[Finding]) -> Iterator[Finding]:
 
 
 def _shown(value) -> str:
-    import json
-
     return json.dumps(value) if isinstance(value, (str, bool, int, float)) or value is None else repr(value)
 
 

@@ -18,6 +18,7 @@ from zeroplan.core.options import Option
 from zeroplan.core.units import format_bytes, ceil_div, parse_count
 from zeroplan.core.memory.deepspeed_buffers import OVERLAPPED_STAGES
 from zeroplan.core.model.pipeline_stages import shard_params
+from zeroplan.planning.estimate_plan import build_plan
 
 MEMORY_RULES = ("ZP011", "ZP012", "ZP013")
 
@@ -85,7 +86,6 @@ def memory(view: ConfigView, context: CheckContext, skipped: list[Skipped], assu
     except InputError as exc:
         skipped.append(Skipped(MEMORY_RULES, f"zeroplan does not model this offload combination: {exc.problem}"))
         return
-    from zeroplan.planning.estimate_plan import build_plan
 
     precision = "fp32" if element_bytes(view) == 4 else "mixed"
     buckets = config_buckets(view, stage) or Buckets(

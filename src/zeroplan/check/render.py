@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 
 from zeroplan.deepspeed.findings import RULES, FileReport, summary_text
+from zeroplan.render.terminal import Table
 
 
 def to_json(reports: list[FileReport], failed: bool, strict: bool) -> str:
@@ -20,8 +21,6 @@ def _where(finding) -> str:
 
 
 def render_table(reports: list[FileReport], console, show_assumptions: bool = False) -> None:
-    from zeroplan.render.terminal import Table
-
     for report in reports:
         title = report.file if report.checked_file == report.file else f"{report.file} → {report.checked_file}"
         if not report.findings:

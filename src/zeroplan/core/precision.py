@@ -1,4 +1,4 @@
-"""Bytes each parameter costs in parameters, gradients and optimizer states (FORMULAS.md §1).
+"""Bytes each parameter costs in parameters, gradients and optimizer states (docs/formulas.md §3).
 
 mixed: 16-bit (bf16/fp16) parameters and gradients, fp32 master weights kept by the optimizer.
 fp32:  everything in fp32, so no separate master copy.

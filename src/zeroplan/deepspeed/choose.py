@@ -15,6 +15,7 @@ from zeroplan.core.evaluate.estimate import OptionEstimate, evaluate_options
 from zeroplan.core.errors import InputError, RunFailed
 from zeroplan.core.parallel.grid import ParallelDims
 from zeroplan.core.precision import check_precision_on_gpu
+from zeroplan.planning.estimate_plan import build_plan
 
 PRECISIONS = ("bf16", "fp16", "fp32")
 
@@ -74,8 +75,6 @@ def _fit_buckets(request, estimate: OptionEstimate, reduce: int, prefetch: int, 
 
 def choose(context: CheckContext, *, stage: int | None = None, offload_optimizer: str | None = None,
            offload_params: str | None = None, force: bool = False) -> Choice:
-    from zeroplan.planning.estimate_plan import build_plan
-
     # bf16 by default, fp16 on GPUs without bf16 (V100): an fp16 config needs DeepSpeed's loss scaling.
     gpu = planning.gpu_spec(context)
     check_precision_on_gpu(context.precision, gpu.name, gpu.supports_bf16)

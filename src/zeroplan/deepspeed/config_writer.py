@@ -1,5 +1,5 @@
 """A ready DeepSpeed config (ds_config.json) for a chosen option: stage, offload blocks, bucket sizes, precision
-and batch sizes that satisfy the identity. Keys and defaults: FORMULAS.md §10 and DeepSpeed's zero/config.py."""
+and batch sizes that satisfy the identity. Keys and defaults: docs/formulas.md §18 and DeepSpeed's zero/config.py."""
 
 from __future__ import annotations
 

@@ -10,6 +10,8 @@ from dataclasses import dataclass, field
 
 from zeroplan.deepspeed.plan_file import PlanFile
 from zeroplan.core.errors import InputError
+from zeroplan.inputs.sections import as_count
+from zeroplan.core.units import parse_bytes
 
 
 @dataclass
@@ -53,13 +55,9 @@ class CheckContext:
         if self.recompute is not None and self.recompute not in ("none", "selective", "full"):
             raise InputError("--recompute", f"unknown mode '{self.recompute}'", "use none, selective or full")
         if self.params is not None:
-            from zeroplan.inputs.sections import as_count
-
             as_count(self.params, "--params")
         for flag, size in (("--cpu-memory", self.cpu_memory), ("--nvme", self.nvme), ("--gpu-memory", self.gpu_memory)):
             if size is not None:
-                from zeroplan.core.units import parse_bytes
-
                 parse_bytes(size, flag)
         for flag, name in (("--gpu", self.gpu), ("--cluster", self.cluster), ("--model", self.model)):
             if name is not None and not str(name).strip():

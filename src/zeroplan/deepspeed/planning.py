@@ -9,6 +9,10 @@ from zeroplan.deepspeed.context import CheckContext
 from zeroplan.core.memory.budget import MemoryBudget
 from zeroplan.core.model.spec import ModelSpec
 from zeroplan.core.units import parse_bytes
+from zeroplan.inputs.sections import ModelInputs
+from zeroplan.inputs.training import resolve_model
+from zeroplan.inputs.hardware import DEFAULT_GPU
+from zeroplan.inputs.estimate_inputs import EstimateInputs
 
 # DeepSpeed optimizer types -> zeroplan's optimizer names (by the state each keeps per parameter).
 OPTIMIZER_NAMES = {
@@ -33,9 +37,6 @@ def gpus_per_node(context: CheckContext) -> int | None:
 
 def model_spec(context: CheckContext) -> ModelSpec:
     """The ModelSpec the planner would use (a preset, a config.json path, or a bare count)."""
-    from zeroplan.inputs.sections import ModelInputs
-    from zeroplan.inputs.training import resolve_model
-
     return resolve_model(ModelInputs(params=context.params, model=context.model))
 
 
@@ -61,8 +62,6 @@ def environment(context: CheckContext, config: dict) -> Environment:
 
 def gpu_spec(context: CheckContext):
     """The GPU named (flag, plan or cluster), else the planner's default GPU."""
-    from zeroplan.inputs.hardware import DEFAULT_GPU
-
     if context.cluster is not None:
         return presets.cluster(context.cluster).gpu
     return presets.gpu(context.gpu or DEFAULT_GPU)
@@ -71,8 +70,6 @@ def gpu_spec(context: CheckContext):
 def gpu_capacity(context: CheckContext) -> int:
     """The GPU's memory in bytes: the one named (flag, plan or cluster), else the planner's default GPU,
     so the bucket rule and the memory rules judge the same GPU."""
-    from zeroplan.inputs.hardware import DEFAULT_GPU
-
     if context.gpu_memory is not None:
         return parse_bytes(context.gpu_memory, "--gpu-memory")
     if context.cluster is not None:
@@ -94,8 +91,6 @@ def estimate_inputs(context: CheckContext, *, world: int, tp: int, pp: int, prec
     activations from the model's shape and refuses them for a bare --params count. The global batch is
     never passed: the batch identity is ZP001's to report, not an input error.
     """
-    from zeroplan.inputs.estimate_inputs import EstimateInputs
-
     values = dict(gpus=world, params=context.params, model=context.model, gpu=context.gpu, cluster=context.cluster,
                   gpus_per_node=context.gpus_per_node, tp=tp, pp=pp, precision=precision, optimizer=optimizer,
                   stage=stage, offload_optimizer=offload_optimizer, offload_params=offload_params,

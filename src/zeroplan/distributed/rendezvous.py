@@ -9,6 +9,8 @@ import socket
 import sys
 from dataclasses import dataclass
 from typing import Mapping
+from datetime import timedelta
+import threading
 
 from zeroplan.core.errors import InputError, RunFailed
 
@@ -96,9 +98,6 @@ def join_group(backend: str, env: RankEnv, timeout_s: float, device=None, label:
     torch passes the timeout to its TCP store, yet a rank whose MASTER_PORT is held by something other
     than rank 0's store (rank 0 failed to listen: EADDRINUSE) waits on it far longer; a watchdog ends
     such a rank with one line. A port taken on this rank raises PortTaken."""
-    import threading
-    from datetime import timedelta
-
     import torch.distributed as dist
 
     export_for_env_init(env)

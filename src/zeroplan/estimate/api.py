@@ -7,6 +7,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from zeroplan.inputs.keywords import refuse_unknown
+from zeroplan.estimate import report
+from zeroplan.planning.estimate_plan import build_plan
+from zeroplan.inputs.estimate_inputs import FIELDS, EstimateInputs
 
 
 @dataclass(frozen=True)
@@ -67,10 +70,6 @@ class EstimateResult:
 
 def estimate(*, units: str = "iec", **options: Any) -> EstimateResult:
     """`zeroplan estimate`: what every GPU holds at each ZeRO stage and offload tier, and what to use."""
-    from zeroplan.estimate import report
-    from zeroplan.planning.estimate_plan import build_plan
-    from zeroplan.inputs.estimate_inputs import FIELDS, EstimateInputs
-
     refuse_unknown(options, {name for names in FIELDS.values() for name in names}, "estimate")
     result = build_plan(EstimateInputs.of(units=units, **options))
     document = json.loads(report.to_json(result))

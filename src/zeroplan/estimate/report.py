@@ -15,6 +15,7 @@ from zeroplan.render.spreadsheet import spreadsheet_safe
 from zeroplan.core.evaluate.estimate import OptionEstimate
 from zeroplan.core.units import format_bytes, format_seconds
 from zeroplan.planning.estimate_plan import Plan
+from zeroplan.core.memory.activations import applied_implementation
 
 SCHEMA_VERSION = 1
 
@@ -110,7 +111,6 @@ def _training_dict(request) -> dict[str, Any]:
     if activations is not None:
         block.update(seq_len=activations.seq_len, micro_batch=activations.micro_batch, recompute=activations.recompute,
                      flash_attention=activations.flash_attention, sequence_parallel=activations.sequence_parallel)
-        from zeroplan.core.memory.activations import applied_implementation
 
         implementation, why = applied_implementation(request.model, activations)
         block.update(activation_implementation=implementation, activation_dtype_bytes=activations.dtype_bytes)

@@ -18,6 +18,9 @@ from zeroplan.inputs.lists import parse_int_list
 from zeroplan.inputs.command_sections import GridInputs
 from zeroplan.inputs.sections import (CommandInputs, BudgetInputs, HardwareInputs, ModelInputs, ParallelInputs, StepInputs, flag_of,
                                       Section)
+from zeroplan.planning.estimate_plan import build_plan
+from zeroplan.inputs.estimate_inputs import EstimateInputs
+from zeroplan.inputs.training import resolve_model
 
 PART_NAMES = ("params", "gradients", "optimizer_states", "activations", "buffers")
 
@@ -82,10 +85,6 @@ def _fewest(request: EstimateRequest, option: Option | None) -> int | None:
 
 def sweep_rows(inputs: SweepInputs) -> tuple[list[dict[str, Any]], list[str]]:
     """Every row, and the assumptions shared by all of them."""
-    from zeroplan.planning.estimate_plan import build_plan
-    from zeroplan.inputs.estimate_inputs import EstimateInputs
-    from zeroplan.inputs.training import resolve_model
-
     grid = inputs.grid
     counts = parse_int_list(grid.gpus, "--gpus")
     stages = parse_int_list(grid.stages, "--stages", minimum=0) or (0, 1, 2, 3)

@@ -10,6 +10,7 @@ from typing import Any
 from zeroplan import __version__
 from zeroplan.core.units import format_bytes
 from zeroplan.render.spreadsheet import spreadsheet_safe
+from zeroplan.render.terminal import Table
 
 SCHEMA_VERSION = 1
 
@@ -42,8 +43,6 @@ def _short_key(key: str) -> str:
 
 
 def render(rows: list[dict[str, Any]], assumptions: list[str], console, units: str) -> None:
-    from zeroplan.render.terminal import Table
-
     names = ["model", "GPU", "GPUs", "ZeRO", "per GPU", "fits", "fewest", "recommended"]
     table = Table(names, "".join("r" if name in ("GPUs", "per GPU", "fewest") else "l" for name in names))
     for row in rows:

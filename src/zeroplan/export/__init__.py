@@ -1,6 +1,6 @@
 """`zeroplan export`: a DeepSpeed config or a plan file for the recommended (or a chosen) option.
 
-What export writes passes `zeroplan check` with the same inputs (tests/test_export_roundtrip.py).
+What export writes passes `zeroplan check` with the same inputs (tests/test_export.py).
 """
 
 from __future__ import annotations

@@ -20,6 +20,7 @@ from zeroplan.core.errors import InputError
 from zeroplan.inputs.text_files import read_user_text
 from zeroplan.inputs.yaml_text import YamlSyntaxError, load_with_nodes
 from zeroplan.core.hardware import Link
+from zeroplan.render.sink import write_text
 
 FORMAT_VERSION: Final = 1
 INTRA_NODE: Final = "intra_node"
@@ -116,7 +117,6 @@ def save_calibration(calibration: Calibration, path: str | Path) -> None:
     header = ("# zeroplan calibration profile, written by `zeroplan bench --save-calibration`.\n"
               "# Read with zeroplan.inputs.calibration.load_calibration(); fits follow the `model` line.\n")
     body = yaml.safe_dump(calibration.model_dump(mode="json"), sort_keys=False, allow_unicode=True, width=200)
-    from zeroplan.render.sink import write_text
 
     write_text(header + body, str(target), option="--save-calibration")  # atomic: an old profile survives
     calibration._path = str(target)

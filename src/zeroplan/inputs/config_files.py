@@ -16,6 +16,7 @@ from pathlib import Path
 from zeroplan.core.errors import InputError
 from zeroplan.inputs.text_files import read_user_text
 from zeroplan.inputs.yaml_text import YamlSyntaxError, load_with_nodes
+from zeroplan.inputs.hjson import ConfigParseError, read_with_marks
 
 
 @dataclass
@@ -57,8 +58,6 @@ def read_text(path: Path, what: str = "config") -> str:
 
 def parse_json(path: Path, text: str) -> Source:
     """A DeepSpeed config, parsed as DeepSpeed parses it (hjson); duplicate keys are kept for ZP017."""
-    from zeroplan.inputs.hjson import ConfigParseError, read_with_marks
-
     try:
         parsed = read_with_marks(text)
     except ConfigParseError as exc:

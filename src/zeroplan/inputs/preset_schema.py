@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any, Callable, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+import json
 
 from zeroplan.core.errors import InputError
 from zeroplan.inputs.text_files import read_user_text
@@ -230,8 +231,6 @@ def build_data(directory: Path | None = None) -> dict[str, Any]:
 def render(data: dict[str, Any]) -> str:
     """The source of presets_data.py: one dict literal per category, in file order. Written as JSON (stable
     across Python versions, unlike pprint) with JSON's three names bound to Python's values."""
-    import json
-
     lines = [f'"""Built-in presets, validated: generated from presets/*.yaml by `{REGENERATE}`. Do not edit."""',
              "# ruff: noqa", "", "true, false, null = True, False, None", ""]
     for category in CATEGORIES:

@@ -15,11 +15,13 @@ import os
 import sys
 from pathlib import Path
 from typing import Any
+import difflib
 
 from zeroplan.core.errors import InputError
 from zeroplan.core.hardware import ClusterSpec, GpuSpec, Link
 from zeroplan.core.model.spec import ModelShape, ModelSpec, ParamLayout
 from zeroplan.core.units import parse_bytes, parse_rate
+from zeroplan.inputs.presets_data import CLUSTERS, GPUS, MODELS
 
 CATEGORIES = ("gpus", "clusters", "models")
 USER_FILE_NAME = "presets.yaml"
@@ -43,8 +45,6 @@ class PresetEntry(dict):
 
 def builtin() -> dict[str, dict[str, dict]]:
     """The built-in entries by category, as validated when presets_data.py was generated."""
-    from zeroplan.inputs.presets_data import CLUSTERS, GPUS, MODELS
-
     return {"gpus": GPUS, "clusters": CLUSTERS, "models": MODELS}
 
 
@@ -116,7 +116,6 @@ def entry(category: str, name: str) -> PresetEntry:
     if key in entries:
         return entries[key]
     flag = {"gpus": "--gpu", "clusters": "--cluster", "models": "--model"}[category]
-    import difflib
 
     close = difflib.get_close_matches(key, entries, n=3, cutoff=0.5)
     hint = f"did you mean {' or '.join(close)}? " if close else ""
@@ -226,7 +225,6 @@ def category_of(name: str) -> str:
         if key in _load_category(category):
             return category
     every = [n for c in CATEGORIES for n in _load_category(c)]
-    import difflib
 
     close = difflib.get_close_matches(key, every, n=3, cutoff=0.5)
     hint = f"did you mean {' or '.join(close)}? " if close else ""

@@ -18,7 +18,7 @@ GPUS = {
   "sources": [
    "https://images.nvidia.com/content/technologies/volta/pdf/tesla-volta-v100-datasheet-letter-fnl-web.pdf",
    "public nvidia-smi transcripts (Tesla V100-SXM2-32GB, 0MiB / 32510MiB)",
-   "zeroplan shared/reference/FORMULAS.md §11"
+   "zeroplan docs/formulas.md §19.1 (hardware figures)"
   ]
  },
  "a100-40g": {
@@ -52,7 +52,7 @@ GPUS = {
   "sources": [
    "https://www.nvidia.com/content/dam/en-zz/Solutions/Data-Center/a100/pdf/nvidia-a100-datasheet-us-nvidia-1758950-r4-web.pdf",
    "public nvidia-smi transcripts (NVIDIA A100-SXM4-80GB, 0MiB / 81920MiB)",
-   "zeroplan shared/reference/FORMULAS.md §11"
+   "zeroplan docs/formulas.md §19.1 (hardware figures)"
   ]
  },
  "h100-80g": {
@@ -104,7 +104,7 @@ GPUS = {
    "https://www.nvidia.com/en-us/data-center/dgx-b200/",
    "https://www.nvidia.com/en-us/data-center/hgx/",
    "public nvidia-smi transcripts (NVIDIA B200, 0MiB / 183359MiB)",
-   "zeroplan shared/reference/FORMULAS.md §11"
+   "zeroplan docs/formulas.md §19.1 (hardware figures)"
   ]
  },
  "l40s": {
@@ -186,7 +186,7 @@ GPUS = {
   "sources": [
    "https://images.nvidia.com/content/technologies/volta/pdf/tesla-volta-v100-datasheet-letter-fnl-web.pdf",
    "public nvidia-smi transcripts (Tesla V100-SXM2-16GB, 0MiB / 16160MiB; Tesla V100-PCIE-16GB, 0MiB / 16160MiB)",
-   "zeroplan shared/reference/FORMULAS.md §11"
+   "zeroplan docs/formulas.md §19.1 (hardware figures)"
   ]
  },
  "h100-pcie": {
@@ -368,7 +368,7 @@ CLUSTERS = {
   "pcie_generation": 4,
   "sources": [
    "zeroplan issue, workstation example (4x RTX 3090, 256 GB RAM, 2 TB NVMe at ~7 GB/s)",
-   "zeroplan shared/reference/FORMULAS.md §9 (NVMe ~7 GB/s per drive)"
+   "zeroplan docs/formulas.md §19.1 (NVMe ~7 GB/s per drive)"
   ]
  },
  "dgx-2": {
@@ -707,7 +707,7 @@ MODELS = {
   "sources": [
    "https://huggingface.co/openai-community/gpt2",
    "https://huggingface.co/openai-community/gpt2/blob/main/config.json",
-   "zeroplan shared/reference/FORMULAS.md §7 (GPT-2 124,439,808)"
+   "zeroplan docs/formulas.md §19.2 (GPT-2 124,439,808)"
   ]
  },
  "gpt2-xl": {
@@ -791,7 +791,7 @@ MODELS = {
   "sources": [
    "https://huggingface.co/meta-llama/Llama-2-7b-hf",
    "https://arxiv.org/abs/2307.09288",
-   "zeroplan shared/reference/FORMULAS.md §7 (Llama-2-7B 6,738,415,616)"
+   "zeroplan docs/formulas.md §19.2 (Llama-2-7B 6,738,415,616)"
   ]
  },
  "llama-2-13b": {

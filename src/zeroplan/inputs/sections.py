@@ -21,6 +21,9 @@ from enum import Enum
 from typing import Any, Callable, ClassVar
 
 from zeroplan.core.errors import InputError
+from zeroplan.core.units import parse_count
+from zeroplan.inputs.presets import use_presets_file as layer
+from zeroplan.core.memory.deepspeed_estimator import DEFAULT_BUFFER_FACTOR
 
 # Help panels.
 MODEL = "Model"
@@ -120,15 +123,12 @@ def as_count(text: Any, flag: str) -> int:
     """A count given as text (13e9, 6.7B) or already a whole number."""
     if isinstance(text, int) and not isinstance(text, bool):
         return text
-    from zeroplan.core.units import parse_count
 
     return parse_count(text, flag)
 
 
 def use_presets_file(value: str | None) -> str | None:
     """Layers a presets file over the built-in presets as the option is parsed (before any preset is read)."""
-    from zeroplan.inputs.presets import use_presets_file as layer
-
     layer(value)
     return value
 
@@ -376,8 +376,6 @@ class BufferInputs(Section):
 
 
 def _default_buffer_factor() -> float:
-    from zeroplan.core.memory.deepspeed_estimator import DEFAULT_BUFFER_FACTOR
-
     return DEFAULT_BUFFER_FACTOR
 
 

@@ -25,6 +25,7 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 
 from zeroplan.core.errors import InputError
+from zeroplan.render.terminal import Canvas
 
 FORMATS = ("table", "json", "csv", "markdown")
 
@@ -147,6 +148,4 @@ def _file_size_limit_as_error():
 def canvas_for(output: str | None):
     """The terminal renderer's canvas for stdout (its width, colour on a TTY), or for a file (160 columns,
     plain text); write its text() with write_text(text, output)."""
-    from zeroplan.render.terminal import Canvas
-
     return Canvas.for_output(output is not None)

@@ -7,6 +7,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from zeroplan.inputs.keywords import refuse_unknown
+from zeroplan.search import report
+from zeroplan.search.inputs import FIELDS, PlanInputs
+from zeroplan.search.run import run_plan
 
 
 @dataclass(frozen=True)
@@ -42,10 +45,6 @@ class PlanResult:
 
 def plan(*, units: str = "iec", **options: Any) -> PlanResult:
     """`zeroplan plan`: the fastest DP×TP×PP×ZeRO plans that fit, with predicted step time."""
-    from zeroplan.search import report
-    from zeroplan.search.inputs import FIELDS, PlanInputs
-    from zeroplan.search.run import run_plan
-
     refuse_unknown(options, {name for names in FIELDS.values() for name in names}, "plan")
     outcome = run_plan(PlanInputs.of(units=units, **options), show_progress=False)
     document = json.loads(report.to_json(outcome))

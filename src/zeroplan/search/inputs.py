@@ -26,6 +26,10 @@ from zeroplan.core.timing.step_time import (DEFAULT_CPU_ADAM_PARAMS_PER_S, DP_OV
 from zeroplan.core.units import format_count, format_rate
 from zeroplan.inputs.command_sections import SearchInputs
 from zeroplan.inputs.sections import CommandInputs, BudgetInputs, HardwareInputs, ModelInputs, Section, StepInputs
+from zeroplan.inputs.training import resolve_model as resolve_named
+from zeroplan.core.evaluate.estimate import model_largest_layer_params
+from zeroplan.inputs.links import CALIBRATED_COLLECTIVES, link_table, measured_links
+from zeroplan.inputs.hardware import (budget_assumptions, resolve_budget, resolve_cluster,)
 
 SEQUENCE_PARALLEL_CHOICES = {"search": (False, True), "on": (True,), "off": (False,)}
 
@@ -86,7 +90,6 @@ def resolve_model(inputs: PlanInputs, assumptions: list[str]) -> ModelSpec:
         given = [flag for flag, value in {**shape, **extra}.items() if value is not None]
         if given:
             raise InputError(given[0], "the model's shape comes from --model", f"drop {given[0]} or --model")
-        from zeroplan.inputs.training import resolve_model as resolve_named
 
         return resolve_named(inputs.model)
     if inputs.model.params is None:
@@ -109,8 +112,6 @@ def resolve_model(inputs: PlanInputs, assumptions: list[str]) -> ModelSpec:
 
 
 def _largest_layer(model: ModelSpec, assumptions: list[str]) -> int:
-    from zeroplan.core.evaluate.estimate import model_largest_layer_params
-
     largest, note = model_largest_layer_params(model)
     if note:
         assumptions.append(note)
@@ -118,8 +119,6 @@ def _largest_layer(model: ModelSpec, assumptions: list[str]) -> int:
 
 
 def _links(inputs: PlanInputs, cluster: ClusterSpec, assumptions: list[str]) -> LinkTable:
-    from zeroplan.inputs.links import CALIBRATED_COLLECTIVES, link_table, measured_links
-
     measured: dict[tuple[str, str], Link] = {}
     if inputs.hardware.calibration is not None:
         _, measured = measured_links(inputs.hardware.calibration, CALIBRATED_COLLECTIVES)
@@ -168,12 +167,6 @@ def _stage_check(text: str | None) -> None:
 
 
 def resolve(inputs: PlanInputs) -> ResolvedPlan:
-    from zeroplan.inputs.hardware import (
-        budget_assumptions,
-        resolve_budget,
-        resolve_cluster,
-    )
-
     assumptions: list[str] = []
     if isinstance(inputs.hardware.gpus, bool) or not isinstance(inputs.hardware.gpus, int) or inputs.hardware.gpus < 1:
         raise InputError("--gpus", f"must be a positive whole number, got {inputs.hardware.gpus}")

@@ -8,6 +8,7 @@ from zeroplan.render.figures import TIME_COLORS, check_plot_path, pyplot, save_f
 from zeroplan.render.sink import InputPaths
 from zeroplan.search.run import PlanOutcome
 from zeroplan.search.table import zero_label
+from zeroplan.core.errors import InputError
 
 PART_LABELS = {"compute": "compute", "bubble": "pipeline bubble", "tp_comm": "TP traffic",
                "pp_comm": "PP traffic", "dp_exposed": "exposed DP traffic", "offload": "offload",
@@ -24,8 +25,6 @@ def plan_label(rank: int, plan) -> str:
 def plot_plans(outcome: PlanOutcome, path: str, inputs: InputPaths = ()) -> None:
     target = check_plot_path(path)
     if not outcome.top:
-        from zeroplan.core.errors import InputError
-
         raise InputError("--plot", "no plan fits, so there is no step time to draw", "drop --plot, or add GPUs")
     plt = pyplot()
     plans = list(enumerate(outcome.top, start=1))[::-1]  # best on top

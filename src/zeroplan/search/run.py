@@ -11,6 +11,8 @@ from zeroplan.core.layout.search import PlanRecord, SearchResult, search
 from zeroplan.core.timing.step_time import FlopModel
 from zeroplan.search.inputs import PlanInputs, ResolvedPlan, resolve
 from zeroplan.search.metrics import Throughput, throughput
+from zeroplan.search.reasons import rank_reason
+from zeroplan.render.terminal import ProgressLine
 
 PROGRESS_AFTER_S = 0.3  # searches shorter than this never draw a bar
 
@@ -39,9 +41,7 @@ class PlanOutcome:
 
 
     def reason(self, plan: PlanRecord) -> str:
-        """Why this top plan ranks where it does (core.search.rank's order, in words)."""
-        from zeroplan.search.reasons import rank_reason
-
+        """Why this top plan ranks where it does (core.layout.search.rank's order, in words)."""
         request = self.resolved.request
         fastest = min(self.result.feasible, key=lambda p: p.time.total)
         return rank_reason(plan, self.top[0], fastest, request.tie_tolerance, request.budget.usable_gpu_bytes,
@@ -67,7 +67,6 @@ class _LateProgress:
         if self.bar is None:
             if time.perf_counter() - self.start < PROGRESS_AFTER_S or done >= total:
                 return
-            from zeroplan.render.terminal import ProgressLine
 
             self.bar = ProgressLine("searching layouts", total)
         self.bar.update(done)

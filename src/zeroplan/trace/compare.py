@@ -6,6 +6,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from zeroplan.core.errors import InputError
+from zeroplan.planning.estimate_plan import build_plan
+from zeroplan.inputs.estimate_inputs import EstimateInputs
+from zeroplan.core.memory.activations import applied_implementation
+from zeroplan.inputs.training import load_model
+from zeroplan.trace.real import real_peak_bytes
 
 ESTIMATE_PARTS = ("params", "gradients", "optimizer_states", "activations", "buffers")
 # Which traced categories each estimate part stands for (the rest of the trace is in "buffers").
@@ -67,9 +72,6 @@ def _precision(value: str) -> str:
 
 def estimate_for(request: TraceRequest, assumptions: list[str]):
     """estimate's plan for the same inputs: torch's wrappers (framework convention), the traced stage."""
-    from zeroplan.planning.estimate_plan import build_plan
-    from zeroplan.inputs.estimate_inputs import EstimateInputs
-
     inputs = EstimateInputs.of(model=request.model, gpus=request.gpus, gpu=request.gpu, stage=request.stage,
                                precision=_precision(request.precision), optimizer="adamw", convention="framework",
                                framework="torch", seq_len=request.seq_len, micro_batch=request.micro_batch,
@@ -82,9 +84,6 @@ def estimate_for(request: TraceRequest, assumptions: list[str]):
 
 
 def run(request: TraceRequest) -> TraceResult:
-    from zeroplan.core.memory.activations import applied_implementation
-    from zeroplan.inputs.training import load_model
-
     if request.attention not in ("sdpa", "eager"):
         raise InputError("--attention", f"must be sdpa or eager, got '{request.attention}'")
     if request.layers_to_trace < 0:
@@ -111,8 +110,6 @@ def run(request: TraceRequest) -> TraceResult:
                              micro_batch=activations.micro_batch, attention=request.attention, steps=request.steps)
     real_peak = None
     if request.real:
-        from zeroplan.trace.real import real_peak_bytes
-
         real_peak = real_peak_bytes(config, settings)
     trace = trace_peak(config, settings, request.layers_to_trace or None)
     return TraceResult(request, model.name, (model.shape.family if model.shape else None) or str(config.get("model_type")), activations.seq_len,

@@ -12,6 +12,7 @@ The whole model is run (no extrapolation), so it must fit on the one GPU.
 from __future__ import annotations
 
 from typing import Callable, TypeVar
+import warnings
 
 from zeroplan.core.errors import InputError
 
@@ -23,8 +24,6 @@ def run_real_steps(config: dict, settings, device, after_steps: Callable[..., T]
     """settings.steps training steps of the whole model with real tensors on `device` (a CUDA device for
     --real; tests use the CPU). before_last_step() runs right before the last step starts;
     after_steps(model, optimizer) runs after it, while the fake world still exists, and its value is returned."""
-    import warnings
-
     from zeroplan.trace.engine import fake_world, prepare_step, sharded_model, training_step
     from zeroplan.trace.hf_model import real_masking
 

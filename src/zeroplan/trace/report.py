@@ -8,6 +8,7 @@ import json
 
 from zeroplan.core.units import format_bytes
 from zeroplan.trace.compare import ESTIMATE_PARTS, TraceResult, to_dict
+from zeroplan.core.memory.activations_gated_families import routing_note
 
 
 def to_json(result: TraceResult) -> str:
@@ -44,7 +45,6 @@ def to_table(result: TraceResult, units: str = "iec") -> str:
     lines.append(f"  peak: {where.get('phase')} of {where.get('module')} ({where.get('op')})")
     note = f" ({result.activation_note})" if result.activation_note else ""
     lines.append(f"  activations estimated with the {result.activation_model} implementation{note}")
-    from zeroplan.core.memory.activations_gated_families import routing_note
 
     if routing_note(result.family):
         lines.append(f"  {routing_note(result.family)}")

@@ -11,6 +11,7 @@ from zeroplan.core.memory.framework_partition import COMPONENTS, TIERS
 from zeroplan.validate import FRAMEWORK_LABELS, STAGE_FRAMEWORKS
 from zeroplan.validate.config import ValidateConfig
 from zeroplan.validate.predict import param_copy_bytes, predict_activations, predict_cuda, predict_states
+from zeroplan.render.terminal import Table
 
 PEAK_GOAL = 0.03  # CUDA peak within 3% of the prediction
 COMPONENT_LABELS = {"params": "parameters", "gradients": "gradients", "optimizer_states": "optimizer states"}
@@ -120,8 +121,6 @@ def _error(row: dict) -> str:
 
 
 def render(meta: dict, reports: list[StageReport], console) -> None:
-    from zeroplan.render.terminal import Table
-
     console.print(f"zeroplan validate · {meta['world_size']} ranks · {meta['backend']} on {meta['device']} · "
                   f"{meta['precision']} · {meta['optimizer']} · {meta['model']}")
     for report in reports:

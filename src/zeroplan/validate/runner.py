@@ -16,6 +16,7 @@ from zeroplan.distributed.torch_import import import_torch
 from zeroplan.validate import ValidateFailed
 from zeroplan.validate.config import ValidateConfig, check_world
 from zeroplan.validate.report import build_reports, render, to_json
+from zeroplan.render.sink import canvas_for, write_text
 
 WORKER = "zeroplan.validate.worker"
 LABEL = "zeroplan validate"
@@ -55,7 +56,6 @@ def _emit(reports, config: ValidateConfig, meta: dict) -> None:
     if config.output_format == "json":
         sys.stdout.write(to_json(meta, reports))
         return
-    from zeroplan.render.sink import canvas_for, write_text
 
     console = canvas_for(None)
     render(meta, reports, console)

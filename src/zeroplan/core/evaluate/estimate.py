@@ -1,4 +1,4 @@
-"""Evaluate every option of a request: memory per GPU and node, traffic, time, fit.
+"""Evaluate every option of a request: memory per GPU and node, traffic, time, fit (docs/formulas.md §4-§15).
 
 Each OptionEstimate carries one flat breakdown dict with path keys ("gpu/params",
 "gpu/buffers/reduce_bucket", "cpu/optimizer_states", "comm/inter_node_bytes", ...) from which

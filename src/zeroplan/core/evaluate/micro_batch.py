@@ -1,4 +1,4 @@
-"""The largest micro-batch an option fits, and the accumulation that reaches a global batch."""
+"""The largest micro-batch an option fits, and the accumulation that reaches a global batch (docs/formulas.md §16)."""
 
 from __future__ import annotations
 

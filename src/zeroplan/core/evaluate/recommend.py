@@ -1,4 +1,4 @@
-"""Pick the cheapest option that fits and say why, with the deciding numbers.
+"""Pick the cheapest option that fits and say why, with the deciding numbers (docs/formulas.md §17.4).
 
 Order of preference: no offload before offload (CPU before CPU+params before NVMe), then less
 data-parallel traffic, then the lower stage (less machinery for the same traffic). When nothing

@@ -1,7 +1,7 @@
 """Exhaustive plan search: every layout, ZeRO option, step shape and recompute mode, with its exact
-per-GPU memory (core.plan_memory) and its step time (core.timing.step_time).
+per-GPU memory (core.layout.batch_memory) and its step time (core.timing.step_time); the rules: docs/formulas.md §17.
 
-Nothing is pruned: every combination that passes the structural checks (core.plan_space) is
+Nothing is pruned: every combination that passes the structural checks (core.layout.space) is
 evaluated, and every one that does not is counted under its reason, so the report can say why the
 rest of the space is infeasible. The work per layout is shared: model states once per option, the
 one-sequence activation terms once per step shape, DP time once per (option, accumulation).

@@ -1,5 +1,5 @@
 """The plan search space: which dp × tp × pp layouts exist for a GPU count, which are ruled out before
-any memory is counted (and why), and which micro-batches reach the global batch exactly."""
+any memory is counted (and why), and which micro-batches reach the global batch exactly (docs/formulas.md §17.2)."""
 
 from __future__ import annotations
 

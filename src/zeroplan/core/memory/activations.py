@@ -1,4 +1,4 @@
-"""Activation bytes per GPU on the most loaded pipeline stage, in exact integer bytes.
+"""Activation bytes per GPU on the most loaded pipeline stage, in exact integer bytes (docs/formulas.md §8).
 
 Two implementations (ActivationConfig.implementation):
 - "transformers" (the default of `estimate`): what Hugging Face transformers' modeling code keeps, derived
@@ -158,7 +158,7 @@ class _Shape:
 def _shape(model: ModelSpec) -> _Shape:
     shape = model.require_shape("--model", f"activation memory needs the shape of '{model.name}' "
                                 "(layers, hidden, heads, vocab); a parameter count alone does not give it",
-                                "use --hf-config with the model's config.json, or a model preset")
+                                "use --model with a preset or a config.json")
     experts, per_token = shape.experts, shape.experts_per_token
     return _Shape(
         layers=shape.layers, hidden=shape.hidden, heads=shape.heads, kv_heads=shape.kv_heads,

@@ -1,4 +1,5 @@
 """Activation bytes of transformers' Gemma, Phi-3 and Mixtral decoder layers, in exact integer bytes (pure stdlib).
+Reference: docs/formulas.md §8.5.
 
 The llama-style families (core.memory.activations) share one decoder layer; these three differ from it in what their
 code keeps for backward, read off traces of transformers' own code (`zeroplan trace`, docs/trace.md: every

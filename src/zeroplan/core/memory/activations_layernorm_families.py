@@ -1,4 +1,5 @@
 """What transformers' LayerNorm families keep for backward: GPT-NeoX, OPT and Falcon (pure stdlib, integer bytes).
+Reference: docs/formulas.md §8.5.
 
 Derived from traces of the real code (`zeroplan trace`: torch's FSDPMemTracker, every storage alive at the
 peak named by the module, phase and op that made it; docs/trace.md), in the transformers version the trace

@@ -1,4 +1,4 @@
-"""How much of a GPU and a host the plan may use, and what counts as fitting.
+"""How much of a GPU and a host the plan may use, and what counts as fitting (docs/formulas.md §15).
 
 usable GPU memory = capacity − runtime reserve − fragmentation headroom.
 - runtime reserve (default 1 GiB): the CUDA context with PyTorch's kernels loaded (≈0.3–0.6 GiB)

@@ -1,4 +1,4 @@
-"""GPU communication buffers DeepSpeed allocates besides the model states (FORMULAS.md §10 defaults).
+"""GPU communication buffers DeepSpeed allocates besides the model states (docs/formulas.md §7.1, §18 for the defaults).
 
 Sizes in DeepSpeed's config are element counts; a bucket never needs to exceed the model shard. This is
 the one place bucket bytes are computed: `zeroplan estimate`/`plan`, check's ZP011 (through the planner)

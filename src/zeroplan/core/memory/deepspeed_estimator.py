@@ -1,4 +1,4 @@
-"""DeepSpeed's own estimators, reproduced to the byte (FORMULAS.md §3).
+"""DeepSpeed's own estimators, reproduced to the byte (docs/formulas.md §5).
 
 Source: deepspeed/runtime/zero/stage_1_and_2.py estimate_zero2_model_states_mem_needs and
 deepspeed/runtime/zero/stage3.py estimate_zero3_model_states_mem_needs. DeepSpeed evaluates

@@ -1,4 +1,4 @@
-"""Framework-aware model states: what each rank of a real framework holds, to the byte (FORMULAS.md §13).
+"""Framework-aware model states: what each rank of a real framework holds, to the byte (docs/formulas.md §6).
 
 The paper convention shards Ψ evenly; real frameworks do not. Per rank, from a list of parameters:
 

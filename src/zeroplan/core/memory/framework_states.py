@@ -1,4 +1,4 @@
-"""Model states as a real framework partitions them (the "framework" convention).
+"""Model states as a real framework partitions them (the "framework" convention, docs/formulas.md §6).
 
 The paper splits Ψ evenly; frameworks split tensors. This maps each ZeRO stage to what implements it
 and reads the most loaded rank off core.memory.framework_partition:

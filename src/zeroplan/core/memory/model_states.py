@@ -1,4 +1,4 @@
-"""Where model states live, per GPU and per node, in the ZeRO paper's convention (FORMULAS.md §2, §9).
+"""Where model states live, per GPU and per node, in the ZeRO paper's convention (docs/formulas.md §4).
 
 Stage s shards over the dp ranks: stage 1 the optimizer states, stage 2 also the gradients, stage 3
 also the parameters. The most loaded rank holds the ceiling of each shard. Offload moves the

@@ -1,4 +1,5 @@
 """What torch's wrappers hold on a GPU besides the model states, at the step's peak (framework convention, torch).
+Reference: docs/formulas.md §7.4.
 
 Measured by `zeroplan trace` (torch's FSDPMemTracker on the real wrappers, docs/trace.md):
 - compute copies: FSDP2 and replicate() gather the parameters into unsharded copies in the compute dtype

@@ -1,5 +1,5 @@
 """Readers from a Hugging Face config.json dict into the one description of a decoder-only model
-(core.model.architecture.Decoder), and the ModelSpec derived from it.
+(core.model.architecture.Decoder), and the ModelSpec derived from it (docs/formulas.md §2.1).
 
 Counts follow how transformers (5.x) builds each model: a tied head is the embedding's own weight, so it counts
 once; biases, norms and learned positions count where the family has them; a layer's routed experts are one module

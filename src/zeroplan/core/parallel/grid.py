@@ -1,4 +1,4 @@
-"""The data × tensor × pipeline grid, validated once, and which groups stay inside a node.
+"""The data × tensor × pipeline grid, validated once, and which groups stay inside a node (docs/formulas.md §11.1).
 
 Rank order follows Megatron-LM: tp innermost (consecutive ranks), then dp, then pp. That order is
 the single source of truth for whether a TP or DP group crosses a node boundary.

@@ -1,5 +1,5 @@
 """What a model and a parallel layout must satisfy, for every command (estimate, plan, sweep, check,
-export): one set of rules, each with the reason it is checked.
+export): one set of rules, each with the reason it is checked (docs/formulas.md §17.1).
 
 - tp divides the attention heads and the key/value heads (Megatron-LM splits whole heads; it refuses
   num_query_groups not divisible by tp);

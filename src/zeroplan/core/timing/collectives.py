@@ -1,4 +1,4 @@
-"""Ring-collective traffic and the α-β fit that turns measured timings into a Link.
+"""Ring-collective traffic and the α-β fit that turns measured timings into a Link (docs/formulas.md §9).
 
 Conventions (nccl-tests, doc/PERFORMANCE.md): S is the full buffer in bytes — for AllGather the gathered
 output, for ReduceScatter the unreduced input, for AllReduce the buffer. algbw = S / t and

@@ -1,5 +1,5 @@
 """Per-step time of the data-parallel collectives, the offload transfers and the optimizer step
-(FORMULAS.md §4, §9), split by what compute each part can hide behind (core.timing.step_time.compose).
+(docs/formulas.md §10, §13), split by what compute each part can hide behind (core.timing.step_time.compose).
 
 DP: the ZeRO collectives of core.timing.dp_traffic (the same list the memory estimate prices), each priced as NCCL runs it
 (core.timing.step_time.collective_seconds, built on core.timing.collectives.alpha_beta_seconds: ring bandwidth on the
@@ -111,7 +111,7 @@ class OffloadTraffic:
 
 def offload_traffic(option: Option, shard_params: int, dp: int, per_param: BytesPerParam, gpus_in_node: int,
                     micro_batches: int = 1) -> OffloadTraffic:
-    """The one offload-traffic formula (FORMULAS.md §9); see OffloadTraffic for what moves when."""
+    """The one offload-traffic formula (docs/formulas.md §13); see OffloadTraffic for what moves when."""
     gradient_partition = sharded(per_param.gradients, shard_params, dp)
     param_partition = sharded(per_param.params, shard_params, dp)
     down = moves = up = fetch = passes = swap = nvme_read = nvme_write = 0

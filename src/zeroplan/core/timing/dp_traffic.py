@@ -1,4 +1,4 @@
-"""Data-parallel traffic per training step and its α-β time (FORMULAS.md §4).
+"""Data-parallel traffic per training step and its α-β time (docs/formulas.md §9, §10).
 
 Ring collectives over n ranks on a full buffer of S bytes: AllGather and ReduceScatter each send
 (n-1)/n·S per rank in n-1 steps; AllReduce = ReduceScatter + AllGather. ZeRO per step:

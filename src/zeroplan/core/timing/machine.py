@@ -1,7 +1,8 @@
 """The throughput side of the hardware a step runs on (Machine), and the calibrated constants it carries:
 the share of peak a GEMM reaches, attention and element-wise memory traffic, the DP overlap share (fitted on the
 calibration set only: benchmarks/fit_step_time.py) and the CPU Adam rate. core.timing.step_time prices a step
-on it; core.timing.dp_offload prices data-parallel, offload and optimizer time on it."""
+on it; core.timing.dp_offload prices data-parallel, offload and optimizer time on it. Formulas
+and fitted values: docs/formulas.md §14."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """Time of one optimizer step: compute, tensor/context/pipeline/data-parallel communication, the pipeline
-bubble, offload transfers and the optimizer step (FORMULAS.md §4, §5, §8, §9). Standard library only.
+bubble, offload transfers and the optimizer step (docs/formulas.md §9-§14). Standard library only.
 
 Compute: what each GPU multiplies. Per layer and micro-batch, the GEMMs after the tp/cp splits (tokens
 T = micro-batch × sequence / cp): QKV (T × h × (w + 2·w_kv)/tp), the output projection (T × w/tp × h), the MLP
@@ -17,8 +17,8 @@ Recompute: full re-runs each layer's forward, selective the attention core, sele
 selective checkpointing) the element-wise ops only, at HBM bandwidth (matmul outputs are kept). The constants were fitted on the
 calibration set only (benchmarks/fit_step_time.py; see the constants below for the fit and its sources).
 
-Communication as NCCL behaves (§4): every collective is a ring over its group, priced on the slowest span it
-crosses: inside a node the GPU link (NVLink) at NVLINK_EFFICIENCY of its rate; across nodes the per-GPU
+Communication as NCCL behaves (docs/formulas.md §9.3, §11): every collective is a ring over its group, priced
+on the slowest span it crosses: inside a node the GPU link (NVLink) at NVLINK_EFFICIENCY of its rate; across nodes the per-GPU
 NIC bandwidth at NIC_EFFICIENCY (capped by the GPU link). Latency: NCCL pipelines a buffer in chunks, so a ring's hop latencies are paid once per
 collective phase, not per bucket; each further bucket costs NCCL_LAUNCH_S. AllReduce takes the lower of the
 ring's latency and a tree's (2·(k-1) hops in the node + 2·log2(nodes) hops across).
@@ -42,10 +42,10 @@ the updated parameters once, hidden behind the next step's first forward. With a
 gradient reductions wait for the flush and parameter gathers of stages 1-2 are exposed (Megatron's and
 DeepSpeed's pipeline engines), stage 3's per-micro-batch gathers still hide behind their stage's forward.
 
-Pipeline (1F1B, §5): m micro-batches take (m + (p-1)/v) stage-times on the busiest stage; uneven stages
-(first/last with fewer layers) are priced by the busiest one.
-Offload (§9): gradients stream to the host during backward (hidden up to the backward time), updated
-parameters come back after the CPU optimizer step (exposed), the CPU Adam step runs at
+Pipeline (1F1B, docs/formulas.md §12): m micro-batches take (m + (p-1)/v) stage-times on the busiest stage;
+uneven stages (first/last with fewer layers) are priced by the busiest one.
+Offload (docs/formulas.md §13): gradients stream to the host during backward (hidden up to the backward
+time), updated parameters come back after the CPU optimizer step (exposed), the CPU Adam step runs at
 `cpu_adam_params_per_s` per node, NVMe swaps are exposed; offloaded parameters are fetched over PCIe
 (and from NVMe) for forward and backward of every micro-batch, overlapped like stage-3 gathers.
 GPU optimizer step: memory bound, reading and writing the optimizer states once per step.
