@@ -13,6 +13,7 @@ from zeroplan.core.model.families import is_described, model_spec_from_hf_config
 from zeroplan.core.errors import InputError
 from zeroplan.core.model.spec import ModelSpec
 from zeroplan.inputs.text_files import parse_json_text, read_user_text
+from zeroplan.inputs.meta_count import model_spec_from_meta
 
 
 def _display_name(config: dict, path: Path) -> str:
@@ -53,6 +54,4 @@ def spec_from_config(config: dict, name: str, source: str) -> ModelSpec:
     absent). A config without a model_type is refused by the description's reader."""
     if is_described(config) or not isinstance(config.get("model_type"), str):
         return model_spec_from_hf_config(config, name, source=source)
-    from zeroplan.inputs.meta_count import model_spec_from_meta
-
     return model_spec_from_meta(config, name, source)
