@@ -1091,6 +1091,433 @@ MODELS = {
    "https://huggingface.co/facebook/opt-1.3b/blob/main/config.json",
    "https://arxiv.org/abs/2205.01068"
   ]
+ },
+ "qwen3-8b": {
+  "description": "Qwen3 8B (Alibaba, 2025). GQA with 8 KV heads, RMSNorm on queries and keys (qk-norm), untied head.",
+  "family": "qwen3",
+  "params": 8190735360,
+  "largest_layer_params": 622329856,
+  "layers": 36,
+  "hidden": 4096,
+  "heads": 32,
+  "kv_heads": 8,
+  "ffn": 12288,
+  "vocab": 151936,
+  "max_seq_len": 40960,
+  "tied_embeddings": false,
+  "experts": null,
+  "experts_per_token": null,
+  "config": {
+   "model_type": "qwen3",
+   "head_dim": 128,
+   "tie_word_embeddings": false
+  },
+  "sources": [
+   "https://huggingface.co/Qwen/Qwen3-8B",
+   "https://huggingface.co/Qwen/Qwen3-8B/blob/main/config.json"
+  ]
+ },
+ "qwen3-32b": {
+  "description": "Qwen3 32B (Alibaba, 2025). 64 layers, GQA with 8 KV heads, qk-norm.",
+  "family": "qwen3",
+  "params": 32762123264,
+  "largest_layer_params": 777912320,
+  "layers": 64,
+  "hidden": 5120,
+  "heads": 64,
+  "kv_heads": 8,
+  "ffn": 25600,
+  "vocab": 151936,
+  "max_seq_len": 40960,
+  "tied_embeddings": false,
+  "experts": null,
+  "experts_per_token": null,
+  "config": {
+   "model_type": "qwen3",
+   "head_dim": 128,
+   "tie_word_embeddings": false
+  },
+  "sources": [
+   "https://huggingface.co/Qwen/Qwen3-32B",
+   "https://huggingface.co/Qwen/Qwen3-32B/blob/main/config.json"
+  ]
+ },
+ "qwen3-30b-a3b": {
+  "description": "Qwen3 30B-A3B (Alibaba, 2025). MoE: 128 experts of width 768 in every layer, 8 per token; about 3.3B active.",
+  "family": "qwen3_moe",
+  "params": 30532122624,
+  "largest_layer_params": 603979776,
+  "layers": 48,
+  "hidden": 2048,
+  "heads": 32,
+  "kv_heads": 4,
+  "ffn": 6144,
+  "vocab": 151936,
+  "max_seq_len": 40960,
+  "tied_embeddings": false,
+  "experts": 128,
+  "experts_per_token": 8,
+  "config": {
+   "model_type": "qwen3_moe",
+   "head_dim": 128,
+   "moe_intermediate_size": 768,
+   "num_experts": 128,
+   "decoder_sparse_step": 1,
+   "mlp_only_layers": [],
+   "tie_word_embeddings": false
+  },
+  "sources": [
+   "https://huggingface.co/Qwen/Qwen3-30B-A3B",
+   "https://huggingface.co/Qwen/Qwen3-30B-A3B/blob/main/config.json"
+  ]
+ },
+ "qwen3-235b-a22b": {
+  "description": "Qwen3 235B-A22B (Alibaba, 2025). MoE: 128 experts of width 1536 in all 94 layers, 8 per token; about 22B active.",
+  "family": "qwen3_moe",
+  "params": 235093634560,
+  "largest_layer_params": 2415919104,
+  "layers": 94,
+  "hidden": 4096,
+  "heads": 64,
+  "kv_heads": 4,
+  "ffn": 12288,
+  "vocab": 151936,
+  "max_seq_len": 40960,
+  "tied_embeddings": false,
+  "experts": 128,
+  "experts_per_token": 8,
+  "config": {
+   "model_type": "qwen3_moe",
+   "head_dim": 128,
+   "moe_intermediate_size": 1536,
+   "num_experts": 128,
+   "decoder_sparse_step": 1,
+   "mlp_only_layers": [],
+   "tie_word_embeddings": false
+  },
+  "sources": [
+   "https://huggingface.co/Qwen/Qwen3-235B-A22B",
+   "https://huggingface.co/Qwen/Qwen3-235B-A22B/blob/main/config.json"
+  ]
+ },
+ "deepseek-v3": {
+  "description": "DeepSeek-V3 (2024). Multi-head latent attention; 3 dense layers then 58 MoE layers of 256 routed experts (8 per token) and 1 shared expert; about 37B active. The multi-token-prediction layer is not built by transformers and not counted.",
+  "family": "deepseek_v3",
+  "params": 671026404352,
+  "largest_layer_params": 11274289152,
+  "layers": 61,
+  "hidden": 7168,
+  "heads": 128,
+  "kv_heads": 128,
+  "ffn": 18432,
+  "vocab": 129280,
+  "max_seq_len": 163840,
+  "tied_embeddings": false,
+  "experts": 256,
+  "experts_per_token": 8,
+  "config": {
+   "model_type": "deepseek_v3",
+   "moe_intermediate_size": 2048,
+   "n_routed_experts": 256,
+   "n_shared_experts": 1,
+   "first_k_dense_replace": 3,
+   "q_lora_rank": 1536,
+   "kv_lora_rank": 512,
+   "qk_rope_head_dim": 64,
+   "qk_nope_head_dim": 128,
+   "v_head_dim": 128,
+   "num_nextn_predict_layers": 1,
+   "n_group": 8,
+   "topk_group": 4,
+   "tie_word_embeddings": false
+  },
+  "sources": [
+   "https://huggingface.co/deepseek-ai/DeepSeek-V3",
+   "https://huggingface.co/deepseek-ai/DeepSeek-V3/blob/main/config.json",
+   "https://arxiv.org/abs/2412.19437"
+  ]
+ },
+ "gpt-oss-20b": {
+  "description": "OpenAI gpt-oss-20b (2025). MoE: 32 experts with biases, 4 per token; attention sinks; sliding (128) and global layers alternate.",
+  "family": "gpt_oss",
+  "params": 20914757184,
+  "largest_layer_params": 796538880,
+  "layers": 24,
+  "hidden": 2880,
+  "heads": 64,
+  "kv_heads": 8,
+  "ffn": 2880,
+  "vocab": 201088,
+  "max_seq_len": 131072,
+  "tied_embeddings": false,
+  "experts": 32,
+  "experts_per_token": 4,
+  "config": {
+   "model_type": "gpt_oss",
+   "head_dim": 64,
+   "sliding_window": 128,
+   "layer_types": [
+    "sliding_attention",
+    "full_attention",
+    "sliding_attention",
+    "full_attention",
+    "sliding_attention",
+    "full_attention",
+    "sliding_attention",
+    "full_attention",
+    "sliding_attention",
+    "full_attention",
+    "sliding_attention",
+    "full_attention",
+    "sliding_attention",
+    "full_attention",
+    "sliding_attention",
+    "full_attention",
+    "sliding_attention",
+    "full_attention",
+    "sliding_attention",
+    "full_attention",
+    "sliding_attention",
+    "full_attention",
+    "sliding_attention",
+    "full_attention"
+   ],
+   "tie_word_embeddings": false
+  },
+  "sources": [
+   "https://huggingface.co/openai/gpt-oss-20b",
+   "https://huggingface.co/openai/gpt-oss-20b/blob/main/config.json"
+  ]
+ },
+ "gpt-oss-120b": {
+  "description": "OpenAI gpt-oss-120b (2025). MoE: 128 experts with biases, 4 per token, 36 layers; attention sinks; sliding (128) and global layers alternate.",
+  "family": "gpt_oss",
+  "params": 116829156672,
+  "largest_layer_params": 3186155520,
+  "layers": 36,
+  "hidden": 2880,
+  "heads": 64,
+  "kv_heads": 8,
+  "ffn": 2880,
+  "vocab": 201088,
+  "max_seq_len": 131072,
+  "tied_embeddings": false,
+  "experts": 128,
+  "experts_per_token": 4,
+  "config": {
+   "model_type": "gpt_oss",
+   "head_dim": 64,
+   "sliding_window": 128,
+   "layer_types": [
+    "sliding_attention",
+    "full_attention",
+    "sliding_attention",
+    "full_attention",
+    "sliding_attention",
+    "full_attention",
+    "sliding_attention",
+    "full_attention",
+    "sliding_attention",
+    "full_attention",
+    "sliding_attention",
+    "full_attention",
+    "sliding_attention",
+    "full_attention",
+    "sliding_attention",
+    "full_attention",
+    "sliding_attention",
+    "full_attention",
+    "sliding_attention",
+    "full_attention",
+    "sliding_attention",
+    "full_attention",
+    "sliding_attention",
+    "full_attention",
+    "sliding_attention",
+    "full_attention",
+    "sliding_attention",
+    "full_attention",
+    "sliding_attention",
+    "full_attention",
+    "sliding_attention",
+    "full_attention",
+    "sliding_attention",
+    "full_attention",
+    "sliding_attention",
+    "full_attention"
+   ],
+   "tie_word_embeddings": false
+  },
+  "sources": [
+   "https://huggingface.co/openai/gpt-oss-120b",
+   "https://huggingface.co/openai/gpt-oss-120b/blob/main/config.json"
+  ]
+ },
+ "gemma-3-27b": {
+  "description": "Google Gemma 3 27B (2025), its text model (the SigLIP vision tower is not counted). Five sliding- window (1024) layers per global one, qk-norm, four norms per layer, tied head.",
+  "family": "gemma3_text",
+  "params": 27009346304,
+  "largest_layer_params": 1409630208,
+  "layers": 62,
+  "hidden": 5376,
+  "heads": 32,
+  "kv_heads": 16,
+  "ffn": 21504,
+  "vocab": 262208,
+  "max_seq_len": 131072,
+  "tied_embeddings": true,
+  "experts": null,
+  "experts_per_token": null,
+  "config": {
+   "model_type": "gemma3_text",
+   "head_dim": 128,
+   "sliding_window": 1024,
+   "tie_word_embeddings": true
+  },
+  "sources": [
+   "https://huggingface.co/google/gemma-3-27b-pt",
+   "https://huggingface.co/google/gemma-3-27b-pt/blob/main/config.json"
+  ]
+ },
+ "llama-4-scout": {
+  "description": "Meta Llama 4 Scout 17B-16E (2025), its text model (the vision tower is not counted). MoE: 16 experts and a shared expert in every layer, 1 routed per token.",
+  "family": "llama4_text",
+  "params": 107769861120,
+  "largest_layer_params": 2013265920,
+  "layers": 48,
+  "hidden": 5120,
+  "heads": 40,
+  "kv_heads": 8,
+  "ffn": 8192,
+  "vocab": 202048,
+  "max_seq_len": 10485760,
+  "tied_embeddings": false,
+  "experts": 16,
+  "experts_per_token": 1,
+  "config": {
+   "model_type": "llama4_text",
+   "head_dim": 128,
+   "intermediate_size_mlp": 16384,
+   "interleave_moe_layer_step": 1,
+   "use_qk_norm": true,
+   "tie_word_embeddings": false
+  },
+  "sources": [
+   "https://huggingface.co/meta-llama/Llama-4-Scout-17B-16E",
+   "https://huggingface.co/meta-llama/Llama-4-Scout-17B-16E/blob/main/config.json"
+  ]
+ },
+ "olmo-2-7b": {
+  "description": "AllenAI OLMo 2 7B (November 2024). Norms after attention and MLP, qk-norm over all heads, untied head.",
+  "family": "olmo2",
+  "params": 7298617344,
+  "largest_layer_params": 411041792,
+  "layers": 32,
+  "hidden": 4096,
+  "heads": 32,
+  "kv_heads": 32,
+  "ffn": 11008,
+  "vocab": 100352,
+  "max_seq_len": 4096,
+  "tied_embeddings": false,
+  "experts": null,
+  "experts_per_token": null,
+  "config": {
+   "model_type": "olmo2",
+   "tie_word_embeddings": false
+  },
+  "sources": [
+   "https://huggingface.co/allenai/OLMo-2-1124-7B",
+   "https://huggingface.co/allenai/OLMo-2-1124-7B/blob/main/config.json"
+  ]
+ },
+ "olmo-2-13b": {
+  "description": "AllenAI OLMo 2 13B (November 2024). Norms after attention and MLP, qk-norm over all heads, untied head.",
+  "family": "olmo2",
+  "params": 13716198400,
+  "largest_layer_params": 513802240,
+  "layers": 40,
+  "hidden": 5120,
+  "heads": 40,
+  "kv_heads": 40,
+  "ffn": 13824,
+  "vocab": 100352,
+  "max_seq_len": 4096,
+  "tied_embeddings": false,
+  "experts": null,
+  "experts_per_token": null,
+  "config": {
+   "model_type": "olmo2",
+   "tie_word_embeddings": false
+  },
+  "sources": [
+   "https://huggingface.co/allenai/OLMo-2-1124-13B",
+   "https://huggingface.co/allenai/OLMo-2-1124-13B/blob/main/config.json"
+  ]
+ },
+ "glm-4.5": {
+  "description": "Zhipu GLM-4.5 (2025). 3 dense layers then 89 MoE layers of 160 routed experts (8 per token) and 1 shared expert, qk-norm; the multi-token-prediction layer is not built by transformers and not counted.",
+  "family": "glm4_moe",
+  "params": 352797814784,
+  "largest_layer_params": 3774873600,
+  "layers": 92,
+  "hidden": 5120,
+  "heads": 96,
+  "kv_heads": 8,
+  "ffn": 12288,
+  "vocab": 151552,
+  "max_seq_len": 131072,
+  "tied_embeddings": false,
+  "experts": 160,
+  "experts_per_token": 8,
+  "config": {
+   "model_type": "glm4_moe",
+   "head_dim": 128,
+   "moe_intermediate_size": 1536,
+   "n_routed_experts": 160,
+   "n_shared_experts": 1,
+   "first_k_dense_replace": 3,
+   "attention_bias": true,
+   "use_qk_norm": true,
+   "num_nextn_predict_layers": 1,
+   "tie_word_embeddings": false
+  },
+  "sources": [
+   "https://huggingface.co/zai-org/GLM-4.5",
+   "https://huggingface.co/zai-org/GLM-4.5/blob/main/config.json"
+  ]
+ },
+ "glm-4.5-air": {
+  "description": "Zhipu GLM-4.5-Air (2025). 1 dense layer then 45 MoE layers of 128 routed experts (8 per token) and 1 shared expert; the multi-token-prediction layer is not counted.",
+  "family": "glm4_moe",
+  "params": 106852245504,
+  "largest_layer_params": 2214592512,
+  "layers": 46,
+  "hidden": 4096,
+  "heads": 96,
+  "kv_heads": 8,
+  "ffn": 10944,
+  "vocab": 151552,
+  "max_seq_len": 131072,
+  "tied_embeddings": false,
+  "experts": 128,
+  "experts_per_token": 8,
+  "config": {
+   "model_type": "glm4_moe",
+   "head_dim": 128,
+   "moe_intermediate_size": 1408,
+   "n_routed_experts": 128,
+   "n_shared_experts": 1,
+   "first_k_dense_replace": 1,
+   "attention_bias": true,
+   "use_qk_norm": false,
+   "num_nextn_predict_layers": 1,
+   "tie_word_embeddings": false
+  },
+  "sources": [
+   "https://huggingface.co/zai-org/GLM-4.5-Air",
+   "https://huggingface.co/zai-org/GLM-4.5-Air/blob/main/config.json"
+  ]
  }
 }
 

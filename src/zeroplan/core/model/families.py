@@ -345,6 +345,7 @@ def _llama_style(fields: _Fields) -> Architecture:
         q_lora = fields.config.get("q_lora_rank")
         latent = Latent(fields.count("kv_lora_rank"), None if q_lora is None else fields.count("q_lora_rank"),
                         fields.count("qk_rope_head_dim"), fields.count("qk_nope_head_dim"), fields.count("v_head_dim"))
+        head_dim = latent.nope_dim + latent.rope_dim  # a query's and key's width (qk_head_dim); values: v_head_dim
     moe = _moe(fields, hidden, mlp_bias) if family in _MOE_FAMILIES else None
     moe_layers = _moe_layer_indices(fields, layers) if moe is not None else set()
     dense_ffn_key = "intermediate_size_mlp" if family == "llama4_text" else "intermediate_size"
