@@ -54,10 +54,12 @@ from zeroplan.core.units import ceil_div
 # activation functions, dropout, residual adds) are recomputed in backward from the layer input (_op_saved_bytes).
 RECOMPUTE_MODES = ("none", "selective", "full", "selective-op")
 IMPLEMENTATIONS = ("transformers", "megatron")
-# Families whose transformers decoder layer is derived to the byte (RMSNorm + rotary + SwiGLU; GPT-2's block;
+# Llama's layer with an RMSNorm over each query and key head before rotary (Qwen3Attention's q_norm, k_norm).
+QK_NORM_FAMILIES = ("qwen3",)
+# Families whose transformers decoder layer is derived to the byte (RMSNorm + rotary + SwiGLU, qwen3's qk-norm; GPT-2's block;
 # Gemma, Phi-3 and Mixtral in core.memory.activations_gated_families; GPT-NeoX, OPT and Falcon in
 # core.memory.activations_layernorm_families).
-LLAMA_STYLE_FAMILIES = ("llama", "mistral", "qwen2")
+LLAMA_STYLE_FAMILIES = ("llama", "mistral", "qwen2") + QK_NORM_FAMILIES
 TRANSFORMERS_FAMILIES = LLAMA_STYLE_FAMILIES + ("gpt2",) + GATED_FAMILIES + layernorm_families.FAMILIES
 DEFAULT_SEQ_LEN_CAP = 4096  # the default sequence length: the model's context, at most this
 
@@ -205,7 +207,7 @@ def _sliding_window(config: dict) -> int | None:
     family = config.get("model_type")
     if family == "mistral":
         return config.get("sliding_window", 4096)
-    if family == "qwen2" and config.get("use_sliding_window"):
+    if family in ("qwen2", "qwen3") and config.get("use_sliding_window"):
         return config.get("sliding_window", 4096)
     if family in ("mixtral", "phi3"):  # no window unless the config sets one (Phi-3-mini-4k: 2047)
         return config.get("sliding_window")
@@ -298,7 +300,18 @@ def _transformers_layer_bytes(shape: _Shape, config: ActivationConfig) -> int:
         core = 2 * e * a * d + 2 * e * k * d + 4 * a
     else:
         core = 4 * e * a * d + a * seq * (4 + (e if e != 4 else 0))
-    return tokens * (2 * norm + core + 4 * e * f)
+    return tokens * (2 * norm + core + _qk_norm_bytes_per_token(shape, e) + 4 * e * f)
+
+
+def _qk_norm_bytes_per_token(shape: _Shape, e: int) -> int:
+    """What qwen3's per-head RMSNorms on the queries and keys keep per token, llama's RMSNorm over each of the a + k
+    heads: its fp32 input (an upcast copy of the projection's output in 16 bits), the fp32 rsqrt (4 B per head) and
+    the normalised x cast to e (weight·x's saved input); their output goes to rotary, whose products by cos and sin
+    keep only cos and sin."""
+    if shape.family not in QK_NORM_FAMILIES:
+        return 0
+    heads = shape.heads + shape.kv_heads
+    return heads * ((_FP32_BYTES + e) * shape.head_dim + _FP32_BYTES)
 
 
 def _transformers_terms(shape: _Shape, config: ActivationConfig) -> dict[str, int]:
@@ -629,10 +642,12 @@ def transformers_peak_moments(model: ModelSpec, config: ActivationConfig) -> dic
         if config.recompute == "selective":
             # the layer's q, k and v kept (k, v: KV heads) and the core recomputed: its fp32 softmax output and,
             # with grouped-query attention, its repeat_kv'd k
-            kept = tokens * (_norm_bytes_per_token(shape, e) + e * a * d + 2 * e * shape.kv_heads * d)
+            kept = tokens * (_norm_bytes_per_token(shape, e) + _qk_norm_bytes_per_token(shape, e) + e * a * d
+                             + 2 * e * shape.kv_heads * d)
             kept += probabilities + (tokens * e * a * d if shape.kv_heads < a else 0)
         else:
-            kept = tokens * (_norm_bytes_per_token(shape, e) + 2 * e * a * d) + probabilities
+            kept = tokens * (_norm_bytes_per_token(shape, e) + _qk_norm_bytes_per_token(shape, e) + 2 * e * a * d)
+            kept += probabilities
             if config.recompute == "full" and norm_reads_checkpoint:
                 kept -= tokens * h * e  # the first norm's fp32 input is the checkpoint, not recomputed
         # the MLP's, the post-attention norm's, o_proj's

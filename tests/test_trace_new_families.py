@@ -1,0 +1,131 @@
+"""The families the architecture description added (issue 19) under `zeroplan trace` and transformers' activation
+model: every one traces (tiny configs, whole model, seconds each); the derived ones (qwen3's qk-norm) equal the trace
+at its peak moment; the others fall back to Megatron's formula and say so."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from zeroplan.core.memory.activations import ActivationConfig, applied_implementation
+from zeroplan.core.model.families import model_spec_from_hf_config
+
+pytestmark = pytest.mark.slow  # real runs / traces / pre-commit: `pytest -m "not slow"` skips them
+
+BASE = {"hidden_size": 64, "intermediate_size": 160, "num_attention_heads": 4, "num_key_value_heads": 2,
+        "num_hidden_layers": 5, "vocab_size": 128, "max_position_embeddings": 512}
+QWEN3 = {**BASE, "model_type": "qwen3", "head_dim": 24}  # head_dim 24, not hidden / heads (16)
+CONFIGS = {
+    "qwen3": QWEN3,
+    "olmo2": {**BASE, "model_type": "olmo2"},
+    "qwen3_moe": {**BASE, "model_type": "qwen3_moe", "head_dim": 16, "moe_intermediate_size": 48, "num_experts": 4,
+                  "num_experts_per_tok": 2},
+    # sliding layers of a 16-token window, then a global one (as Gemma 3's 5:1 pattern)
+    "gemma3_text": {**BASE, "model_type": "gemma3_text", "head_dim": 16, "sliding_window": 16,
+                    "layer_types": ["sliding_attention"] * 4 + ["full_attention"]},
+    # multi-head latent attention, a dense first layer then routed and shared experts
+    "deepseek_v3": {**BASE, "model_type": "deepseek_v3", "num_key_value_heads": 4, "moe_intermediate_size": 48,
+                    "n_routed_experts": 4, "num_experts_per_tok": 2, "n_shared_experts": 1, "first_k_dense_replace": 1,
+                    "kv_lora_rank": 32, "q_lora_rank": 48, "qk_rope_head_dim": 8, "qk_nope_head_dim": 16,
+                    "v_head_dim": 16, "n_group": 2, "topk_group": 1},
+    # attention sinks (eager only in transformers), alternating sliding and global layers, biased experts
+    "gpt_oss": {**BASE, "model_type": "gpt_oss", "head_dim": 16, "num_local_experts": 4, "num_experts_per_tok": 2,
+                "sliding_window": 16, "layer_types": ["sliding_attention", "full_attention"] * 2 + ["sliding_attention"]},
+    # MoE every second layer with a shared expert (Llama 4 Maverick's interleaving)
+    "llama4_text": {**BASE, "model_type": "llama4_text", "head_dim": 16, "intermediate_size_mlp": 160,
+                    "num_local_experts": 4, "num_experts_per_tok": 1, "interleave_moe_layer_step": 2},
+}
+SEQ = 32
+EAGER_ONLY = ("gpt_oss",)
+
+
+def _applied(config: dict, seq: int = SEQ, flash: bool = True) -> tuple[str, str]:
+    model = model_spec_from_hf_config(config, "tiny")
+    return applied_implementation(model, ActivationConfig(seq_len=seq, flash_attention=flash,
+                                                          implementation="transformers"))
+
+
+def test_qwen3_is_derived():
+    assert _applied(QWEN3) == ("transformers", "")
+    assert _applied(QWEN3, flash=False) == ("transformers", "")
+
+
+@pytest.mark.parametrize("family", sorted(set(CONFIGS) - {"qwen3"}))
+def test_families_not_derived_yet_fall_back_to_megatron_and_say_so(family):
+    implementation, note = _applied(CONFIGS[family])
+    assert implementation == "megatron" and f"{family} layers are not derived yet" in note and "Megatron" in note
+
+
+_results: dict = {}
+
+
+@pytest.fixture(scope="module")
+def traced(tmp_path_factory):
+    pytest.importorskip("torch", reason="zeroplan trace needs the `trace` extra (torch)")
+    pytest.importorskip("transformers", reason="zeroplan trace needs the `trace` extra (transformers)")
+    from zeroplan.trace import compare
+
+    folder = tmp_path_factory.mktemp("new-families")
+
+    def run(family: str, stage: int = 0, precision: str = "mixed", recompute: str = "none", gpus: int = 4,
+            seq: int = SEQ, attention: str = "sdpa", layers_to_trace: int = 0):
+        key = (family, stage, precision, recompute, gpus, seq, attention, layers_to_trace)
+        if key not in _results:
+            path = folder / f"{family}.json"
+            path.write_text(json.dumps(CONFIGS[family]))
+            _results[key] = compare.run(compare.TraceRequest(
+                model=str(path), gpus=gpus, stage=stage, seq_len=seq, precision=precision, recompute=recompute,
+                attention=attention, layers_to_trace=layers_to_trace))
+        return _results[key]
+    return run
+
+
+@pytest.mark.parametrize("family", sorted(CONFIGS))
+def test_every_new_family_traces(traced, family):
+    result = traced(family, attention="eager" if family in EAGER_ONLY else "sdpa")
+    assert result.trace["peak_bytes"] > 0 and result.trace["categories"]["activations"] > 0
+
+
+def test_a_family_without_sdpa_is_refused_naming_the_attention_flag(traced, cli, tmp_path):
+    path = tmp_path / "gpt-oss.json"
+    path.write_text(json.dumps(CONFIGS["gpt_oss"]))
+    status, _out, err = cli("trace", "--model", str(path), "--gpus", "2", "--seq-len", "16", "--layers-to-trace", "0")
+    assert status == 2 and "--attention" in err and "use --attention eager" in err and "Traceback" not in err
+
+
+def test_a_composite_config_traces_its_text_model(traced, tmp_path):
+    from zeroplan.trace import compare
+
+    path = tmp_path / "gemma3.json"
+    path.write_text(json.dumps({"model_type": "gemma3", "text_config": CONFIGS["gemma3_text"]}))
+    composite = compare.run(compare.TraceRequest(model=str(path), gpus=4, stage=0, seq_len=SEQ, layers_to_trace=0))
+    assert composite.trace["peak_bytes"] == traced("gemma3_text").trace["peak_bytes"]
+
+
+@pytest.mark.parametrize("stage,precision,recompute,gpus,seq,attention", [
+    (0, "mixed", "none", 4, 256, "sdpa"),  # the loss gradient at the backward start
+    (3, "mixed", "none", 64, 256, "sdpa"),
+    (2, "fp32", "selective", 8, 128, "sdpa"),  # the loss, end of forward
+    (3, "mixed", "full", 8, 256, "sdpa"),  # inside a recomputed layer's backward
+    (0, "mixed", "none", 4, 128, "eager"),
+])
+def test_qwen3_estimate_equals_the_trace_at_its_peak_moment(traced, stage, precision, recompute, gpus, seq, attention):
+    result = traced("qwen3", stage, precision, recompute, gpus, seq, attention)
+    assert result.activation_model == "transformers"
+    assert result.estimate["total"] == result.trace["peak_bytes"], (result.trace["where"], result.trace["categories"])
+
+
+def test_the_per_layer_slope_is_one_qwen3_decoder_layer():
+    # 3, 4 and 5 layers traced with the peak at the backward start: one more layer adds exactly what core counts
+    # for it, qk-norm included.
+    pytest.importorskip("transformers", reason="zeroplan trace needs the `trace` extra (transformers)")
+    from zeroplan.core.memory.activations import _shape, _transformers_layer_bytes
+    from zeroplan.trace.engine import TraceSettings, trace_peak
+
+    config = {**QWEN3, "num_hidden_layers": 6}
+    trace = trace_peak(config, TraceSettings(world_size=4, stage=0, seq_len=256), layers_to_trace=3)
+    activations = ActivationConfig(seq_len=256, flash_attention=True, implementation="transformers")
+    layer = _transformers_layer_bytes(_shape(model_spec_from_hf_config(config, "tiny")), activations)
+    assert trace["where"]["phase"] == "backward"
+    assert trace["per_layer"]["activations"] == layer
