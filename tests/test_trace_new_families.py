@@ -38,6 +38,7 @@ CONFIGS = {
 }
 SEQ = 32
 EAGER_ONLY = ("gpt_oss",)
+DERIVED = ("qwen3", "olmo2")
 
 
 def _applied(config: dict, seq: int = SEQ, flash: bool = True) -> tuple[str, str]:
@@ -46,12 +47,13 @@ def _applied(config: dict, seq: int = SEQ, flash: bool = True) -> tuple[str, str
                                                           implementation="transformers"))
 
 
-def test_qwen3_is_derived():
-    assert _applied(QWEN3) == ("transformers", "")
-    assert _applied(QWEN3, flash=False) == ("transformers", "")
+@pytest.mark.parametrize("family", DERIVED)
+def test_qk_norm_families_are_derived(family):
+    assert _applied(CONFIGS[family]) == ("transformers", "")
+    assert _applied(CONFIGS[family], flash=False) == ("transformers", "")
 
 
-@pytest.mark.parametrize("family", sorted(set(CONFIGS) - {"qwen3"}))
+@pytest.mark.parametrize("family", sorted(set(CONFIGS) - set(DERIVED)))
 def test_families_not_derived_yet_fall_back_to_megatron_and_say_so(family):
     implementation, note = _applied(CONFIGS[family])
     assert implementation == "megatron" and f"{family} layers are not derived yet" in note and "Megatron" in note
@@ -84,7 +86,7 @@ def traced(tmp_path_factory):
 @pytest.mark.parametrize("family", sorted(CONFIGS))
 def test_every_new_family_traces(traced, family):
     result = traced(family, attention="eager" if family in EAGER_ONLY else "sdpa")
-    assert result.trace["peak_bytes"] > 0 and result.trace["categories"]["activations"] > 0
+    assert result.trace["peak_bytes"] > 0 and result.trace["forward_end"]["activations"] > 0
 
 
 def test_a_family_without_sdpa_is_refused_naming_the_attention_flag(traced, cli, tmp_path):
@@ -103,29 +105,45 @@ def test_a_composite_config_traces_its_text_model(traced, tmp_path):
     assert composite.trace["peak_bytes"] == traced("gemma3_text").trace["peak_bytes"]
 
 
-@pytest.mark.parametrize("stage,precision,recompute,gpus,seq,attention", [
-    (0, "mixed", "none", 4, 256, "sdpa"),  # the loss gradient at the backward start
-    (3, "mixed", "none", 64, 256, "sdpa"),
-    (2, "fp32", "selective", 8, 128, "sdpa"),  # the loss, end of forward
-    (3, "mixed", "full", 8, 256, "sdpa"),  # inside a recomputed layer's backward
-    (0, "mixed", "none", 4, 128, "eager"),
+@pytest.mark.parametrize("family,stage,precision,recompute,gpus,seq,attention", [
+    ("qwen3", 0, "mixed", "none", 4, 256, "sdpa"),  # the loss gradient at the backward start
+    ("qwen3", 3, "mixed", "none", 64, 256, "sdpa"),
+    ("qwen3", 2, "fp32", "selective", 8, 128, "sdpa"),  # the loss, end of forward
+    ("qwen3", 3, "mixed", "full", 8, 256, "sdpa"),  # inside a recomputed layer's backward
+    ("qwen3", 0, "mixed", "none", 4, 128, "eager"),
+    ("olmo2", 0, "mixed", "none", 4, 256, "sdpa"),  # 16 bits: each layer's own cast cos and sin
+    ("olmo2", 0, "fp32", "none", 4, 256, "sdpa"),  # fp32: the rotary's cos and sin once
+    ("olmo2", 2, "fp32", "selective", 8, 128, "sdpa"),
 ])
-def test_qwen3_estimate_equals_the_trace_at_its_peak_moment(traced, stage, precision, recompute, gpus, seq, attention):
-    result = traced("qwen3", stage, precision, recompute, gpus, seq, attention)
+def test_estimate_equals_the_trace_at_its_peak_moment(traced, family, stage, precision, recompute, gpus, seq,
+                                                      attention):
+    result = traced(family, stage, precision, recompute, gpus, seq, attention)
     assert result.activation_model == "transformers"
     assert result.estimate["total"] == result.trace["peak_bytes"], (result.trace["where"], result.trace["categories"])
 
 
-def test_the_per_layer_slope_is_one_qwen3_decoder_layer():
+@pytest.mark.parametrize("family,precision", [("qwen3", "mixed"), ("olmo2", "mixed"), ("olmo2", "fp32")])
+def test_the_per_layer_slope_is_one_decoder_layer(family, precision):
     # 3, 4 and 5 layers traced with the peak at the backward start: one more layer adds exactly what core counts
-    # for it, qk-norm included.
+    # for it, qk-norm (and OLMo-2's cast cos and sin) included.
     pytest.importorskip("transformers", reason="zeroplan trace needs the `trace` extra (transformers)")
     from zeroplan.core.memory.activations import _shape, _transformers_layer_bytes
     from zeroplan.trace.engine import TraceSettings, trace_peak
 
-    config = {**QWEN3, "num_hidden_layers": 6}
-    trace = trace_peak(config, TraceSettings(world_size=4, stage=0, seq_len=256), layers_to_trace=3)
-    activations = ActivationConfig(seq_len=256, flash_attention=True, implementation="transformers")
+    config = {**CONFIGS[family], "num_hidden_layers": 6}
+    trace = trace_peak(config, TraceSettings(world_size=4, stage=0, seq_len=256, precision=precision),
+                       layers_to_trace=3)
+    activations = ActivationConfig(seq_len=256, flash_attention=True, implementation="transformers",
+                                   dtype_bytes=2 if precision == "mixed" else 4)
     layer = _transformers_layer_bytes(_shape(model_spec_from_hf_config(config, "tiny")), activations)
     assert trace["where"]["phase"] == "backward"
     assert trace["per_layer"]["activations"] == layer
+
+
+@pytest.mark.parametrize("stage,seq", [(3, 512)])
+def test_olmo2_full_recompute_is_within_two_percent(traced, stage, seq):
+    # OLMo-2's post-norm layer backward (its norms' fp32 gradient temporaries after the MLP) is not derived: with
+    # full recompute the trace peaks there, above llama's moments the estimate takes (-1.9% at seq 512).
+    result = traced("olmo2", stage, "mixed", "full", 8, seq)
+    assert result.activation_model == "transformers"
+    assert -0.02 <= result.error <= 0

@@ -39,6 +39,8 @@ from typing import Any
 
 from zeroplan.core.memory import activations_gated_families as gated
 from zeroplan.core.memory import activations_layernorm_families as layernorm_families
+from zeroplan.core.memory import activations_qk_norm_families as qk_norm
+from zeroplan.core.memory.activations_qk_norm_families import QK_NORM_FAMILIES
 from zeroplan.core.errors import InputError
 from zeroplan.core.parallel.rules import MAX_SEQ_LEN
 from zeroplan.core.model.spec import ModelSpec
@@ -54,8 +56,6 @@ from zeroplan.core.units import ceil_div
 # activation functions, dropout, residual adds) are recomputed in backward from the layer input (_op_saved_bytes).
 RECOMPUTE_MODES = ("none", "selective", "full", "selective-op")
 IMPLEMENTATIONS = ("transformers", "megatron")
-# Llama's layer with an RMSNorm over each query and key head before rotary (Qwen3Attention's q_norm, k_norm).
-QK_NORM_FAMILIES = ("qwen3",)
 # Families whose transformers decoder layer is derived to the byte (RMSNorm + rotary + SwiGLU, qwen3's qk-norm; GPT-2's block;
 # Gemma, Phi-3 and Mixtral in core.memory.activations_gated_families; GPT-NeoX, OPT and Falcon in
 # core.memory.activations_layernorm_families).
@@ -264,6 +264,8 @@ def _norm_bytes_per_token(shape: _Shape, e: int) -> int:
     h = shape.hidden
     if shape.family in GATED_FAMILIES:  # Gemma's keeps its fp32 normalised x and a cast output instead
         return gated.norm_bytes_per_token(shape.family or "", h, e)
+    if shape.family in qk_norm.POST_NORM_FAMILIES:  # OLMo-2's fp32 normalised x; its cast output (the head's input)
+        return qk_norm.olmo2_norm_bytes_per_token(h) + e * h
     return 2 * e * h + 2 * e if shape.family == "gpt2" else 4 * h + 4 + 2 * e * h
 
 
@@ -285,6 +287,8 @@ def _transformers_layer_bytes(shape: _Shape, config: ActivationConfig) -> int:
     if shape.family in layernorm_families.FAMILIES:
         return layernorm_families.layer_bytes(_layernorm_layout(shape), config.seq_len, config.micro_batch, e, h, a, k,
                                               d, f, config.recompute)
+    if shape.family in qk_norm.POST_NORM_FAMILIES:
+        return qk_norm.post_norm_layer_bytes(tokens, seq, e, h, a, k, d, f, config.recompute, config.flash_attention)
     if config.recompute == "full":
         return tokens * e * h
     if shape.family in GATED_FAMILIES:
@@ -304,14 +308,8 @@ def _transformers_layer_bytes(shape: _Shape, config: ActivationConfig) -> int:
 
 
 def _qk_norm_bytes_per_token(shape: _Shape, e: int) -> int:
-    """What qwen3's per-head RMSNorms on the queries and keys keep per token, llama's RMSNorm over each of the a + k
-    heads: its fp32 input (an upcast copy of the projection's output in 16 bits), the fp32 rsqrt (4 B per head) and
-    the normalised x cast to e (weight·x's saved input); their output goes to rotary, whose products by cos and sin
-    keep only cos and sin."""
-    if shape.family not in QK_NORM_FAMILIES:
-        return 0
-    heads = shape.heads + shape.kv_heads
-    return heads * ((_FP32_BYTES + e) * shape.head_dim + _FP32_BYTES)
+    """What the query and key norms keep per token (core.memory.activations_qk_norm_families; 0 without them)."""
+    return qk_norm.qk_norm_bytes_per_token(shape.family, shape.heads, shape.kv_heads, shape.head_dim, e)
 
 
 def _transformers_terms(shape: _Shape, config: ActivationConfig) -> dict[str, int]:
@@ -336,7 +334,8 @@ def _transformers_terms(shape: _Shape, config: ActivationConfig) -> dict[str, in
                                                                                        shape.hidden, e)
             embedding += scale
             d = shape.gated.rotary_dim
-        embedding += 2 * tokens * d * e  # rotary cos and sin, shared by all layers
+        if shape.family not in qk_norm.POST_NORM_FAMILIES or e == _FP32_BYTES:  # OLMo-2's 16-bit: in the layers
+            embedding += 2 * tokens * d * e  # rotary cos and sin, shared by all layers
         if not config.flash_attention:
             embedding += b * seq * seq * e  # the eager causal mask
     loss = 3 * _FP32_BYTES * tokens * v  # log-softmax output + its gradient's two fp32 temporaries
