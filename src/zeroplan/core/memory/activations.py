@@ -56,6 +56,8 @@ from zeroplan.core.units import ceil_div
 # activation functions, dropout, residual adds) are recomputed in backward from the layer input (_op_saved_bytes).
 RECOMPUTE_MODES = ("none", "selective", "full", "selective-op")
 IMPLEMENTATIONS = ("transformers", "megatron")
+# Families whose sliding window is derived where it makes transformers build a mask (every layer windowed).
+WINDOW_DERIVED = ("mistral", "mixtral", "phi3")
 # Families whose transformers decoder layer is derived to the byte (RMSNorm + rotary + SwiGLU, qwen3's qk-norm; GPT-2's block;
 # Gemma, Phi-3 and Mixtral in core.memory.activations_gated_families; GPT-NeoX, OPT and Falcon in
 # core.memory.activations_layernorm_families).
@@ -238,10 +240,10 @@ def _transformers_gap(shape: _Shape, config: ActivationConfig) -> str:
                 f"(derived: {', '.join(TRANSFORMERS_FAMILIES)})")
     if config.tp > 1 or config.pp > 1 or config.sequence_parallel:
         return "transformers runs no tensor or pipeline parallelism: Megatron's formula is used with --tp/--pp"
-    if shape.sliding_window is not None and config.seq_len >= shape.sliding_window:
-        return (f"a sliding attention window ({shape.sliding_window}) no shorter than the sequence makes transformers "
-                "build an explicit mask, and sdpa then keeps the attention probabilities on CPU kernels (not derived): "
-                "Megatron's formula is used")
+    if _windowed(shape, config) and (shape.family not in WINDOW_DERIVED or config.recompute == "selective"):
+        return (f"a sliding attention window ({shape.sliding_window}) no longer than the sequence ({config.seq_len}) "
+                f"makes transformers build an explicit mask; {shape.family} with it is derived for "
+                f"{', '.join(WINDOW_DERIVED)} without selective recompute only: Megatron's formula is used")
     if shape.gated is not None and (reason := gated.gap(shape.family or "", shape.gated)):
         return reason
     if shape.family in layernorm_families.FAMILIES:
@@ -250,6 +252,30 @@ def _transformers_gap(shape: _Shape, config: ActivationConfig) -> str:
         return ("GPT-2 is derived for sdpa attention without dropout only (its config trains with dropout or eager "
                 "attention was asked): Megatron's formula is used")
     return ""
+
+
+def _windowed(shape: _Shape, config: ActivationConfig) -> bool:
+    """Whether transformers builds an explicit attention mask for the sliding window: a window no longer than the
+    sequence (masking_utils skips the mask only while every key is inside the window)."""
+    return shape.sliding_window is not None and config.seq_len >= shape.sliding_window
+
+
+def _masked_sdpa_bytes(shape: _Shape, config: ActivationConfig) -> int:
+    """What sdpa keeps beyond its causal (maskless) case when transformers gives it a window's explicit mask, per
+    layer and micro-batch (0 without one, or with eager attention, whose mask is counted once on the embedding side).
+    With a mask transformers repeats the KV heads itself (use_gqa_in_sdpa: only maskless calls use enable_gqa, on
+    CUDA as on CPU), so k and v are kept over all a heads (2·e·(a - k)·d more per token), and the fused kernel keeps
+    the (b, 1, s, s) mask converted to the compute dtype (b·s²·e): CUDA's memory-efficient kernel, the one that
+    takes a mask, saves the converted bias as the CPU kernel does. The bool mask itself lives through the forward
+    (with full recompute, every checkpoint keeps it: b·s², once)."""
+    if not _windowed(shape, config) or not config.flash_attention:
+        return 0
+    e, tokens, a, k, d = config.dtype_bytes, config.seq_len * config.micro_batch, shape.heads, shape.kv_heads, shape.head_dim
+    mask = config.micro_batch * config.seq_len ** 2 * e
+    if shape.family == "phi3" and k < a:
+        # Phi-3's maskless sdpa keeps the rotated k and the fused qkv (v is its view); the repeated k and v replace both
+        return tokens * e * (2 * a * d - k * d - (a + 2 * k) * d) + mask
+    return 2 * e * (a - k) * d * tokens + mask
 
 
 def _layernorm_layout(shape: _Shape) -> layernorm_families.Layout:
@@ -293,7 +319,8 @@ def _transformers_layer_bytes(shape: _Shape, config: ActivationConfig) -> int:
         return tokens * e * h
     if shape.family in GATED_FAMILIES:
         return gated.layer_bytes(shape.family or "", tokens, seq, e, h, a, k, d, f, shape.experts,
-                                 shape.experts_per_token, config.recompute, config.flash_attention)
+                                 shape.experts_per_token, config.recompute, config.flash_attention) \
+            + _masked_sdpa_bytes(shape, config)
     norm = _norm_bytes_per_token(shape, e)
     if shape.family == "gpt2":
         core = 4 * e * h + (4 * a if config.recompute == "none" else 0)
@@ -304,7 +331,7 @@ def _transformers_layer_bytes(shape: _Shape, config: ActivationConfig) -> int:
         core = 2 * e * a * d + 2 * e * k * d + 4 * a
     else:
         core = 4 * e * a * d + a * seq * (4 + (e if e != 4 else 0))
-    return tokens * (2 * norm + core + _qk_norm_bytes_per_token(shape, e) + 4 * e * f)
+    return tokens * (2 * norm + core + _qk_norm_bytes_per_token(shape, e) + 4 * e * f) + _masked_sdpa_bytes(shape, config)
 
 
 def _qk_norm_bytes_per_token(shape: _Shape, e: int) -> int:
@@ -661,6 +688,11 @@ def transformers_peak_moments(model: ModelSpec, config: ActivationConfig) -> dic
         forward_locals = 0 if norm_reads_checkpoint or config.recompute == "full" else tokens * h * e
     # the root's unsharded gradients (compute dtype): embedding (and head, untied), learned positions, final norm
     root_gradients = (v * h * (1 if shape.tied else 2) + shape.position_rows * h + norm_params) * e
+    # a sliding window's explicit bool mask (b·s²): kept by full recompute's checkpoints all step, else alive in the
+    # decoder's forward only
+    window_mask = config.micro_batch * seq * seq if _windowed(shape, config) and config.flash_attention else 0
+    window_mask_kept = window_mask if config.recompute == "full" else 0
+    forward_locals += window_mask - window_mask_kept
     moments_of = {"loss_forward_beyond_backward_start": loss_forward - 3 * _FP32_BYTES * tokens * v,
                   "layer": layer, "layers": shape.layers, "output_and_loss": terms["activations/output_and_loss"],
                   "layer_backward_moments": moments, "head_gradients": (v * h + norm_params) * e,
@@ -679,7 +711,7 @@ def transformers_peak_moments(model: ModelSpec, config: ActivationConfig) -> dic
                   # unless the checkpoints of full recompute keep it
                   "eager_mask": (0 if config.flash_attention or config.recompute == "full"
                                  else config.micro_batch * seq ** 2 * e),
-                  "kept_position_ids": positions if config.recompute != "none" else 0,
+                  "kept_position_ids": (positions if config.recompute != "none" else 0) + window_mask_kept,
                   "recomputed_layer": recomputed_layer}
     if layernorm:  # their own moments inside a layer's backward, positions and buffers (the rest is the same code)
         moments_of.update(layernorm_families.peak_moments(
