@@ -203,6 +203,6 @@ def test_falcon_at_micro_batch_two_equals_the_trace(tmp_path, stage, recompute, 
     result = compare.run(compare.TraceRequest(model=str(path), gpus=8, stage=stage, seq_len=64, micro_batch=2,
                                               recompute=recompute, layers_to_trace=0))
     assert result.activation_model == "transformers"
-    # selective recompute: the recomputed kernel's softmax backward keeps one bf16 k-head tensor more (0.1%), not
-    # derived
+    # selective recompute at micro-batch 2: the trace is 4,096 bytes (0.1%) above, inside the recomputed kernel's
+    # softmax backward; not derived
     assert abs(result.error) <= within, (result.trace["where"], result.trace["categories"])
