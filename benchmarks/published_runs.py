@@ -347,7 +347,7 @@ def cross_validated(runs: list[dict]) -> dict[str, float] | None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--set", choices=("calibration", "heldout", "all"), default="all")
+    parser.add_argument("--set", choices=("calibration", "heldout", "moe", "all"), default="all")
     parser.add_argument("--runs", action="store_true", help="print every run, not only the summary")
     parser.add_argument("--no-cv", action="store_true", help="skip the leave-one-out cross-validation")
     parser.add_argument("--json", help="write every outcome and summary here")
@@ -391,6 +391,8 @@ def main() -> None:
             print_summary(label, s)
             report[label] = s
         report["heldout_runs"] = [_row(o) for o in outcomes]
+    if args.set in ("moe", "all"):
+        report["moe"] = moe_section(args.runs)
     if args.json:
         write_file(args.json, lambda temporary: Path(temporary).write_text(json.dumps(report, indent=1)), option="--json")
 
@@ -398,6 +400,100 @@ def main() -> None:
 def _row(o: Outcome) -> dict:
     return {"id": o.run["id"], "published_s": o.published, "predicted_s": o.predicted, "fits": o.fits,
             "refused": o.refused, "notes": o.notes}
+
+
+
+# ---------------------------------------------------------------- MoE runs: expert parallelism (a section of its own)
+# benchmarks/data/moe_runs.json: published MoE runs with full layouts (tp, pp, ep, etp, virtual stages). Each goes
+# through `zeroplan plan`'s resolve and search with the layout pinned, like the dense runs above; the model is the
+# run's config.json fields as a Mixtral-style MoE shape (core.model.experts reads its routed experts). Nothing of
+# the step-time model is fitted on them: the raw error is the headline. One factor (a common scale on the step
+# time) is then fitted to say how much of the error is systematic: in-sample and leave-one-out.
+
+
+def moe_model(run: dict):
+    """The run's model as the planner holds it: every layer attention + a router + E routed SwiGLU experts."""
+    from zeroplan.core.model.spec import ModelShape, ModelSpec, ParamLayout
+
+    s = run["shape"]
+    h, query, key_value = s["hidden"], s["heads"] * s["head_dim"], s["kv_heads"] * s["head_dim"]
+    experts = s["experts"] * 3 * h * s["ffn"]
+    layer = (h * query + 2 * h * key_value + query * h + 2 * h + h * s["experts"] + experts
+             + (2 * s["head_dim"] if s.get("qk_norm") else 0))
+    embedding = s["vocab"] * h
+    shape = ModelShape.of(layers=s["layers"], hidden=h, heads=s["heads"], kv_heads=s["kv_heads"],
+                          head_dim=s["head_dim"], vocab=s["vocab"], ffn=s["ffn"], gated_mlp=True,
+                          experts=s["experts"], experts_per_token=s["experts_per_token"], max_seq_len=run["seq"],
+                          tied_embeddings=False, layout=ParamLayout(layer, embedding, embedding + h))
+    return ModelSpec(params=s["layers"] * layer + 2 * embedding + h, name=run["model"], largest_layer_params=experts,
+                     shape=shape)
+
+
+def moe_predict(run: dict) -> Outcome:
+    import dataclasses
+
+    if run.get("not_expressible"):
+        return Outcome(run, None, None, None, f"not expressible: {run['not_expressible']}", [])
+    if run.get("config"):  # a config.json of tests' model configs the architecture description reads (MLA, ...)
+        from zeroplan.core.model.experts import model_expert_params
+        from zeroplan.inputs.training import load_model
+
+        path = Path(__file__).resolve().parents[1] / "tests" / "configs" / "models" / run["config"]
+        model = load_model(str(path)) if path.exists() else None
+        if model is None or getattr(model.shape, "moe", None) is None or model_expert_params(model) is None:
+            return Outcome(run, None, None, None, f"not expressible without {run['not_expressible_without']}", [])
+        shape = model.shape
+        s = {"layers": shape.layers, "hidden": shape.hidden, "heads": shape.heads, "vocab": shape.vocab}
+    else:
+        s = run["shape"]
+        model = moe_model(run)
+    layout = run["layout"]
+    inputs = PlanInputs.of(
+        gpus=run["gpus"], cluster=run["cluster"], seq_len=run["seq"], global_batch=run["global_batch"],
+        params=str(model.params), layers=s["layers"], hidden=s["hidden"], heads=s["heads"], vocab=s["vocab"],
+        stages=str(layout["zero_stage"]), offload=False, recompute="none", sequence_parallel="off",
+        virtual_stages=str(layout["virtual_stages"]), micro_batches=str(run["micro_batch"]), tp=str(layout["tp"]),
+        pp=str(layout["pp"]), cp=str(layout["cp"]), ep=str(layout["ep"]), etp=str(layout["etp"]),
+        comm_overlap="megatron", flash_attention=True, allow_cross_node_tp=True,
+        **({"gpus_per_node": run["gpus_per_node"]} if run.get("gpus_per_node") else {}))
+    request = dataclasses.replace(resolve(inputs).request, model=model, largest_layer_params=model.largest_layer_params)
+    published = run["global_batch"] * run["seq"] / (run["tokens_per_s_per_gpu"] * run["gpus"])
+    result = search(request)
+    if not result.plans:
+        reasons = {**result.rejected_layouts, **result.skipped}
+        return Outcome(run, published, None, None, "refused: " + "; ".join(reasons), run.get("assumed", []))
+    plan = min(result.plans, key=lambda p: p.time.total)
+    return Outcome(run, published, plan.time.total, plan.fits, None, run.get("assumed", []), plan, request.budget)
+
+
+def _scale_errors(ratios: list[float]) -> tuple[list[float], list[float]]:
+    """|ln| errors after one common scale k (the median of ln(published/predicted), which minimises the mean
+    |ln|): fitted on all runs (in-sample) and, for each run, on the others (leave-one-out)."""
+    logs = [-math.log(r) for r in ratios]  # ln(published / predicted)
+    k_all = statistics.median(logs)
+    in_sample = [abs(x - k_all) for x in logs]
+    loo = [abs(x - statistics.median(logs[:i] + logs[i + 1:])) for i, x in enumerate(logs)] if len(logs) > 1 else []
+    return in_sample, loo
+
+
+def moe_section(show_runs: bool) -> dict:
+    runs = json.loads((DATA / "moe_runs.json").read_text())["runs"]
+    outcomes = [moe_predict(run) for run in runs]
+    if show_runs:
+        print_runs("MoE (expert parallelism; nothing fitted on these runs)", outcomes)
+    s = summary(outcomes)
+    print_summary("MoE, raw (constants from the dense calibration set)", s)
+    scored = [o for o in outcomes if o.error is not None]
+    report: dict = {"raw": s, "runs": [_row(o) for o in outcomes]}
+    if scored:
+        in_sample, loo = _scale_errors([o.predicted / o.published for o in scored])
+        report["scaled_in_sample_mean_abs_ln"] = statistics.fmean(in_sample)
+        print(f"MoE, one common scale fitted, in-sample: mean |ln| {statistics.fmean(in_sample):.3f}")
+        if loo:
+            report["scaled_loo_mean_abs_ln"] = statistics.fmean(loo)
+            print(f"MoE, one common scale fitted, leave-one-out: mean |ln| {statistics.fmean(loo):.3f}, "
+                  f"worst {max(loo):.3f}")
+    return report
 
 
 if __name__ == "__main__":

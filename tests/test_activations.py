@@ -231,13 +231,13 @@ def test_config_names_every_bad_input() -> None:
         ActivationConfig(seq_len=0, micro_batch=-1, recompute="partial",
                          flash_attention="yes",  # type: ignore[arg-type]
                          tp=0, dtype_bytes=3, num_micro_batches=0)
-    for name in ("--seq-len", "--micro-batch", "--recompute", "--flash-attention", "--tp", "--activation-bytes",
-                 "--num-micro-batches"):
+    for name in ("seq_len", "micro_batch", "recompute", "flash_attention", "tp", "activation_bytes",
+                 "num_micro_batches"):
         assert name in caught.value.input_name and name in caught.value.problem
 
 
 def test_interleaving_needs_a_pipeline() -> None:
-    with pytest.raises(InputError, match="--virtual-stages"):
+    with pytest.raises(InputError, match="^virtual_stages: .* pp must be above 1"):
         ActivationConfig(seq_len=1024, virtual_stages=2)
 
 

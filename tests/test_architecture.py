@@ -17,6 +17,7 @@ from zeroplan.core.model.families import (
     model_spec_from_hf_config,
 )
 from zeroplan.core.errors import InputError
+from zeroplan.inputs.flag_names import cli_message
 from zeroplan.inputs.hf_config import load_hf_config
 
 CONFIGS = Path(__file__).parent / "configs"
@@ -134,7 +135,8 @@ def test_unknown_model_type_names_supported_list_and_params() -> None:
         model_spec_from_hf_config({"model_type": "bert", "hidden_size": 768}, "bert", source="bert/config.json")
     message = str(caught.value)
     assert caught.value.input_name == "bert/config.json"
-    assert "bert" in message and "--params" in message
+    assert "bert" in message and "with params (and largest_layer_params)" in message  # the API's keywords
+    assert "with --params (and --largest-layer-params)" in cli_message(caught.value)  # the CLI's flags
     assert all(family in message for family in SUPPORTED_FAMILIES)
 
 

@@ -11,6 +11,7 @@ from typer.testing import CliRunner
 from zeroplan.bench import __main__ as bench_main
 from zeroplan.distributed.rendezvous import launcher_env
 from zeroplan.cli.bench_cmd import bench
+from zeroplan.inputs.flag_names import cli_message
 from zeroplan.core.errors import InputError
 
 SMALL = ["--min-bytes", "64KiB", "--max-bytes", "256KiB", "--iters", "2", "--warmup", "0"]
@@ -47,7 +48,7 @@ def _local_app() -> typer.Typer:
 def test_bad_input_raises_input_error_naming_the_flag(args, flag):
     result = CliRunner().invoke(_local_app(), ["bench", *args])
     assert isinstance(result.exception, InputError), result.output
-    assert str(result.exception).startswith(flag)
+    assert cli_message(result.exception).startswith(flag)  # the line the CLI's error table prints
     assert "\n" not in str(result.exception)
 
 

@@ -101,3 +101,22 @@ def test_model_types_checks_a_described_a_meta_only_and_a_composite_type():
     assert (rows["qwen3_moe"]["description"], rows["qwen3_moe"]["with_meta"]) == ("exact", "exact")
     assert (rows["mamba"]["description"], rows["mamba"]["with_meta"]) == ("refused", "exact")
     assert rows["gemma3"]["description"] == "exact" and "vision tower" in rows["gemma3"]["note"]
+
+
+def test_published_moe_runs_count_their_models_and_run():
+    """The MoE section: each model's total and active parameters against its model card (gpt-oss-120b: 116.8B
+    total, 5.1B active, the card counting the unembedding but not the input embedding, a lookup; Qwen3-235B-A22B:
+    235B total, 22B active), and every expressible row priced."""
+    from zeroplan.core.model.experts import active_params
+
+    runs = _load("published_runs")
+    rows = {run["id"]: run for run in json.loads((BENCHMARKS / "data" / "moe_runs.json").read_text())["runs"]}
+    gpt_oss = runs.moe_model(rows["mbridge_2511_gb200_gptoss120b_bf16"])
+    qwen3 = runs.moe_model(rows["mbridge_2511_gb200_qwen3_235b_bf16"])
+    lookup = gpt_oss.shape.vocab * gpt_oss.shape.hidden
+    assert abs(gpt_oss.params / 116.8e9 - 1) < 0.01 and abs((active_params(gpt_oss) - lookup) / 5.1e9 - 1) < 0.01
+    assert abs(qwen3.params / 235e9 - 1) < 0.01 and abs(active_params(qwen3) / 22e9 - 1) < 0.03
+    outcome = runs.moe_predict(rows["mbridge_2511_b200_gptoss120b_bf16"])
+    assert outcome.refused is None and outcome.plan.ep == 8 and outcome.predicted > 0
+    assert outcome.published == 512 * 4096 / (8213 * 64)
+    assert runs.moe_predict(rows["deepseek_v3_techreport_pretrain"]).refused.startswith("not expressible")

@@ -27,6 +27,7 @@ def rules(name: str, **flags) -> set[str]:
 
 
 BIG_NODE = dict(gpus=8, cluster="dgx-a100", recompute="full")
+MIXTRAL_64 = dict(gpus=64, model="mixtral-8x7b", gpu="h100-80g")
 
 FIRES = [
     ("bad_batch_identity.json", dict(gpus=8), "ZP001"),
@@ -60,6 +61,10 @@ FIRES = [
     ("bad_invalid_values.json", {}, "ZP016"),
     ("bad_duplicate_key.json", {}, "ZP017"),
     ("bad_pipeline_zero2.json", dict(gpus=8, pp=2), "ZP018"),
+    ("moe_autoep16_etp2.json", MIXTRAL_64, "ZP021"),  # 16 does not divide 8 experts
+    ("moe_autoep16_etp2.json", MIXTRAL_64, "ZP022"),  # AutoEP supports expert_tensor_parallel_size 1 only
+    ("moe_autoep16_etp2.json", MIXTRAL_64, "ZP023"),  # 16 ranks 2 apart span 4 nodes
+    ("plans/moe_capacity_10.yaml", {}, "ZP024"),
     ("bad_coerced_values.json", {}, "ZP019"),
     ("bad_removed_key.json", {}, "ZP020"),
 ]
@@ -91,6 +96,10 @@ QUIET = [
     ("good_zero2.json", {}, "ZP016"),
     ("good_zero2.json", {}, "ZP017"),
     ("bad_pipeline_zero2.json", dict(gpus=8, pp=1), "ZP018"),
+    ("moe_autoep8.json", MIXTRAL_64, "ZP021"),
+    ("moe_autoep8.json", MIXTRAL_64, "ZP022"),
+    ("moe_autoep8.json", MIXTRAL_64, "ZP023"),
+    ("plans/moe_capacity_125.yaml", {}, "ZP024"),
     ("good_zero2.json", {}, "ZP019"),
     ("good_zero2_hjson.json", {}, "ZP020"),
 ]

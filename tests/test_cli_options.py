@@ -12,6 +12,7 @@ import json
 import re
 from collections import Counter
 from contextlib import redirect_stdout
+from fractions import Fraction
 from pathlib import Path
 
 import pytest
@@ -122,9 +123,14 @@ def test_sections_build_from_flat_values_and_echo_them():
 
     inputs = EstimateInputs.of(gpus=8, model="llama-2-7b", recompute="Full", reduce_bucket_size=12345)
     assert (inputs.hardware.gpus, inputs.model.model, inputs.step.recompute) == (8, "llama-2-7b", "full")
-    assert inputs.buffers.parsed("reduce_bucket_size") == 12345  # a number stays a number: no text round trip
+    assert inputs.buffers.reduce_bucket_size == 12345  # a number stays a number: no text round trip
     assert inputs.echo()["gpus"] == 8 and inputs.echo()["units"] == "iec"
     plan = PlanInputs.of(gpus=8, recompute="none,full", tp="1,2")
-    assert (plan.search.recompute, plan.search.tp, plan.step.recompute) == ("none,full", "1,2", None)
+    assert (plan.search.recompute, plan.search.tp, plan.step.recompute) == (("none", "full"), (1, 2), None)
+    assert (plan.echo()["recompute"], plan.echo()["tp"]) == ("none,full", "1,2")  # parsed once, echoed as given
+    sized = EstimateInputs.of(params="13B", cpu_memory="512GB", fragmentation="5%")
+    assert (sized.model.params, sized.hardware.cpu_memory, sized.budget.fragmentation) == (13 * 10**9, 512 * 10**9,
+                                                                                            Fraction(1, 20))
+    assert (sized.echo()["params"], sized.echo()["cpu_memory"], sized.echo()["fragmentation"]) == ("13B", "512GB", "5%")
     with pytest.raises(TypeError):
         EstimateInputs.of(layers=4)  # estimate takes no --layers

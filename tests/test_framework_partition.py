@@ -93,15 +93,15 @@ def test_tied_parameters_count_once_and_ddp_matches_the_paper_stage_0():
 
 
 def test_bad_input_is_an_input_error_naming_it():
-    with pytest.raises(InputError, match="--framework"):
+    with pytest.raises(InputError, match="^framework: "):
         framework_partition(_specs(4), 2, FP32_ADAM, "megatron")
-    with pytest.raises(InputError, match="--stage"):
+    with pytest.raises(InputError, match="^stage: "):
         framework_partition(_specs(4), 2, FP32_ADAM, "deepspeed-zero12")
-    with pytest.raises(InputError, match="--cpu-offload"):
+    with pytest.raises(InputError, match="^cpu_offload: "):
         framework_partition(_specs(4), 2, FP32_ADAM, "ddp", offload=True)
     with pytest.raises(InputError, match="unknown 'nope'"):
         framework_partition([ParamSpec("a", (4,), tied_to="nope")], 2, FP32_ADAM, "ddp")
-    with pytest.raises(InputError, match="--world-size"):
+    with pytest.raises(InputError, match="^world_size: "):
         framework_partition(_specs(4), 0, FP32_ADAM, "ddp")
     with pytest.raises(InputError, match="scalar"):
         framework_partition([ParamSpec("s", ())], 2, FP32_ADAM, "fsdp2-zero3")

@@ -107,7 +107,7 @@ def test_hub_errors_become_input_errors(monkeypatch, name, status, said):
     monkeypatch.setattr("huggingface_hub.hf_hub_download", fail)
     with pytest.raises(InputError) as caught:
         load_model("someone/some-model")
-    assert caught.value.input_name == "--model" and said in str(caught.value)
+    assert caught.value.input_name == "model" and said in str(caught.value)
 
 
 def test_without_huggingface_hub_the_fix_is_named(monkeypatch):

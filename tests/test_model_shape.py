@@ -33,9 +33,9 @@ def test_a_count_alone_has_no_shape_and_require_shape_raises_the_callers_error()
 
 
 @pytest.mark.parametrize(("fields", "flag"), [
-    ({"heads": 7}, "--heads"),  # 7 heads do not divide 512 (no head_dim given)
-    ({"kv_heads": 3}, "--kv-heads"),  # 3 does not divide 8
-    ({"kv_heads": 16}, "--kv-heads"),  # more key/value heads than heads
+    ({"heads": 7}, "heads"),  # 7 heads do not divide 512 (no head_dim given)
+    ({"kv_heads": 3}, "kv_heads"),  # 3 does not divide 8
+    ({"kv_heads": 16}, "kv_heads"),  # more key/value heads than heads
 ])
 def test_inconsistent_shapes_are_refused(fields, flag):
     with pytest.raises(InputError) as raised:

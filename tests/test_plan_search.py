@@ -24,11 +24,13 @@ def request_for(**values):
 def reference(request, plan):
     """The same configuration through the estimate core, the slow way."""
     space = request.space
-    parallel = ParallelDims(space.gpus, plan.tp, plan.pp, request.cluster.gpus_per_node)
+    parallel = ParallelDims(space.gpus, plan.tp, plan.pp, request.cluster.gpus_per_node, ep=plan.ep,
+                            etp=plan.etp or None)
     activations = ActivationConfig(
         seq_len=space.seq_len, micro_batch=plan.micro_batch, recompute=plan.recompute,
         flash_attention=space.flash_attention, sequence_parallel=plan.sequence_parallel, tp=plan.tp, pp=plan.pp,
-        virtual_stages=plan.virtual_stages, num_micro_batches=plan.grad_accum)
+        virtual_stages=plan.virtual_stages, num_micro_batches=plan.grad_accum, ep=plan.ep,
+        capacity_factor=space.capacity_factor)
     estimate_request = EstimateRequest(
         model=request.model, cluster=request.cluster, parallel=parallel, per_param=request.per_param,
         budget=request.budget, options=(plan.option,), largest_layer_params=request.largest_layer_params,
@@ -41,6 +43,9 @@ SCENARIOS = {
     "llama-2-13b interleaved": dict(model="llama-2-13b", gpus=16, global_batch=64, seq_len=4096,
                                     virtual_stages="1,2"),
     "mixtral moe gqa": dict(model="mixtral-8x7b", gpus=32, global_batch=64, seq_len=4096),
+    "mixtral expert parallel": dict(model="mixtral-8x7b", gpus=64, global_batch=128, seq_len=4096, ep="1,4,8",
+                                    etp="1,2", tp="1,2", pp="1,2", recompute="selective,full",
+                                    capacity_factor=1.25),
     "gpt2 workstation": dict(model="gpt2", cluster="workstation-4x3090", gpus=4, global_batch=32, seq_len=1024,
                              flash_attention=False),
     "params with a shape": dict(params="20e9", layers=44, hidden=6144, heads=48, vocab=50000, gpus=16,

@@ -100,7 +100,7 @@ def test_unknown_name_suggests_close_matches():
     assert "did you mean" in str(info.value) and "a100-80g" in str(info.value)
     with pytest.raises(PresetError, match="did you mean.*llama-3-8b"):
         presets.model("llama3-8b")
-    with pytest.raises(PresetError, match="--cluster"):
+    with pytest.raises(PresetError, match="^cluster: "):
         presets.cluster("no-such-cluster-anywhere")
 
 

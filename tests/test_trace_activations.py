@@ -51,5 +51,5 @@ def test_precision_sets_the_activation_dtype_and_the_implementation_is_checked()
     parallel = ParallelDims(world=8, tp=1, pp=1, gpus_per_node=8)
     config = resolve_activations(StepInputs(precision="fp32"), model, parallel, [])
     assert (config.dtype_bytes, config.implementation) == (4, "transformers")
-    with pytest.raises(InputError, match="--activations"):
+    with pytest.raises(InputError, match="^activations: "):
         resolve_activations(StepInputs(activations="deepspeed"), model, parallel, [])

@@ -23,7 +23,7 @@ def test_parse_count(text, expected):
 def test_parse_count_rejects(text):
     with pytest.raises(InputError) as info:
         parse_count(text)
-    assert str(info.value).startswith("--params:")
+    assert str(info.value).startswith("params:")
 
 
 @pytest.mark.parametrize("text,expected", [

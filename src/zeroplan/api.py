@@ -4,7 +4,8 @@ Each function takes the command's options as keyword arguments named as the flag
 and with underscores (`--gpus-per-node 4` is `gpus_per_node=4`; a size may be given as text, "512GB", or
 as a number of bytes), runs exactly what the command runs, and returns a typed result whose `to_dict()`
 is the command's JSON document (`-f json`), key for key. Bad input raises `zeroplan.InputError` with the
-message the command would print; a failed check is a result (`.failed`), not an exception.
+message the command would print, naming each input by its keyword (`gpus: ...` where the command says
+`--gpus: ...`); a failed check is a result (`.failed`), not an exception.
 
     >>> import zeroplan
     >>> result = zeroplan.estimate(model="llama-2-13b", gpus=8)

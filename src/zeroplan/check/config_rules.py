@@ -10,7 +10,10 @@ from zeroplan.deepspeed import keys as ds_keys
 from zeroplan.deepspeed import startup_model
 from zeroplan.deepspeed.batch import BatchProblem, deepspeed_fill, neither_batch_size
 from zeroplan.deepspeed.config_view import ConfigView
+from zeroplan.deepspeed.context import CheckContext
 from zeroplan.deepspeed.findings import ERROR, WARNING, Finding, Skipped
+from zeroplan.core.memory.activations import MOE_DROPLESS_ALLOWANCE
+from zeroplan.core.model.experts import model_expert_params
 from zeroplan.core.parallel.grid import ParallelDims
 
 BATCH_KEYS = ("train_batch_size", "train_micro_batch_size_per_gpu", "gradient_accumulation_steps")
@@ -161,6 +164,75 @@ def parallel(view: ConfigView, skipped: list[Skipped]) -> Iterator[Finding]:
                       "every layer's all-reduces cross the slower inter-node network",
                       f"keep tp ≤ {env.gpus_per_node} and a divisor of it; use pipeline or data parallelism across nodes",
                       ("tensor_parallel",) if view.raw("tensor_parallel") is not None else ())
+
+
+EXPERT_RULES = ("ZP021", "ZP022", "ZP023", "ZP024")
+
+
+def experts(view: ConfigView, context: CheckContext, skipped: list[Skipped]) -> Iterator[Finding]:
+    """ZP021-ZP024: expert parallelism from --ep/--etp, a plan file's parallel.ep/etp, or DeepSpeed AutoEP's
+    expert_parallel block (enabled, autoep_size, expert_tensor_parallel_size), checked as DeepSpeed's
+    module_inject/auto_ep_config.py and auto_ep_folding.py do, and the capacity factor a plan file gives."""
+    env = view.env
+    block = view.raw("expert_parallel")
+    autoep = isinstance(block, dict) and block.get("enabled") is True
+    where = ("expert_parallel", "autoep_size") if autoep else ("expert_parallel",) if block is not None else ()
+    if autoep and env.etp != 1 and context.etp is None:
+        yield Finding("ZP022", ERROR, f"expert_parallel.expert_tensor_parallel_size {env.etp}: DeepSpeed's AutoEP "
+                      "reserves it and stops at start-up (only 1 is supported)", "set expert_tensor_parallel_size to 1",
+                      ("expert_parallel", "expert_tensor_parallel_size"))
+    if env.ep == 1 and env.etp == 1:
+        yield from _capacity(context)
+        return
+    if env.world is None or env.world % (env.tp * env.pp):
+        skipped.append(Skipped(("ZP022", "ZP023"), "the world size is unknown or not divisible: give --gpus"))
+    else:
+        stage_ranks = env.world // env.pp
+        if stage_ranks % (env.ep * env.etp):
+            yield Finding("ZP022", ERROR, f"ep {env.ep} × etp {env.etp} = {env.ep * env.etp} does not divide the "
+                          f"{stage_ranks} ranks of a pipeline stage (world {env.world} / pp {env.pp}): the expert-data-"
+                          "parallel size would not be whole (DeepSpeed's build_folding_spec and Megatron-Core refuse it)",
+                          f"use an ep × etp that divides {stage_ranks}", where)
+        elif env.gpus_per_node is None:
+            skipped.append(Skipped(("ZP023",), "GPUs per node unknown: give --gpu, --cluster or --gpus-per-node"))
+        else:
+            dims = ParallelDims(env.world, env.tp, env.pp, env.gpus_per_node, ep=env.ep, etp=env.etp)
+            if not dims.ep_intra_node:
+                yield Finding("ZP023", WARNING, f"expert-parallel groups of {env.ep} span {dims.ep_nodes_spanned} nodes "
+                              f"of {env.gpus_per_node} GPUs: every MoE layer's all-to-all dispatch and combine crosses "
+                              "the network, forward and backward", f"keep ep × etp ≤ {env.gpus_per_node} to stay on "
+                              "NVLink, or check with `zeroplan plan --ep` that the exposed all-to-all pays for the "
+                              "memory it saves", where)
+    if context.model is None:
+        skipped.append(Skipped(("ZP021",), "no model: give --model (a preset or config.json) to know its experts"))
+    else:
+        from zeroplan.deepspeed import planning
+
+        model = planning.model_spec(context)
+        split = model_expert_params(model)
+        if split is None:
+            yield Finding("ZP021", ERROR, f"expert parallelism ep {env.ep} with {model.name}, which has no experts "
+                          "(a dense model)", "drop the expert parallelism, or check the model", where)
+        elif split.experts % env.ep:
+            divisors = ", ".join(str(d) for d in range(1, split.experts + 1) if split.experts % d == 0)
+            yield Finding("ZP021", ERROR, f"ep {env.ep} does not divide the {split.experts} experts of {model.name}: "
+                          "each EP rank holds experts/ep whole experts (DeepSpeed's AutoEP and Megatron-Core refuse it)",
+                          f"use an ep that divides {split.experts}: {divisors}", where)
+    yield from _capacity(context)
+
+
+def _capacity(context: CheckContext) -> Iterator[Finding]:
+    """ZP024: a capacity factor drops what routing sends an expert beyond it (DeepSpeed-MoE's drop_tokens,
+    Megatron's --moe-expert-capacity-factor); below 1 + the planner's imbalance allowance that happens every step."""
+    factor = context.capacity_factor
+    if factor is None:
+        return
+    allowance = 1 + float(MOE_DROPLESS_ALLOWANCE)
+    if factor < allowance:
+        yield Finding("ZP024", WARNING, f"capacity factor {factor:g} drops every token routed to an expert beyond "
+                      f"{factor:g} × its even share: below {allowance:g} (the {float(MOE_DROPLESS_ALLOWANCE):.0%} "
+                      "imbalance the planner allows a dropless router) tokens are dropped every step",
+                      f"raise the capacity factor to at least {allowance:g}, or train dropless", ("capacity_factor",))
 
 
 def duplicates(duplicate_paths: list[tuple[str, ...]]) -> Iterator[Finding]:

@@ -66,6 +66,17 @@ def _change_text(option: Option, view: ConfigView) -> str:
     return ", ".join(changes)
 
 
+def _expert_part(estimate, request, units: str) -> str:
+    """', of which routed experts X (sharded over edp N)' when experts are cut apart from the dense layers."""
+    experts = sum(value for key, value in estimate.breakdown.items() if key.startswith("gpu/") and
+                  key.endswith("/experts"))
+    if not experts:
+        return ""
+    parallel = request.parallel
+    return (f", of which routed experts {format_bytes(experts, units)} on ep({parallel.ep}) × etp({parallel.etp}) "
+            f"with their states sharded over edp({parallel.edp})")
+
+
 def memory(view: ConfigView, context: CheckContext, skipped: list[Skipped], assumptions: list[str]) -> Iterator[Finding]:
     env = view.env
     if not context.has_model:
@@ -95,7 +106,7 @@ def memory(view: ConfigView, context: CheckContext, skipped: list[Skipped], assu
     overlap = view.overlap_comm  # absent: the planner applies DeepSpeed's default per stage
     plan = build_plan(planning.estimate_inputs(
         context, world=env.world, tp=env.tp, pp=env.pp, precision=precision,
-        optimizer=planning.optimizer_name(view.data, context),
+        optimizer=planning.optimizer_name(view.data, context), ep=env.ep, etp=env.etp if env.ep > 1 else None,
         micro_batch=_known(view, "train_micro_batch_size_per_gpu", env.micro_batch),
         grad_accum=_known(view, "gradient_accumulation_steps", env.grad_accum),
         buffers=planning.planner_buffers(buckets.reduce, buckets.allgather, buckets.prefetch, buckets.max_live,
@@ -116,7 +127,7 @@ def memory(view: ConfigView, context: CheckContext, skipped: list[Skipped], assu
         parts = mine.gpu_bytes
         yield Finding("ZP011", ERROR, f"{option.label} is predicted to need {format_bytes(parts['total'], units)} per "
                       f"GPU > {format_bytes(budget.usable_gpu_bytes, units)} usable on {cluster.gpu.name} "
-                      f"(model states {format_bytes(mine.model_state_bytes, units)}, buffers "
+                      f"(model states {format_bytes(mine.model_state_bytes, units)}{_expert_part(mine, request, units)}, buffers "
                       f"{format_bytes(parts['buffers'], units)}, activations {format_bytes(parts['activations'], units)})",
                       fix, where)
     # A cpu or nvme limit is only ever set against a known capacity (estimate._with_fit).
@@ -145,7 +156,7 @@ def _fix(recommendation, units: str, view: ConfigView) -> str:
 def _bucket_shard(context: CheckContext, tp: int, pp: int) -> tuple[int, int]:
     """(parameters on the most loaded shard, its largest layer) exactly as `zeroplan estimate` takes them."""
     model = planning.model_spec(context)
-    largest = (parse_count(context.largest_layer_params, "--largest-layer-params")
+    largest = (parse_count(context.largest_layer_params, "largest_layer_params")
                if context.largest_layer_params is not None else model_largest_layer_params(model)[0])
     return shard_params(model, tp, pp), ceil_div(largest, tp)
 

@@ -20,7 +20,7 @@ from zeroplan.deepspeed.context import CheckContext, from_accelerate, from_plan
 from zeroplan.deepspeed.findings import NOTE, SEVERITIES, FileReport, Finding
 from zeroplan.inputs.config_files import Source
 from zeroplan.deepspeed.plan_file import PLAN_KEY_FOR, PlanFile, referenced_config, validate_plan
-from zeroplan.core.errors import InputError
+from zeroplan.core.errors import InputError, ref
 
 # Where the DeepSpeed settings an inline accelerate config holds sit in its YAML.
 ACCELERATE_KEY_FOR = {
@@ -58,7 +58,8 @@ def run_rules(data: dict, context: CheckContext, duplicates: Sequence[tuple[str,
     findings += config_rules.offload(view)
     findings += config_rules.batch_identity(view, report.skipped)
     findings += config_rules.parallel(view, report.skipped)
-    if not any(f.rule in ("ZP009", "ZP016", "ZP018") for f in findings) and not startup_model.refusals(data):
+    findings += config_rules.experts(view, context, report.skipped)
+    if not any(f.rule in ("ZP009", "ZP016", "ZP018", "ZP021", "ZP022") for f in findings) and not startup_model.refusals(data):
         findings += hardware_rules.memory(view, context, report.skipped, report.assumptions)
     findings += hardware_rules.buckets(view, context, report.skipped)
     findings += view.findings
@@ -150,29 +151,29 @@ def _check_plan(source: Source, context: CheckContext) -> FileReport:
     return report
 
 
-_SECTION_OF_FLAG = {
-    "--gpu": "cluster", "--cluster": "cluster", "--gpus": "cluster", "--gpus-per-node": "cluster",
-    "--cpu-memory": "cluster", "--nvme": "cluster", "--gpu-memory": "cluster", "--model": "model",
-    "--params": "model", "--largest-layer-params": "model", "--hidden": "model", "--tp": "parallel",
-    "--pp": "parallel", "--micro-batch": "training", "--grad-accum": "training", "--global-batch": "training",
-    "--seq-len": "training", "--recompute": "training", "--precision": "training", "--optimizer": "training",
+_SECTION_OF_FIELD = {
+    "gpu": "cluster", "cluster": "cluster", "gpus": "cluster", "gpus_per_node": "cluster",
+    "cpu_memory": "cluster", "nvme": "cluster", "gpu_memory": "cluster", "model": "model",
+    "params": "model", "largest_layer_params": "model", "hidden": "model", "tp": "parallel",
+    "pp": "parallel", "micro_batch": "training", "grad_accum": "training", "global_batch": "training",
+    "seq_len": "training", "recompute": "training", "precision": "training", "optimizer": "training",
 }
 
 
-_ZERO_FLAGS = ("--stage", "--offload-optimizer", "--offload-params", "--nvme-path", "--zeropp")
+_ZERO_FIELDS = ("stage", "offload_optimizer", "offload_params", "nvme_path", "zeropp")
 
 
 def _plan_section(input_name: str, plan: PlanFile) -> str:
-    """Where in the plan file an error's input comes from: its section for a flag, model.config for the
+    """Where in the plan file an error's input comes from: its section for a field, model.config for the
     config.json it names, zero for stage and offload choices, else the input as the error named it."""
-    section = next((section for flag, section in _SECTION_OF_FLAG.items() if input_name.startswith(flag)), None)
-    if section is None and input_name.startswith(_ZERO_FLAGS):
+    section = next((section for name, section in _SECTION_OF_FIELD.items() if input_name.startswith(name)), None)
+    if section is None and input_name.startswith(_ZERO_FIELDS):
         section = "zero"
     if section is not None:
         return section
     if plan.model is not None and plan.model.config and input_name.endswith(plan.model.config):
         return f"model.config: {input_name}"
-    return input_name
+    return ref(input_name)  # a field is still written as its reader typed it
 
 
 def _consistent_batch(context: CheckContext) -> CheckContext:

@@ -16,7 +16,7 @@ if TYPE_CHECKING:
 
 from zeroplan import __version__
 from zeroplan.cli.help_layout import keep_option_names_whole
-from zeroplan.core.errors import ZeroplanError
+from zeroplan.core.errors import InputError, ZeroplanError
 from zeroplan.render.encoding import make_streams_safe
 
 HELP = "Plan DeepSpeed ZeRO and 3D-parallel training: memory per GPU, traffic, fit, and what to use."
@@ -110,8 +110,13 @@ def _is_click_error(exc: BaseException) -> TypeGuard[_ClickError]:
 
 def _error_line(exc: BaseException) -> tuple[str, int]:
     """The one table from an exception to (message, exit status): zeroplan's own errors carry their
-    status (InputError 2, RunFailed 1 or its own), click's usage errors are input errors (2), an
-    interrupt is 130, anything else is a bug (1, with how to report it)."""
+    status (InputError 2, RunFailed 1 or its own; an InputError names fields, written here as their flags
+    through the option declarations), click's usage errors are input errors (2), an interrupt is 130,
+    anything else is a bug (1, with how to report it)."""
+    if isinstance(exc, InputError):  # named by its fields: each written as its flag (the option declarations)
+        from zeroplan.inputs.flag_names import cli_message
+
+        return cli_message(exc), exc.exit_code
     if isinstance(exc, ZeroplanError):
         return str(exc), exc.exit_code
     if _is_click_error(exc):  # usage errors: unknown option, a value of the wrong type, ...

@@ -18,7 +18,7 @@ def bench(bench: BenchInputs, run: RunInputs, output: OutputInputs) -> None:
     """Measure real AllGather / ReduceScatter / AllReduce bandwidth (nccl-tests style) and fit α-β links."""
     from zeroplan.bench.config import build_config
 
-    config = build_config(**vars(bench), **vars(run), output_format=output.output_format)
+    config = build_config(**bench.values(), **run.values(), output_format=output.output_format)
     from zeroplan.bench.runner import run_bench  # imports torch
 
     run_bench(config)  # a failed rank raises BenchFailed: a RuntimeError with exit_code 1 (130: Ctrl-C)

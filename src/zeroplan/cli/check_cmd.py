@@ -21,7 +21,8 @@ CHECK_FORMATS = ("table", "json", "github")
 CONTEXT_MODEL = uses(ModelInputs, "params", "model", "hidden", "largest_layer_params", unset=True)
 CONTEXT_HARDWARE = uses(HardwareInputs, "gpus", "gpus_per_node", "gpu", "cluster", "presets_file", "cpu_memory",
                         "nvme", "gpu_memory", unset=True)
-CONTEXT_STEP = ("micro_batch", "grad_accum", "global_batch", "seq_len", "recompute", "flash_attention")
+CONTEXT_STEP = ("micro_batch", "grad_accum", "global_batch", "seq_len", "recompute", "flash_attention",
+                "capacity_factor")
 
 Files = Annotated[list[Path], typer.Argument(
     help="DeepSpeed JSON configs, zeroplan plan files (YAML) or accelerate configs (YAML).", show_default=False,
@@ -32,7 +33,7 @@ class CheckFailed(RunFailed):
     """Findings at a failing level: the CLI prints this line on stderr and exits 1."""
 
 
-@command(uses(OutputInputs, "plan"), CONTEXT_MODEL, CONTEXT_HARDWARE, uses(ParallelInputs, "tp", "pp", unset=True),
+@command(uses(OutputInputs, "plan"), CONTEXT_MODEL, CONTEXT_HARDWARE, uses(ParallelInputs, "tp", "pp", "ep", "etp", unset=True),
          uses(StepInputs, *CONTEXT_STEP[:3], "precision", *CONTEXT_STEP[3:], unset=True),
          uses(OutputInputs, "output_format", "output", "strict", "units", "assumptions"), formats=CHECK_FORMATS,
          extra=(inspect.Parameter("files", inspect.Parameter.POSITIONAL_OR_KEYWORD, annotation=Files),))
@@ -46,7 +47,7 @@ def check(files: list[Path], output: OutputInputs, model: ModelInputs, hardware:
 
     output_format = check_format(output.output_format, CHECK_FORMATS)
     if step.precision is not None and step.precision not in ("bf16", "fp16", "fp32"):
-        raise InputError("--precision", f"unknown precision '{step.precision}'", "use bf16, fp16 or fp32")
+        raise InputError("precision", f"unknown precision '{step.precision}'", "use bf16, fp16 or fp32")
     context = from_sections(model, hardware, parallel, step, units=output.units)
     strict = output.strict
     reports, failed = check_files(files, context, output.plan, strict)

@@ -18,7 +18,7 @@ export_app = typer.Typer(help="Write a DeepSpeed config or a zeroplan plan file 
 
 # Everything but --plan, in both commands.
 EXPORT_INPUTS = (CONTEXT_MODEL, CONTEXT_HARDWARE,
-                 uses(ParallelInputs, "tp", "pp", "stage", "offload_optimizer", "offload_params", "nvme_path",
+                 uses(ParallelInputs, "tp", "pp", "ep", "etp", "stage", "offload_optimizer", "offload_params", "nvme_path",
                       unset=True),
                  uses(StepInputs, "precision", "optimizer", *CONTEXT_STEP, unset=True),
                  uses(OutputInputs, "force", "output", "units"))

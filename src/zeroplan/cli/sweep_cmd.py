@@ -24,7 +24,7 @@ def sweep(output: OutputInputs, **sections) -> None:
     if plot is not None and output.output is not None and Path(plot).resolve() == Path(output.output).resolve():
         raise InputError("--plot", f"{plot} is also the --output file", "give the plot and the table different files")
     inputs = SweepInputs(units=output.units, **sections)
-    models = [name.strip() for name in (inputs.grid.models or "").split(",")]  # presets, or config.json paths: inputs
+    models = list(inputs.grid.models or ())  # presets, or config.json paths: inputs, never overwritten
     rows, assumptions = sweep_rows(inputs)
     if plot is not None:
         from zeroplan.estimate.sweep_plot import plot_sweep

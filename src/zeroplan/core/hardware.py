@@ -50,4 +50,4 @@ class ClusterSpec:
 
     def __post_init__(self) -> None:
         if self.gpus_per_node < 1:
-            raise InputError("--gpus-per-node", f"must be at least 1, got {self.gpus_per_node}")
+            raise InputError("gpus_per_node", f"must be at least 1, got {self.gpus_per_node}")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from zeroplan.core.errors import InputError
+from zeroplan.core.errors import InputError, ref
 
 TIERS = ("none", "cpu", "nvme")
 CONVENTIONS = ("paper", "deepspeed", "framework")
@@ -18,24 +18,25 @@ class Option:
 
     def __post_init__(self) -> None:
         if self.stage not in (0, 1, 2, 3):
-            raise InputError("--stage", f"ZeRO stage must be 0, 1, 2 or 3, got {self.stage}")
-        for flag, tier in (("--offload-optimizer", self.offload_optimizer), ("--offload-params", self.offload_params)):
+            raise InputError("stage", f"ZeRO stage must be 0, 1, 2 or 3, got {self.stage}")
+        for flag, tier in (("offload_optimizer", self.offload_optimizer), ("offload_params", self.offload_params)):
             if tier not in TIERS:
                 raise InputError(flag, f"unknown offload tier '{tier}'", "use none, cpu or nvme")
         if self.offload_params != "none" and self.stage != 3:
-            raise InputError("--offload-params", f"parameter offload needs ZeRO stage 3, asked with stage {self.stage}",
-                             "DeepSpeed ignores offload_param below stage 3; use --stage 3")
+            raise InputError("offload_params", f"parameter offload needs ZeRO stage 3, asked with stage {self.stage}",
+                             f"DeepSpeed ignores offload_param below stage 3; use {ref('stage', 3)}")
         if self.offload_optimizer != "none" and self.stage == 0:
-            raise InputError("--offload-optimizer", "optimizer offload needs ZeRO stage 1, 2 or 3",
-                             "use --stage 1, 2 or 3")
+            raise InputError("offload_optimizer", "optimizer offload needs ZeRO stage 1, 2 or 3",
+                             f"use {ref('stage')} 1, 2 or 3")
         if self.offload_optimizer == "nvme" and self.stage != 3:
-            raise InputError("--offload-optimizer", f"NVMe offload needs ZeRO stage 3, asked with stage {self.stage}",
-                             "DeepSpeed silently uses CPU below stage 3; use --stage 3 or --offload-optimizer cpu")
+            raise InputError("offload_optimizer", f"NVMe offload needs ZeRO stage 3, asked with stage {self.stage}",
+                             f"DeepSpeed silently uses CPU below stage 3; use {ref('stage', 3)} or "
+                             f"{ref('offload_optimizer', 'cpu')}")
         if self.offload_params != "none" and self.offload_optimizer == "none":
-            raise InputError("--offload-params", "parameter offload without optimizer offload is not a DeepSpeed setup",
-                             "also give --offload-optimizer cpu or nvme")
+            raise InputError("offload_params", "parameter offload without optimizer offload is not a DeepSpeed setup",
+                             f"also give {ref('offload_optimizer', 'cpu')} or nvme")
         if TIERS.index(self.offload_params) > TIERS.index(self.offload_optimizer):
-            raise InputError("--offload-params", f"parameters on {self.offload_params} but optimizer states on "
+            raise InputError("offload_params", f"parameters on {self.offload_params} but optimizer states on "
                              f"{self.offload_optimizer}", "offload the optimizer at least as far as the parameters")
 
     @property
@@ -102,10 +103,10 @@ def options_for(convention: str, stage: int | None = None, offload_optimizer: st
                 offload_params: str | None = None) -> tuple[Option, ...]:
     """The options a convention evaluates, narrowed by whatever the user fixed."""
     if convention not in CONVENTIONS:
-        raise InputError("--convention", f"unknown convention '{convention}'", "use paper, deepspeed or framework")
+        raise InputError("convention", f"unknown convention '{convention}'", "use paper, deepspeed or framework")
     if stage is not None and stage not in (0, 1, 2, 3):
-        raise InputError("--stage", f"ZeRO stage must be 0, 1, 2 or 3, got {stage}")
-    for flag, tier in (("--offload-optimizer", offload_optimizer), ("--offload-params", offload_params)):
+        raise InputError("stage", f"ZeRO stage must be 0, 1, 2 or 3, got {stage}")
+    for flag, tier in (("offload_optimizer", offload_optimizer), ("offload_params", offload_params)):
         if tier is not None and tier not in TIERS:
             raise InputError(flag, f"unknown offload tier '{tier}'", "use none, cpu or nvme")
     if stage is not None or offload_optimizer is not None or offload_params is not None:
@@ -126,7 +127,7 @@ def options_for(convention: str, stage: int | None = None, offload_optimizer: st
     if not chosen:
         asked = ", ".join(f"{k}={v}" for k, v in (("stage", stage), ("offload_optimizer", offload_optimizer),
                                                   ("offload_params", offload_params)) if v is not None)
-        raise InputError("--stage/--offload-*", f"the {convention} convention has no option with {asked}",
+        raise InputError("stage/offload_*", f"the {convention} convention has no option with {asked}",
                          {"deepspeed": "DeepSpeed's estimators cover ZeRO-2 (none/cpu) and ZeRO-3 (none, cpu, cpu+params)",
                           "framework": "the framework convention covers stages 0-3 without offload"}.get(
                               convention, "relax the filters"))

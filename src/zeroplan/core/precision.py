@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from zeroplan.core.errors import InputError
+from zeroplan.core.errors import InputError, ref
 
 PRECISIONS = ("mixed", "fp32")
 PRECISION_ALIASES = {"mixed": "mixed", "bf16": "mixed", "fp16": "mixed", "fp32": "fp32"}
@@ -43,7 +43,7 @@ class BytesPerParam:
 def normalize_precision(name: str) -> str:
     key = name.strip().lower()
     if key not in PRECISION_ALIASES:
-        raise InputError("--precision", f"unknown precision '{name}'", "use mixed (or bf16/fp16) or fp32")
+        raise InputError("precision", f"unknown precision '{name}'", "use mixed (or bf16/fp16) or fp32")
     return PRECISION_ALIASES[key]
 
 
@@ -52,7 +52,7 @@ def bytes_per_param(precision: str = "mixed", optimizer: str = "adam") -> BytesP
     precision = normalize_precision(precision)
     key = optimizer.strip().lower()
     if key not in _OPTIMIZER_STATE_BYTES:
-        raise InputError("--optimizer", f"unknown optimizer '{optimizer}'", f"use one of {', '.join(OPTIMIZERS)}")
+        raise InputError("optimizer", f"unknown optimizer '{optimizer}'", f"use one of {', '.join(OPTIMIZERS)}")
     weight_bytes = 2 if precision == "mixed" else 4
     master = _MASTER_WEIGHT_BYTES if precision == "mixed" else 0
     return BytesPerParam(
@@ -68,5 +68,5 @@ def check_precision_on_gpu(precision: str | None, gpu_name: str, supports_bf16: 
     """bf16 asked for on a GPU without bf16 units (V100, T4): refused, for every command, rather than
     planned (DeepSpeed would fail at start-up, torch would emulate it at a fraction of the speed)."""
     if precision is not None and precision.strip().lower() == "bf16" and not supports_bf16:
-        raise InputError("--precision", f"{gpu_name} has no bf16 support",
-                         "use --precision fp16 (or mixed, which means fp16 on this GPU) or fp32")
+        raise InputError("precision", f"{gpu_name} has no bf16 support",
+                         f"use {ref('precision', 'fp16')} (or mixed, which means fp16 on this GPU) or fp32")

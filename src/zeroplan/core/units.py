@@ -67,7 +67,7 @@ def _exact_integer(text: str, multiplier: int, input_name: str, what: str) -> in
     return int(value)
 
 
-def parse_count(text: str | int, input_name: str = "--params") -> int:
+def parse_count(text: str | int, input_name: str = "params") -> int:
     """A positive whole count from '13e9', '13000000000', '13B', '6.7b', '350M', '1.5T', '7_000'."""
     example = "a positive count such as 13e9, 13B, 6.7b or 350M"
     if isinstance(text, int) and not isinstance(text, bool):
@@ -130,7 +130,7 @@ def memory_unit(units: str) -> tuple[int, str]:
         return GIB, "GiB"
     if units == "si":
         return GB, "GB"
-    raise InputError("--units", f"unknown units '{units}'", "use iec (GiB) or si (GB)")
+    raise InputError("units", f"unknown units '{units}'", "use iec (GiB) or si (GB)")
 
 
 def format_bytes(value: int, units: str = "iec", digits: int = 1) -> str:

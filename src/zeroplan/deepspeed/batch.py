@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from zeroplan.core.errors import InputError
+from zeroplan.core.errors import InputError, ref
 
 
 @dataclass(frozen=True)
@@ -71,7 +71,7 @@ def _fix(train: int, micro: int, dp: int) -> str:
 
 def consistent(dp: int, micro: int | None = None, accum: int | None = None, global_batch: int | None = None) -> Batch:
     """The triple that satisfies the identity for what was fixed; defaults micro 1, accumulation 1."""
-    for flag, value in (("--micro-batch", micro), ("--grad-accum", accum), ("--global-batch", global_batch)):
+    for flag, value in (("micro_batch", micro), ("grad_accum", accum), ("global_batch", global_batch)):
         if value is not None and value < 1:
             raise InputError(flag, f"must be a positive whole number, got {value}")
     if global_batch is None:
@@ -81,19 +81,20 @@ def consistent(dp: int, micro: int | None = None, accum: int | None = None, glob
         micro = 1
     if micro is not None and accum is not None:
         if micro * accum * dp != global_batch:
-            raise InputError("--global-batch", f"{global_batch} ≠ {micro} × {accum} × dp {dp} = {micro * accum * dp}",
-                             "drop one of --micro-batch, --grad-accum, --global-batch")
+            raise InputError("global_batch", f"{global_batch} ≠ {micro} × {accum} × dp {dp} = {micro * accum * dp}",
+                             f"drop one of {ref('micro_batch')}, {ref('grad_accum')}, {ref('global_batch')}")
         return Batch(global_batch, micro, accum)
     if micro is not None:
-        return Batch(global_batch, micro, _other(global_batch, micro, "--micro-batch", dp))
+        return Batch(global_batch, micro, _other(global_batch, micro, "micro_batch", dp))
     if accum is not None:
-        return Batch(global_batch, _other(global_batch, accum, "--grad-accum", dp), accum)
+        return Batch(global_batch, _other(global_batch, accum, "grad_accum", dp), accum)
     raise AssertionError("micro defaults to 1 above")  # pragma: no cover
 
 
 def _other(global_batch: int, known: int, flag: str, dp: int) -> int:
     """The batch factor left to find when global_batch and `known` (flag) are fixed."""
     if global_batch % (known * dp):
-        raise InputError("--global-batch", f"{global_batch} is not a multiple of {flag} {known} × dp {dp} = "
-                         f"{known * dp}", f"use --global-batch {max(1, global_batch // (known * dp)) * known * dp}")
+        raise InputError("global_batch", f"{global_batch} is not a multiple of {ref(flag)} {known} × dp {dp} = "
+                         f"{known * dp}",
+                         f"use {ref('global_batch', max(1, global_batch // (known * dp)) * known * dp)}")
     return global_batch // (known * dp)

@@ -12,7 +12,7 @@ from zeroplan.deepspeed.buckets import BUDGET_SHARE, Buckets, largest_bucket_wit
 from zeroplan.deepspeed.context import CheckContext
 from zeroplan.deepspeed.keys import DEEPSPEED_DEFAULTS
 from zeroplan.core.evaluate.estimate import OptionEstimate, evaluate_options
-from zeroplan.core.errors import InputError, RunFailed
+from zeroplan.core.errors import InputError, RunFailed, ref
 from zeroplan.core.parallel.grid import ParallelDims
 from zeroplan.core.precision import check_precision_on_gpu
 from zeroplan.planning.estimate_plan import build_plan
@@ -36,6 +36,8 @@ class Choice:
     world: int
     tp: int
     pp: int
+    ep: int = 1
+    etp: int | None = None
 
     @property
     def element_bytes(self) -> int:
@@ -80,9 +82,14 @@ def choose(context: CheckContext, *, stage: int | None = None, offload_optimizer
     check_precision_on_gpu(context.precision, gpu.name, gpu.supports_bf16)
     precision = (context.precision or ("bf16" if gpu.supports_bf16 else "fp16")).strip().lower()
     if precision not in PRECISIONS:
-        raise InputError("--precision", f"unknown precision '{context.precision}'", "use bf16, fp16 or fp32")
-    world, tp, pp = context.gpus or 1, context.tp or 1, context.pp or 1
-    dims = ParallelDims(world=world, tp=tp, pp=pp)  # validates divisibility before anything else
+        raise InputError("precision", f"unknown precision '{context.precision}'", "use bf16, fp16 or fp32")
+    world, tp, pp, ep = context.gpus or 1, context.tp or 1, context.pp or 1, context.ep or 1
+    # DeepSpeed's AutoEP keeps experts whole (expert_tensor_parallel_size 1 is all it supports)
+    etp = context.etp or (1 if ep > 1 else None)
+    if ep > 1 and etp != 1:
+        raise InputError("etp", f"DeepSpeed's AutoEP supports expert_tensor_parallel_size 1 only, asked {etp}",
+                         f"use {ref('etp', 1)} (plan Megatron-Core layouts with `zeroplan plan --etp`)")
+    dims = ParallelDims(world=world, tp=tp, pp=pp, ep=ep, etp=tp if etp is None else etp)  # validates divisibility
     batch = consistent(dims.dp, context.micro_batch, context.grad_accum, context.global_batch)
     hidden = planning.hidden_size(context)
     reduce, prefetch, persistence = _bucket_sizes(hidden)
@@ -91,7 +98,7 @@ def choose(context: CheckContext, *, stage: int | None = None, offload_optimizer
         context, world=world, tp=tp, pp=pp, precision="fp32" if precision == "fp32" else "mixed",
         optimizer=context.optimizer or "adam", stage=stage, offload_optimizer=offload_optimizer,
         offload_params=offload_params, micro_batch=batch.micro_batch, grad_accum=batch.accumulation,
-        buffers=planning.planner_buffers(reduce, reduce, prefetch, live, None)))
+        buffers=planning.planner_buffers(reduce, reduce, prefetch, live, None), ep=ep, etp=etp if ep > 1 else None))
     request, estimates, recommendation = plan.request, plan.estimates, plan.recommendation
     estimate = recommendation.option
     if estimate is None:
@@ -100,4 +107,4 @@ def choose(context: CheckContext, *, stage: int | None = None, offload_optimizer
                               "anyway)")
         estimate = min(estimates, key=lambda e: (e.gpu_bytes["total"], e.option.tier_rank))
     buckets = _fit_buckets(request, estimate, reduce, prefetch, 4 if precision == "fp32" else 2)
-    return Choice(context, estimate, batch, precision, buckets, persistence, hidden, world, tp, pp)
+    return Choice(context, estimate, batch, precision, buckets, persistence, hidden, world, tp, pp, ep, etp)

@@ -32,6 +32,8 @@ class Environment:
     grad_accum: int | None = None
     global_batch: int | None = None
     precision: str | None = None
+    ep: int = 1  # expert parallelism: flags or a plan file, else the config's expert_parallel (AutoEP) block
+    etp: int = 1
 
     @property
     def model_parallel(self) -> int:

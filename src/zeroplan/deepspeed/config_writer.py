@@ -50,6 +50,8 @@ def build(choice: Choice, nvme_path: str | None = None) -> dict:
     if option.offload_params != "none":
         zero["offload_param"] = _offload_block(option.offload_params, path)
     config["zero_optimization"] = zero
+    if choice.ep > 1:  # DeepSpeed AutoEP (module_inject/auto_ep_config.py): experts folded over the ranks
+        config["expert_parallel"] = {"enabled": True, "autoep_size": choice.ep, "expert_tensor_parallel_size": 1}
     config["steps_per_print"] = 100
     config["wall_clock_breakdown"] = False
     return config

@@ -29,6 +29,9 @@ class CheckContext:
     gpu_memory: str | None = None
     tp: int | None = None
     pp: int | None = None
+    ep: int | None = None
+    etp: int | None = None
+    capacity_factor: float | None = None
     micro_batch: int | None = None
     grad_accum: int | None = None
     global_batch: int | None = None
@@ -42,24 +45,25 @@ class CheckContext:
 
     def __post_init__(self) -> None:
         """Every value given must be usable: a zero or negative count is an error, never a silent 1."""
-        counts = {"--gpus": self.gpus, "--gpus-per-node": self.gpus_per_node, "--tp": self.tp, "--pp": self.pp,
-                  "--micro-batch": self.micro_batch, "--grad-accum": self.grad_accum,
-                  "--global-batch": self.global_batch, "--seq-len": self.seq_len, "--hidden": self.hidden}
+        counts = {"gpus": self.gpus, "gpus_per_node": self.gpus_per_node, "tp": self.tp, "pp": self.pp,
+                  "ep": self.ep, "etp": self.etp,
+                  "micro_batch": self.micro_batch, "grad_accum": self.grad_accum,
+                  "global_batch": self.global_batch, "seq_len": self.seq_len, "hidden": self.hidden}
         for flag, value in counts.items():
             if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
                 raise InputError(flag, f"must be a positive whole number, got {value!r}")
             if value is not None and value > 2**40:
                 raise InputError(flag, f"{value} is beyond any real setup")
         if self.units not in ("iec", "si"):
-            raise InputError("--units", f"unknown units '{self.units}'", "use iec (GiB) or si (GB)")
+            raise InputError("units", f"unknown units '{self.units}'", "use iec (GiB) or si (GB)")
         if self.recompute is not None and self.recompute not in ("none", "selective", "full"):
-            raise InputError("--recompute", f"unknown mode '{self.recompute}'", "use none, selective or full")
+            raise InputError("recompute", f"unknown mode '{self.recompute}'", "use none, selective or full")
         if self.params is not None:
-            as_count(self.params, "--params")
-        for flag, size in (("--cpu-memory", self.cpu_memory), ("--nvme", self.nvme), ("--gpu-memory", self.gpu_memory)):
+            as_count(self.params, "params")
+        for flag, size in (("cpu_memory", self.cpu_memory), ("nvme", self.nvme), ("gpu_memory", self.gpu_memory)):
             if size is not None:
                 parse_bytes(size, flag)
-        for flag, name in (("--gpu", self.gpu), ("--cluster", self.cluster), ("--model", self.model)):
+        for flag, name in (("gpu", self.gpu), ("cluster", self.cluster), ("model", self.model)):
             if name is not None and not str(name).strip():
                 raise InputError(flag, "is empty", "name a preset (zeroplan presets list)")
 
@@ -114,7 +118,8 @@ def from_plan(plan: PlanFile) -> CheckContext:
         largest_layer_params=model.largest_layer_params,
         gpus=cluster.gpus, gpu=cluster.gpu, cluster=cluster.preset, gpus_per_node=cluster.gpus_per_node,
         cpu_memory=cluster.cpu_memory, nvme=cluster.nvme, gpu_memory=cluster.gpu_memory,
-        tp=plan.parallel.tp, pp=plan.parallel.pp, micro_batch=training.micro_batch,
+        tp=plan.parallel.tp, pp=plan.parallel.pp, ep=plan.parallel.ep, etp=plan.parallel.etp,
+        capacity_factor=training.capacity_factor, micro_batch=training.micro_batch,
         grad_accum=training.grad_accum, global_batch=training.global_batch, precision=training.precision,
         optimizer=training.optimizer, seq_len=training.seq_len, recompute=training.recompute,
         flash_attention=training.flash_attention)

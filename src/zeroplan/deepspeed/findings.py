@@ -45,6 +45,11 @@ RULES: dict[str, Rule] = {rule.id: rule for rule in (
     Rule("ZP018", "pipeline-with-zero-2-3", "pipeline parallelism (pp > 1) with ZeRO stage 2 or 3"),
     Rule("ZP019", "coerced-value", "a value DeepSpeed converts before use (\"3\" is read as stage 3); says what it reads"),
     Rule("ZP020", "removed-key", "a key DeepSpeed has removed: it refuses the config at start-up"),
+    Rule("ZP021", "ep-not-dividing-experts", "expert parallelism (ep) does not divide the model's experts"),
+    Rule("ZP022", "expert-layout", "ep × etp does not divide a pipeline stage's ranks, or an expert tensor-parallel "
+         "size DeepSpeed's AutoEP does not support"),
+    Rule("ZP023", "ep-across-nodes", "an expert-parallel group spans nodes: its all-to-all runs on the network"),
+    Rule("ZP024", "capacity-drops-tokens", "an expert capacity factor drops the tokens routed beyond it"),
 )}
 
 

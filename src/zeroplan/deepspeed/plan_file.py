@@ -62,6 +62,8 @@ class PlanCluster(_Strict):
 class PlanParallel(_Strict):
     tp: int = Field(default=1, ge=1)
     pp: int = Field(default=1, ge=1)
+    ep: int = Field(default=1, ge=1)  # expert parallelism (mixture-of-experts models)
+    etp: Optional[int] = Field(default=None, ge=1)  # expert tensor parallelism; None: as tp
 
 
 class PlanTraining(_Strict):
@@ -73,6 +75,7 @@ class PlanTraining(_Strict):
     seq_len: Optional[int] = Field(default=None, ge=1)
     recompute: Optional[Literal["none", "selective", "full"]] = None
     flash_attention: Optional[bool] = None
+    capacity_factor: Optional[float] = Field(default=None, ge=1)  # MoE expert capacity; None: dropless
 
 
 class PlanZero(_Strict):
@@ -139,4 +142,6 @@ PLAN_KEY_FOR = {
     "zero_optimization.offload_param": ("zero", "offload_params"),
     "world": ("cluster", "gpus"),
     "tp": ("parallel", "tp"),
+    "expert_parallel": ("parallel", "ep"),
+    "capacity_factor": ("training", "capacity_factor"),
 }

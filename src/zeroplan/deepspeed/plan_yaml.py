@@ -16,11 +16,11 @@ def document(choice: Choice, nvme_path: str | None = None) -> dict:
         is_path = context.model.endswith(".json") or "/" in context.model
         model: dict = {"config" if is_path else "preset": context.model}
     else:
-        model = {"params": as_count(context.params, "--params")}
+        model = {"params": as_count(context.params, "params")}
         if choice.hidden is not None:
             model["hidden"] = choice.hidden
     if context.largest_layer_params is not None:
-        model["largest_layer_params"] = as_count(context.largest_layer_params, "--largest-layer-params")
+        model["largest_layer_params"] = as_count(context.largest_layer_params, "largest_layer_params")
     cluster: dict = {"gpus": choice.world}
     for key in ("preset", "gpu", "gpus_per_node", "cpu_memory", "nvme", "gpu_memory"):
         value = getattr(context, "cluster" if key == "preset" else key)
@@ -29,7 +29,7 @@ def document(choice: Choice, nvme_path: str | None = None) -> dict:
     training: dict = {"precision": choice.precision, "optimizer": context.optimizer or "adam",
                       "micro_batch": batch.micro_batch, "grad_accum": batch.accumulation,
                       "global_batch": batch.train_batch_size}
-    for key in ("seq_len", "recompute", "flash_attention"):
+    for key in ("seq_len", "recompute", "flash_attention", "capacity_factor"):
         if getattr(context, key) is not None:
             training[key] = getattr(context, key)
     zero: dict = {"stage": option.stage, "offload_optimizer": option.offload_optimizer,
@@ -39,7 +39,9 @@ def document(choice: Choice, nvme_path: str | None = None) -> dict:
 
         zero["nvme_path"] = nvme_path or NVME_PATH_PLACEHOLDER
     data = {"zeroplan_plan": SCHEMA_VERSION, "model": model, "cluster": cluster,
-            "parallel": {"tp": choice.tp, "pp": choice.pp}, "training": training, "zero": zero}
+            "parallel": {"tp": choice.tp, "pp": choice.pp, **({"ep": choice.ep} if choice.ep > 1 else {}),
+                         **({"etp": choice.etp} if choice.etp is not None else {})},
+            "training": training, "zero": zero}
     PlanFile.model_validate(data)  # what we write must read back
     return data
 

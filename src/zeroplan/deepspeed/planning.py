@@ -53,11 +53,23 @@ def environment(context: CheckContext, config: dict) -> Environment:
     tp_from_config = _as_count((config.get("tensor_parallel") or {}).get("autotp_size")) \
         if isinstance(config.get("tensor_parallel"), dict) else None
     sp = _as_count(config.get("sequence_parallel_size"))
+    ep, etp = expert_sizes(context, config)
     return Environment(
         world=context.gpus, tp=context.tp or (tp_from_config if tp_from_config and tp_from_config > 0 else 1),
         pp=context.pp or 1, sp=sp if sp and sp > 0 else 1, gpus_per_node=gpus_per_node(context),
         hidden=hidden_size(context), micro_batch=context.micro_batch, grad_accum=context.grad_accum,
-        global_batch=context.global_batch, precision=context.precision)
+        global_batch=context.global_batch, precision=context.precision, ep=ep, etp=etp)
+
+
+def expert_sizes(context: CheckContext, config: dict) -> tuple[int, int]:
+    """(ep, etp): --ep/--etp or a plan file's, else DeepSpeed AutoEP's expert_parallel block when enabled
+    (autoep_size, expert_tensor_parallel_size: module_inject/auto_ep_config.py parse_autoep_config), else 1."""
+    block = config.get("expert_parallel") if isinstance(config, dict) else None
+    ep = etp = None
+    if isinstance(block, dict) and block.get("enabled") is True:
+        ep = _as_count(block.get("autoep_size", 1))
+        etp = _as_count(block.get("expert_tensor_parallel_size", 1))
+    return (context.ep or (ep if ep and ep > 0 else 1), context.etp or (etp if etp and etp > 0 else 1))
 
 
 def gpu_spec(context: CheckContext):
@@ -71,7 +83,7 @@ def gpu_capacity(context: CheckContext) -> int:
     """The GPU's memory in bytes: the one named (flag, plan or cluster), else the planner's default GPU,
     so the bucket rule and the memory rules judge the same GPU."""
     if context.gpu_memory is not None:
-        return parse_bytes(context.gpu_memory, "--gpu-memory")
+        return parse_bytes(context.gpu_memory, "gpu_memory")
     if context.cluster is not None:
         return presets.cluster(context.cluster).gpu.memory_bytes
     return presets.gpu(context.gpu or DEFAULT_GPU).memory_bytes
@@ -84,7 +96,8 @@ def usable_gpu_bytes(context: CheckContext) -> int:
 def estimate_inputs(context: CheckContext, *, world: int, tp: int, pp: int, precision: str, optimizer: str,
                     stage: int | None = None, offload_optimizer: str | None = None,
                     offload_params: str | None = None, micro_batch: int | None = None,
-                    grad_accum: int | None = None, buffers: dict | None = None):
+                    grad_accum: int | None = None, buffers: dict | None = None, ep: int | None = None,
+                    etp: int | None = None):
     """EstimateInputs for this context, passing only the fields this version of the planner has.
 
     The step's shape (sequence length, micro batch, recompute) goes only with --model: the planner sizes
@@ -97,6 +110,11 @@ def estimate_inputs(context: CheckContext, *, world: int, tp: int, pp: int, prec
                   largest_layer_params=context.largest_layer_params, cpu_memory=context.cpu_memory,
                   nvme=context.nvme, gpu_memory=context.gpu_memory)
     extra: dict = {"grad_accum": grad_accum, **(buffers or {})}
+    ep, etp = ep or context.ep or 1, etp or context.etp
+    if ep > 1 or etp is not None:  # experts folded over the ranks (--ep/--etp, a plan file, AutoEP's block)
+        extra.update(ep=ep, etp=etp)
+    if context.capacity_factor is not None and context.model is not None:
+        extra["capacity_factor"] = context.capacity_factor
     if context.model is not None:
         extra.update(seq_len=context.seq_len, micro_batch=micro_batch, recompute=context.recompute,
                      flash_attention=context.flash_attention)

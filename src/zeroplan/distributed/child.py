@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from typing import Callable
 
 from zeroplan.core.errors import InputError
+from zeroplan.inputs.flag_names import cli_message
 from zeroplan.distributed.rendezvous import (
     EXIT_ADDRESS_IN_USE, PortTaken, RankEnv, RankFailed, is_address_in_use, launcher_env,
 )
@@ -123,7 +124,7 @@ def rank_main(label: str, body: RankBody, *, fault_env: str | None = None, debug
     try:
         fault = parse_fault(os.environ.get(fault_env), fault_env) if fault_env else None
     except InputError as exc:
-        sys.stderr.write(f"{label}: rank {env.rank}: {exc}\n")
+        sys.stderr.write(f"{label}: rank {env.rank}: {cli_message(exc)}\n")
         return 2
     heartbeat = Heartbeat(os.environ.get(HEARTBEAT_ENV), env.rank, fault)
     heartbeat.tick()  # started: the worker module (and torch) imported
@@ -132,7 +133,7 @@ def rank_main(label: str, body: RankBody, *, fault_env: str | None = None, debug
     try:
         result = body(env, heartbeat, os.environ[CONFIG_ENV])
     except InputError as exc:
-        sys.stderr.write(f"{label}: rank {env.rank}: {exc}\n")
+        sys.stderr.write(f"{label}: rank {env.rank}: {cli_message(exc)}\n")
         return 2
     except PortTaken as exc:
         sys.stderr.write(f"{label}: {exc}\n")

@@ -53,7 +53,7 @@ def plot_estimate(plan: Plan, path: str, inputs: InputPaths = ()) -> None:
     axis.set_xlabel(f"memory per GPU ({label})")
     verdict = f"recommended: {chosen.option.label}" if chosen else "nothing fits"
     axis.set_title(f"{request.model.name} on {request.parallel.world} × {request.cluster.gpu.name}, "
-                   f"{request.parallel.describe()}, {request.convention} convention — {verdict}", fontsize=9)
+                   f"{request.parallel.describe(request.cp)}, {request.convention} convention — {verdict}", fontsize=9)
     axis.legend(loc="center left", bbox_to_anchor=(1.0, 0.5), frameon=False, fontsize=8)
     axis.grid(True, axis="x", alpha=0.3)
     figure.tight_layout()

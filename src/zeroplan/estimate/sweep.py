@@ -6,15 +6,15 @@ option's per-GPU bytes are non-increasing in dp)."""
 from __future__ import annotations
 
 import dataclasses
+from math import lcm
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
-from zeroplan.core.errors import InputError
+from zeroplan.core.errors import InputError, ref
 from zeroplan.core.evaluate.estimate import EstimateRequest, evaluate_options
 from zeroplan.core.options import PAPER_OPTIONS, Option
 from zeroplan.core.parallel.grid import ParallelDims
 from zeroplan.core.evaluate.recommend import fewest_gpus
-from zeroplan.inputs.lists import parse_int_list
 from zeroplan.inputs.command_sections import GridInputs
 from zeroplan.inputs.sections import (CommandInputs, BudgetInputs, HardwareInputs, ModelInputs, ParallelInputs, StepInputs, flag_of,
                                       Section)
@@ -28,7 +28,7 @@ PART_NAMES = ("params", "gradients", "optimizer_states", "activations", "buffers
 # The fields `zeroplan sweep` takes from each section (the CLI's options, and the JSON's "inputs").
 FIELDS: dict[type[Section], tuple[str, ...]] = {
     GridInputs: ("models", "params", "gpus", "gpu_types", "stages"),
-    ParallelInputs: ("tp", "pp"),
+    ParallelInputs: ("tp", "pp", "ep", "etp"),
     HardwareInputs: ("gpus_per_node", "presets_file"),
     StepInputs: ("seq_len", "micro_batch", "recompute", "flash_attention", "precision", "optimizer"),
     BudgetInputs: ("runtime_reserve", "fragmentation"),
@@ -46,35 +46,26 @@ class SweepInputs(CommandInputs):
     FIELDS: ClassVar[dict[Any, tuple[str, ...]]] = FIELDS
 
     def echo(self) -> dict[str, Any]:
-        values = {name: getattr(getattr(self, section.key), name) for section, names in FIELDS.items()
+        values = {name: getattr(self, section.key).as_given(name) for section, names in FIELDS.items()
                   for name in names if flag_of(section, name).echo}
         return {**values, "units": self.units}
 
 
-def _split(text: str | None, flag: str = "list") -> list[str]:
-    """'a,b' -> ['a', 'b'], duplicates dropped; an empty item ('a,,b' or '') is an error, not skipped."""
-    if text is None:
-        return []
-    parts = [part.strip() for part in text.split(",")]
-    if not all(parts):
-        raise InputError(flag, f"'{text}' has an empty item", "write a comma list such as a,b")
-    return list(dict.fromkeys(parts))
-
-
 def _models(inputs: SweepInputs) -> list[tuple[str, dict[str, str]]]:
     """(label, EstimateInputs fields) per model, in the order given."""
-    models = [(name, {"model": name}) for name in _split(inputs.grid.models, "--model")]
-    models += [(count, {"params": count}) for count in _split(inputs.grid.params, "--params")]
+    models = [(name, {"model": name}) for name in inputs.grid.models or ()]
+    models += [(count, {"params": count}) for count in inputs.grid.params or ()]
     if not models:
-        raise InputError("--model/--params", "no model given",
-                         "e.g. --model llama-2-7b,llama-2-13b or --params 7e9,13e9")
+        raise InputError("model/params", "no model given",
+                         f"e.g. {ref('models', 'llama-2-7b,llama-2-13b')} or {ref('params', '7e9,13e9')}")
     return models
 
 
 def _fewest(request: EstimateRequest, option: Option | None) -> int | None:
     """The fewest GPUs (a multiple of tp·pp) at which `option` fits, or any option when None."""
     parallel = request.parallel
-    smallest = ParallelDims(parallel.tp * parallel.pp, parallel.tp, parallel.pp, parallel.gpus_per_node)
+    smallest = ParallelDims(lcm(parallel.tp * parallel.pp, parallel.pp * parallel.ep * parallel.etp), parallel.tp,
+                            parallel.pp, parallel.gpus_per_node, ep=parallel.ep, etp=parallel.etp)
     options = request.options if option is None else (option,)
     trial = dataclasses.replace(request, parallel=smallest, options=options, micro_batches_per_step=1)
     if any(e.fits for e in evaluate_options(trial)):
@@ -86,12 +77,9 @@ def _fewest(request: EstimateRequest, option: Option | None) -> int | None:
 def sweep_rows(inputs: SweepInputs) -> tuple[list[dict[str, Any]], list[str]]:
     """Every row, and the assumptions shared by all of them."""
     grid = inputs.grid
-    counts = parse_int_list(grid.gpus, "--gpus")
-    stages = parse_int_list(grid.stages, "--stages", minimum=0) or (0, 1, 2, 3)
-    for stage in stages:
-        if stage > 3:
-            raise InputError("--stages", f"ZeRO stage must be 0, 1, 2 or 3, got {stage}")
-    gpu_types: list[str | None] = list(_split(grid.gpu_types, "--gpu")) or [None]
+    counts = grid.gpus
+    stages = grid.stages or (0, 1, 2, 3)
+    gpu_types: list[str | None] = list(grid.gpu_types or ()) or [None]
     rows: list[dict[str, Any]] = []
     assumptions: list[str] = []
     fewest_cache: dict[tuple, int | None] = {}
@@ -118,7 +106,7 @@ def _rows_for(plan, label: str, stages: tuple[int, ...], fewest_cache: dict) -> 
     for stage in stages:
         option = Option(stage)
         estimate = by_option.get(option)
-        key = (label, cluster.gpu.name, parallel.tp, parallel.pp)
+        key = (label, cluster.gpu.name, parallel.tp, parallel.pp, parallel.ep, parallel.etp)
         if (key, stage) not in fewest_cache:
             fewest_cache[(key, stage)] = _fewest(request, option) if estimate is not None else None
         if (key, None) not in fewest_cache:
@@ -129,6 +117,8 @@ def _rows_for(plan, label: str, stages: tuple[int, ...], fewest_cache: dict) -> 
             "params": request.model.params, "gpu": cluster.gpu.name,
             "gpus": parallel.world, "nodes": parallel.nodes, "dp": parallel.dp, "tp": parallel.tp, "pp": parallel.pp,
             "stage": stage}
+        if parallel.has_experts_grid:  # the experts' cut, only where it differs from the dense layers'
+            row.update(ep=parallel.ep, etp=parallel.etp, edp=parallel.edp)
         parts = estimate.gpu_bytes if estimate is not None else {}
         row.update({f"gpu_bytes_{name}": parts.get(name, "") for name in PART_NAMES})
         row.update(gpu_bytes_total=parts.get("total", ""), usable_gpu_bytes=request.budget.usable_gpu_bytes,

@@ -44,7 +44,7 @@ def render(plan: Plan, canvas: Canvas) -> None:
     chosen = plan.recommendation.option
     canvas.wrapped(f"{model.name} · {format_count(model.params)} params · {parallel.world} × "
                    f"{request.cluster.gpu.name} ({format_bytes(budget.gpu_capacity, units)}, "
-                   f"{format_bytes(budget.usable_gpu_bytes, units)} usable) · {parallel.describe()} · "
+                   f"{format_bytes(budget.usable_gpu_bytes, units)} usable) · {parallel.describe(plan.request.cp)} · "
                    f"{request.convention} convention", first="")
     canvas.line()
     show_max = any(e.max_micro_batch is not None for e in plan.estimates)

@@ -5,10 +5,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from enum import Enum
+from fractions import Fraction
 from typing import ClassVar
 
+from zeroplan.core.memory.budget import parse_fraction
+from zeroplan.inputs.lists import parse_text_list, recompute_modes, whole_numbers, zero_stages
 from zeroplan.inputs.sections import (GRID, MODEL, OUTPUT, RUN, SEARCH, STEP, TIMING, HardwareInputs, ModelInputs,
-                                      ParallelInputs, Section, StepInputs, as_count, flag, flag_of, one_of, option)
+                                      ParallelInputs, Section, StepInputs, as_count, flag,
+                                      flag_of, one_of, option)
 
 
 class SequenceParallelSearch(str, Enum):
@@ -42,22 +46,30 @@ class SearchInputs(Section):
 
     key: ClassVar[str] = "search"
 
-    stages: str | None = flag("--stages", help="ZeRO stages to try (default 0,1,2,3).", panel=SEARCH)
+    stages: tuple[int, ...] | None = flag("--stages", help="ZeRO stages to try (default 0,1,2,3).", panel=SEARCH,
+                                          parse=zero_stages)
     offload: bool = flag("--offload/--no-offload", help="Also try CPU/NVMe offload tiers.", panel=SEARCH, kind=bool,
                          default=True)
-    recompute: str | None = option(flag_of(StepInputs, "recompute").variant(
-        help="Recompute modes to try (default none,selective,full).", panel=SEARCH, parse=None, on_construction=False))
+    recompute: tuple[str, ...] | None = option(flag_of(StepInputs, "recompute").variant(
+        help="Recompute modes to try (default none,selective,full).", panel=SEARCH, parse=recompute_modes))
     sequence_parallel: str = option(flag_of(StepInputs, "sequence_parallel").variant(
         help="search (both), on or off (with tp > 1).", panel=SEARCH, kind=str,
-        parse=one_of(SequenceParallelSearch), on_construction=True), "search")
-    virtual_stages: str | None = flag("--virtual-stages", help="Interleaved-schedule chunks to try, e.g. 1,2 "
-                                      "(default 1).", panel=SEARCH)
-    micro_batches: str | None = flag("--micro-batches", help="Micro-batch sizes to try (default: every divisor of "
-                                     "the per-rank batch).", panel=SEARCH)
-    tp: str | None = option(flag_of(ParallelInputs, "tp").variant(
-        help="Only these tensor-parallel degrees, e.g. 1,2,4,8.", panel=SEARCH, kind=str))
-    pp: str | None = option(flag_of(ParallelInputs, "pp").variant(
-        help="Only these pipeline degrees.", panel=SEARCH, kind=str))
+        parse=one_of(SequenceParallelSearch)), "search")
+    virtual_stages: tuple[int, ...] | None = flag("--virtual-stages", help="Interleaved-schedule chunks to try, e.g. "
+                                                  "1,2 (default 1).", panel=SEARCH, parse=whole_numbers())
+    micro_batches: tuple[int, ...] | None = flag("--micro-batches", help="Micro-batch sizes to try (default: every "
+                                                 "divisor of the per-rank batch).", panel=SEARCH,
+                                                 parse=whole_numbers())
+    tp: tuple[int, ...] | None = option(flag_of(ParallelInputs, "tp").variant(
+        help="Only these tensor-parallel degrees, e.g. 1,2,4,8.", panel=SEARCH, kind=str, parse=whole_numbers()))
+    pp: tuple[int, ...] | None = option(flag_of(ParallelInputs, "pp").variant(
+        help="Only these pipeline degrees.", panel=SEARCH, kind=str, parse=whole_numbers()))
+    ep: tuple[int, ...] | None = option(flag_of(ParallelInputs, "ep").variant(
+        help="Expert-parallel degrees to try for a mixture-of-experts model, e.g. 1,8,64 (default 1).", panel=SEARCH,
+        kind=str, parse=whole_numbers()))
+    etp: tuple[int, ...] | None = option(flag_of(ParallelInputs, "etp").variant(
+        help="Expert tensor-parallel degrees to try (default: etp = tp).", panel=SEARCH, kind=str,
+        parse=whole_numbers()))
     allow_cross_node_tp: bool = flag("--allow-cross-node-tp", help="Let tensor parallelism span nodes.",
                                      panel=SEARCH, kind=bool, default=False)
     efficiency: float | None = flag("--efficiency", help="Share of the GPU's dense bf16 peak a large GEMM reaches "
@@ -68,16 +80,18 @@ class SearchInputs(Section):
                                     "default), fsdp (PyTorch FSDP/FSDP2 prefetch) or megatron (Megatron-Core with "
                                     "its DP, TP and pipeline overlap options on, as NeMo runs it).", panel=TIMING,
                                     parse=one_of(CommOverlapChoice))
-    cpu_adam_rate: str | None = flag("--cpu-adam-rate", help="CPU optimizer parameters per second per node "
+    cpu_adam_rate: int | None = flag("--cpu-adam-rate", help="CPU optimizer parameters per second per node "
                                      "(default 1e9).", panel=TIMING, parse=as_count)
-    cp: str | None = flag("--cp", help="Context-parallel degrees to try, e.g. 1,2,4 (default 1; needs the sequence "
-                          "divisible by 2·cp).", panel=SEARCH)
+    cp: tuple[int, ...] | None = option(flag_of(ParallelInputs, "cp").variant(
+        help="Context-parallel degrees to try, e.g. 1,2,4 (default 1; needs the sequence divisible by 2·cp).",
+        panel=SEARCH, kind=str, parse=whole_numbers()))
     fsdp_pipeline: bool = flag("--fsdp-with-pp", help="Also try ZeRO-2/3 (FSDP) with pipeline parallelism "
                                "(torchtitan, Llama 3).", panel=SEARCH, kind=bool, default=False)
     top: int = flag("--top", help="How many plans to show (distinct dp×tp×pp and stage).", panel=OUTPUT, kind=int,
                     default=5)
-    tie_tolerance: str | None = flag("--tie-tolerance", help="Step times this close to the fastest rank as ties, "
-                                     "won by the simpler plan (default 2%).", panel=OUTPUT)
+    tie_tolerance: Fraction | None = flag("--tie-tolerance", help="Step times this close to the fastest rank as "
+                                          "ties, won by the simpler plan (default 2%).", panel=OUTPUT,
+                                          parse=parse_fraction)
 
 
 @dataclass(init=False, repr=False, eq=False)
@@ -86,15 +100,15 @@ class GridInputs(Section):
 
     key: ClassVar[str] = "grid"
 
-    models: str | None = option(flag_of(ModelInputs, "model").variant(
-        help="Comma list of model presets or config.json paths.", panel=GRID))
-    params: str | None = option(flag_of(ModelInputs, "params").variant(
-        help="Comma list of parameter counts, e.g. 7e9,13e9,70e9.", panel=GRID, parse=None))
-    gpus: str = option(flag_of(HardwareInputs, "gpus").variant(help="Comma list of GPU counts.", panel=GRID,
-                                                                kind=str), "8,16,32,64,128,256")
-    gpu_types: str | None = option(flag_of(HardwareInputs, "gpu").variant(
-        help="Comma list of GPU presets (default a100-80g).", panel=GRID))
-    stages: str | None = option(flag_of(SearchInputs, "stages").variant(
+    models: tuple[str, ...] | None = option(flag_of(ModelInputs, "model").variant(
+        help="Comma list of model presets or config.json paths.", panel=GRID, parse=parse_text_list))
+    params: tuple[str, ...] | None = option(flag_of(ModelInputs, "params").variant(
+        help="Comma list of parameter counts, e.g. 7e9,13e9,70e9.", panel=GRID, parse=parse_text_list))
+    gpus: tuple[int, ...] = option(flag_of(HardwareInputs, "gpus").variant(
+        help="Comma list of GPU counts.", panel=GRID, kind=str, parse=whole_numbers()), "8,16,32,64,128,256")
+    gpu_types: tuple[str, ...] | None = option(flag_of(HardwareInputs, "gpu").variant(
+        help="Comma list of GPU presets (default a100-80g).", panel=GRID, parse=parse_text_list))
+    stages: tuple[int, ...] | None = option(flag_of(SearchInputs, "stages").variant(
         help="ZeRO stages, one row each (default 0,1,2,3).", panel=GRID))
 
 
@@ -165,10 +179,10 @@ class ValidateRunInputs(Section):
         help="all, or a comma list of 0-3 / ddp, torch-zero1, fsdp2-zero2, fsdp2-zero3.", panel=RUN, kind=str),
         "all")
     precision: str = option(flag_of(StepInputs, "precision").variant(
-        help="fp32, or mixed (bf16; torch keeps fp32 states, see docs/accuracy.md).", panel=RUN, parse=None,
-        on_construction=False), "fp32")
+        help="fp32, or mixed (bf16; torch keeps fp32 states, see docs/accuracy.md).", panel=RUN, parse=None),
+        "fp32")
     optimizer: str = option(flag_of(StepInputs, "optimizer").variant(
-        help="adam, adamw, sgd-momentum or sgd.", panel=RUN, parse=None, on_construction=False), "adam")
+        help="adam, adamw, sgd-momentum or sgd.", panel=RUN, parse=None), "adam")
     cpu_offload: bool = flag("--cpu-offload", help="FSDP2's CPUOffloadPolicy (stages 2-3, CUDA only).", panel=RUN,
                              kind=bool, default=False)
     steps: int = flag("--steps", help="Training steps; states are measured after the last.", panel=RUN, kind=int,

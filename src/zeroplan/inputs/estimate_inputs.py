@@ -14,9 +14,9 @@ FIELDS: dict[type[Section], tuple[str, ...]] = {
     ModelInputs: ("params", "model", "largest_layer_params"),
     HardwareInputs: ("gpus", "gpus_per_node", "gpu", "cluster", "presets_file", "cpu_memory", "nvme", "nvme_bandwidth",
                      "intra_node_bandwidth", "inter_node_bandwidth", "gpu_memory", "calibration"),
-    ParallelInputs: ("tp", "pp", "stage", "offload_optimizer", "offload_params", "zeropp", "hpz_partition_size"),
+    ParallelInputs: ("tp", "pp", "cp", "ep", "etp", "stage", "offload_optimizer", "offload_params", "zeropp", "hpz_partition_size"),
     StepInputs: ("precision", "optimizer", "seq_len", "micro_batch", "recompute", "activations", "flash_attention",
-                 "sequence_parallel", "grad_accum", "global_batch", "max_micro_batch"),
+                 "sequence_parallel", "grad_accum", "global_batch", "max_micro_batch", "capacity_factor"),
     BudgetInputs: ("runtime_reserve", "fragmentation", "activation_reserve", "host_reserve"),
     ConventionInputs: ("convention", "framework", "zero_init", "buffer_factor"),
     BufferInputs: ("reduce_bucket_size", "allgather_bucket_size", "prefetch_bucket_size", "max_live_parameters",
@@ -32,7 +32,7 @@ ECHO_ORDER = ("gpus", "params", "model", "gpu", "cluster", "gpus_per_node", "tp"
               "host_reserve", "zeropp", "hpz_partition_size", "seq_len", "micro_batch", "recompute",
               "activations", "flash_attention", "sequence_parallel", "grad_accum", "global_batch", "max_micro_batch",
               "reduce_bucket_size", "allgather_bucket_size", "prefetch_bucket_size", "max_live_parameters",
-              "sub_group_size", "overlap_comm", "calibration")
+              "sub_group_size", "overlap_comm", "calibration", "ep", "etp", "capacity_factor", "cp")
 
 
 @dataclass

@@ -7,11 +7,11 @@ from fractions import Fraction
 from typing import TYPE_CHECKING, Any
 
 from zeroplan.inputs import presets
-from zeroplan.core.errors import InputError
+from zeroplan.core.errors import InputError, ref
 from zeroplan.core.memory.budget import (DEFAULT_ACTIVATION_RESERVE, DEFAULT_FRAGMENTATION, DEFAULT_HOST_RESERVE,
-                               DEFAULT_RUNTIME_RESERVE, MemoryBudget, parse_fraction)
+                               DEFAULT_RUNTIME_RESERVE, MemoryBudget)
 from zeroplan.core.hardware import ClusterSpec, Link
-from zeroplan.core.units import format_bytes, format_rate, parse_bytes, parse_rate
+from zeroplan.core.units import format_bytes, format_rate
 
 if TYPE_CHECKING:
     from zeroplan.inputs.sections import BudgetInputs, HardwareInputs
@@ -26,11 +26,11 @@ def resolve_cluster(inputs: HardwareInputs, assumptions: list[str], units: str =
     if inputs.cluster is not None:
         cluster = presets.cluster(inputs.cluster)
         if inputs.gpu is not None and presets.gpu(inputs.gpu).name != cluster.gpu.name:
-            raise InputError("--gpu", f"'{inputs.gpu}' conflicts with cluster '{inputs.cluster}' "
-                             f"({cluster.gpu.name})", "drop --gpu or --cluster")
+            raise InputError("gpu", f"'{inputs.gpu}' conflicts with cluster '{inputs.cluster}' "
+                             f"({cluster.gpu.name})", f"drop {ref('gpu')} or {ref('cluster')}")
     else:
         if inputs.gpu is not None and not inputs.gpu.strip():
-            raise InputError("--gpu", "is empty", "name a GPU preset, e.g. --gpu h100-80g")
+            raise InputError("gpu", "is empty", f"name a GPU preset, e.g. {ref('gpu', 'h100-80g')}")
         gpu_name = (inputs.gpu or DEFAULT_GPU).strip().lower()
         gpu = presets.gpu(gpu_name)
         if inputs.gpu is None:
@@ -49,25 +49,22 @@ def resolve_cluster(inputs: HardwareInputs, assumptions: list[str], units: str =
     if inputs.gpus_per_node is not None:
         overrides["gpus_per_node"] = inputs.gpus_per_node
     if inputs.cpu_memory is not None:
-        overrides["cpu_memory_bytes"] = parse_bytes(inputs.cpu_memory, "--cpu-memory")
+        overrides["cpu_memory_bytes"] = inputs.cpu_memory
     if inputs.nvme is not None:
-        overrides["nvme_bytes"] = parse_bytes(inputs.nvme, "--nvme")
+        overrides["nvme_bytes"] = inputs.nvme
     if inputs.nvme_bandwidth is not None:
-        overrides["nvme_bandwidth_bytes_per_s"] = parse_rate(inputs.nvme_bandwidth, "--nvme-bandwidth")
+        overrides["nvme_bandwidth_bytes_per_s"] = inputs.nvme_bandwidth
     if inputs.inter_node_bandwidth is not None:
-        link = cluster.inter_node_link
-        overrides["inter_node_link"] = Link(parse_rate(inputs.inter_node_bandwidth, "--inter-node-bandwidth"),
-                                            link.latency_s, "flag")
+        overrides["inter_node_link"] = Link(inputs.inter_node_bandwidth, cluster.inter_node_link.latency_s, "flag")
     if inputs.intra_node_bandwidth is not None or inputs.gpu_memory is not None:
         gpu = cluster.gpu
         if inputs.intra_node_bandwidth is not None:
             gpu = dataclasses.replace(gpu, intra_node_link=Link(
-                parse_rate(inputs.intra_node_bandwidth, "--intra-node-bandwidth"), gpu.intra_node_link.latency_s, "flag"))
+                inputs.intra_node_bandwidth, gpu.intra_node_link.latency_s, "flag"))
         if inputs.gpu_memory is not None:
-            memory = parse_bytes(inputs.gpu_memory, "--gpu-memory")
-            if memory <= 0:
-                raise InputError("--gpu-memory", "must be positive", "write e.g. 80GiB")
-            gpu = dataclasses.replace(gpu, memory_bytes=memory)
+            if inputs.gpu_memory <= 0:
+                raise InputError("gpu_memory", "must be positive", "write e.g. 80GiB")
+            gpu = dataclasses.replace(gpu, memory_bytes=inputs.gpu_memory)
         overrides["gpu"] = gpu
     cluster = dataclasses.replace(cluster, **overrides) if overrides else cluster
     if generic:  # described after the flags, so it says what is really used
@@ -83,16 +80,15 @@ def resolve_cluster(inputs: HardwareInputs, assumptions: list[str], units: str =
 
 
 def resolve_budget(inputs: BudgetInputs, cluster: ClusterSpec, assumptions: list[str]) -> MemoryBudget:
-    def fraction(text: str | None, flag: str, default: Fraction) -> Fraction:
-        return default if text is None else parse_fraction(text, flag)
+    def given(value: Fraction | None, default: Fraction) -> Fraction:
+        return default if value is None else value
 
     return MemoryBudget(
         gpu_capacity=cluster.gpu.memory_bytes,
-        runtime_reserve=(DEFAULT_RUNTIME_RESERVE if inputs.runtime_reserve is None
-                         else parse_bytes(inputs.runtime_reserve, "--runtime-reserve")),
-        fragmentation=fraction(inputs.fragmentation, "--fragmentation", DEFAULT_FRAGMENTATION),
-        activation_reserve=fraction(inputs.activation_reserve, "--activation-reserve", DEFAULT_ACTIVATION_RESERVE),
-        host_reserve=fraction(inputs.host_reserve, "--host-reserve", DEFAULT_HOST_RESERVE),
+        runtime_reserve=DEFAULT_RUNTIME_RESERVE if inputs.runtime_reserve is None else inputs.runtime_reserve,
+        fragmentation=given(inputs.fragmentation, DEFAULT_FRAGMENTATION),
+        activation_reserve=given(inputs.activation_reserve, DEFAULT_ACTIVATION_RESERVE),
+        host_reserve=given(inputs.host_reserve, DEFAULT_HOST_RESERVE),
     )
 
 

@@ -68,9 +68,9 @@ def use_presets_file(path: str | None) -> None:
     """Layer this file (--presets) over the built-in and config-directory presets; None for none."""
     global _presets_file
     if path is not None and not path.strip():
-        raise PresetError("--presets", "is empty", "give the path of a presets YAML file")
+        raise PresetError("presets_file", "is empty", "give the path of a presets YAML file")
     if path is not None and not Path(path).expanduser().is_file():
-        raise PresetError("--presets", f"no such file '{path}'", "give the path of a presets YAML file")
+        raise PresetError("presets_file", f"no such file '{path}'", "give the path of a presets YAML file")
     _presets_file = path
 
 
@@ -115,7 +115,7 @@ def entry(category: str, name: str) -> PresetEntry:
     key = name.strip().lower()
     if key in entries:
         return entries[key]
-    flag = {"gpus": "--gpu", "clusters": "--cluster", "models": "--model"}[category]
+    flag = {"gpus": "gpu", "clusters": "cluster", "models": "model"}[category]
 
     close = difflib.get_close_matches(key, entries, n=3, cutoff=0.5)
     hint = f"did you mean {' or '.join(close)}? " if close else ""
@@ -196,7 +196,7 @@ def model(name: str) -> ModelSpec:
     if e.family in DESCRIBED_FAMILIES:
         spec = model_spec_from_hf_config(_hf_config(e), key, source=f"model preset {key}")
         if (spec.params, spec.largest_layer_params) != (e.params, e.largest_layer_params):
-            raise PresetError("--model", f"preset '{key}' says {e.params} parameters (largest layer "
+            raise PresetError("model", f"preset '{key}' says {e.params} parameters (largest layer "
                               f"{e.largest_layer_params}) but its shape gives {spec.params} ({spec.largest_layer_params})",
                               "fix presets/models.yaml")
         return spec

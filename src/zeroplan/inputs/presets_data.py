@@ -72,6 +72,22 @@ GPUS = {
    "public nvidia-smi transcripts (NVIDIA H100 80GB HBM3, 0MiB / 81559MiB)"
   ]
  },
+ "h800-80g": {
+  "description": "NVIDIA H800 SXM5 80GB (Hopper, the export variant DeepSeek-V3 was trained on): H100 SXM compute and memory, NVLink cut to 400 GB/s (bidirectional, against H100's 900).",
+  "memory": "81559MiB",
+  "hbm_bandwidth": "3350GB/s",
+  "bf16_tflops": 989.4,
+  "bf16": true,
+  "intra_node_link": {
+   "bandwidth": "200GB/s",
+   "latency_us": 3.0
+  },
+  "default_cluster": "hgx-h800",
+  "sources": [
+   "https://www.nvidia.com/en-us/data-center/h800/ (NVIDIA H800 Tensor Core GPU, NVLink 400GB/s)",
+   "DeepSeek-V3 Technical Report, arXiv 2412.19437 §3.1-3.2.2 (2048 H800, NVLink 160 GB/s, IB 50 GB/s)"
+  ]
+ },
  "h200-141g": {
   "description": "NVIDIA H200 SXM 141GB HBM3e (Hopper), NVLink 4; same compute as H100 SXM.",
   "memory": "143771MiB",
@@ -325,6 +341,20 @@ CLUSTERS = {
    "https://www.nvidia.com/en-us/data-center/dgx-h100/",
    "NVIDIA DGX H100 User Guide, hardware overview (8x 3.84 TB NVMe U.2, 2 TB system memory)",
    "MLCommons inference v3.1 Dell XE9680 H100 SXM 80GBx8 system description (2 TB host memory, 8x 400Gb InfiniBand)"
+  ]
+ },
+ "hgx-h800": {
+  "description": "8x H800 SXM5 80GB on NVSwitch with one 400 Gb/s InfiniBand NIC per GPU, as DeepSeek-V3's cluster (2048 H800 in 256 nodes). Host memory and NVMe are not published: DGX H100's are assumed.",
+  "gpu": "h800-80g",
+  "gpus_per_node": 8,
+  "inter_node_bandwidth_per_gpu": "400Gb/s",
+  "inter_node_latency_us": 5.0,
+  "cpu_memory": "2TB",
+  "nvme": "30TB",
+  "nvme_bandwidth": "25GB/s",
+  "pcie_generation": 5,
+  "sources": [
+   "DeepSeek-V3 Technical Report, arXiv 2412.19437 §3.1 (H800 nodes, NVLink/NVSwitch inside, InfiniBand across)"
   ]
  },
  "hgx-h200": {

@@ -2,10 +2,11 @@
 default, parser and choices in one place (its `Flag`).
 
 The commands in zeroplan.cli take these sections (zeroplan.cli.options generates their typer parameters from
-the declarations here); the planners read them. Values are kept as given (a size stays the text "512GB",
-a count the text "13e9": the JSON reports echo them) except choices, which are normalised to their enum's
-value on construction. `Section.parsed(name)` applies the field's declared parser, so a value is parsed by
-one function wherever it is read. None means "not given": the resolvers apply (and record) the defaults.
+the declarations here); the planners read them. Each value is parsed once, as the section is built, by its
+field's declared parser: a size is bytes, a count an int, a comma list a tuple, a choice its enum's value; a
+bad value is an InputError naming the field. The values as given (the text "512GB", "13e9") stay readable
+through `given()`: the JSON reports echo them. None means "not given": the resolvers apply (and record) the
+defaults.
 
 Stays free of typer and rich: importing it costs a few dataclasses (no generated __init__/repr/eq:
 start-up time). The
@@ -18,10 +19,12 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass, field
 from enum import Enum
+from fractions import Fraction
 from typing import Any, Callable, ClassVar
 
 from zeroplan.core.errors import InputError
-from zeroplan.core.units import parse_count
+from zeroplan.core.units import parse_bytes, parse_count, parse_rate
+from zeroplan.core.memory.budget import parse_fraction
 from zeroplan.inputs.presets import use_presets_file as layer
 from zeroplan.core.memory.deepspeed_estimator import DEFAULT_BUFFER_FACTOR
 
@@ -123,7 +126,6 @@ def as_count(text: Any, flag: str) -> int:
     """A count given as text (13e9, 6.7B) or already a whole number."""
     if isinstance(text, int) and not isinstance(text, bool):
         return text
-
     return parse_count(text, flag)
 
 
@@ -139,17 +141,16 @@ class Flag:
     """How one field appears on the command line. (A plain class, not a dataclass: one less class to generate
     code for at start-up.)"""
 
-    __slots__ = ("names", "help", "panel", "kind", "parse", "on_construction", "echo", "hidden", "callback")
+    __slots__ = ("names", "help", "panel", "kind", "parse", "echo", "hidden", "callback")
 
     def __init__(self, names: tuple[str, ...], help: str, panel: str | None, kind: type = str,
-                 parse: Callable[[Any, str], Any] | None = None, on_construction: bool = False, echo: bool = True,
+                 parse: Callable[[Any, str], Any] | None = None, echo: bool = True,
                  hidden: bool = False, callback: Callable[[Any], Any] | None = None) -> None:
         self.names = names  # "--gpus"; "--zero-init/--no-zero-init"; ("--format", "-f")
         self.help = help
         self.panel = panel
         self.kind = kind  # what the command line gives: str, int, float or bool
-        self.parse = parse  # (value, flag) -> value: choices on construction, other values when a resolver reads
-        self.on_construction = on_construction
+        self.parse = parse  # (value, field) -> the typed value, applied once as the section is built
         self.echo = echo  # recorded in the report's "inputs" (False: presentation, e.g. --output)
         self.hidden = hidden
         self.callback = callback  # run as the command line is parsed (value) -> value, e.g. --presets
@@ -168,8 +169,7 @@ def flag(*names: str, help: str, panel: str | None, kind: type = str, default: A
          parse: Callable[[Any, str], Any] | None = None, echo: bool = True, hidden: bool = False,
          callback: Callable[[Any], Any] | None = None) -> Any:
     """A dataclass field declared as a command-line option."""
-    return option(Flag(names, help, panel, kind, parse, parse is not None and hasattr(parse, "choices"), echo,
-                       hidden, callback), default)
+    return option(Flag(names, help, panel, kind, parse, echo, hidden, callback), default)
 
 
 def option(declared: Flag, default: Any = None) -> Any:
@@ -181,9 +181,10 @@ def flag_of(section: type, name: str) -> Flag:
 
 
 class Section:
-    """Base of the input sections: construction normalises choices; parsed() reads through the parser."""
+    """Base of the input sections: construction parses every value through its field's parser, once."""
 
     key: ClassVar[str]
+    _given: dict[str, Any]  # each field as it was given (not a dataclass field: Section is no dataclass)
 
     def __init__(self, **values: Any) -> None:
         """Keyword values by field name; the rest keep their defaults. One shared __init__ (the sections are
@@ -199,21 +200,28 @@ class Section:
         return f"{type(self).__name__}({given})"
 
     def __post_init__(self) -> None:
+        given: dict[str, Any] = {}
         for item in dataclasses.fields(self):  # type: ignore[arg-type]
             declared = item.metadata.get("flag")
-            value = getattr(self, item.name)
-            if declared is not None and declared.on_construction and value is not None:
-                object.__setattr__(self, item.name, declared.parse(value, declared.name))
+            parse = None if declared is None else declared.parse
+            value = raw = getattr(self, item.name)
+            if parse is not None and raw is not None:
+                value = parse(raw, item.name)
+                object.__setattr__(self, item.name, value)
+            given[item.name] = value if hasattr(parse, "choices") else raw  # a choice as its enum's value
+        self._given = given
 
-    def parsed(self, name: str) -> Any:
-        value = getattr(self, name)
-        declared = flag_of(type(self), name)
-        return value if value is None or declared.parse is None else declared.parse(value, declared.name)
+    def values(self) -> dict[str, Any]:
+        """Every field's (parsed) value, by name."""
+        return {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}  # type: ignore[arg-type]
 
     def given(self) -> dict[str, Any]:
-        """The fields that were given (not None), by name."""
-        return {f.name: getattr(self, f.name) for f in dataclasses.fields(self)  # type: ignore[arg-type]
-                if getattr(self, f.name) is not None}
+        """The fields that were given (not None), by name, as they were given (the text "512GB")."""
+        return {name: value for name, value in self._given.items() if value is not None}
+
+    def as_given(self, name: str) -> Any:
+        """One field as it was given (None: not given)."""
+        return self._given[name]
 
 
 def split(values: dict[str, Any], fields: dict[Any, tuple[str, ...]]) -> dict[str, Any]:
@@ -244,7 +252,7 @@ class CommandInputs:
     def echo(self) -> dict[str, Any]:
         """The inputs as given, flat, in ECHO_ORDER, for the report."""
         owner = {name: section.key for section, names in self.FIELDS.items() for name in names}
-        return {**{name: getattr(getattr(self, owner[name]), name) for name in self.ECHO_ORDER}, "units": self.units}
+        return {**{name: getattr(self, owner[name]).as_given(name) for name in self.ECHO_ORDER}, "units": self.units}
 
 
 # ---- the sections -------------------------------------------------------------------------------------------
@@ -255,9 +263,9 @@ class ModelInputs(Section):
 
     model: str | None = flag("--model", help="A model preset (`zeroplan presets list`), a Hugging Face Hub id "
                              "(meta-llama/Llama-3.1-8B) or the path of a config.json.", panel=MODEL)
-    params: str | None = flag("--params", help="Parameter count: 13e9, 13B, 6.7b, 350M, 1.5T.", panel=MODEL,
+    params: int | None = flag("--params", help="Parameter count: 13e9, 13B, 6.7b, 350M, 1.5T.", panel=MODEL,
                               parse=as_count)
-    largest_layer_params: str | None = flag(
+    largest_layer_params: int | None = flag(
         "--largest-layer-params", help="Parameters of the largest single module (DeepSpeed's definition).",
         panel=MODEL, parse=as_count)
     layers: int | None = flag("--layers", help="Transformer layers (with --params).", panel=MODEL, kind=int)
@@ -279,16 +287,19 @@ class HardwareInputs(Section):
                                      panel=HARDWARE, kind=int)
     gpu: str | None = flag("--gpu", help="GPU preset (default a100-80g).", panel=HARDWARE)
     cluster: str | None = flag("--cluster", help="Cluster preset: node type, links, CPU RAM, NVMe.", panel=HARDWARE)
-    cpu_memory: str | None = flag("--cpu-memory", help="CPU RAM per node, e.g. 512GB.", panel=HARDWARE)
-    nvme: str | None = flag("--nvme", help="NVMe capacity per node, e.g. 2TB.", panel=HARDWARE)
-    nvme_bandwidth: str | None = flag("--nvme-bandwidth", help="NVMe bandwidth per node, e.g. 7GB/s.",
-                                      panel=HARDWARE)
-    intra_node_bandwidth: str | None = flag(
-        "--intra-node-bandwidth", help="GPU-to-GPU link inside a node, per direction, e.g. 300GB/s.", panel=HARDWARE)
-    inter_node_bandwidth: str | None = flag(
+    cpu_memory: int | None = flag("--cpu-memory", help="CPU RAM per node, e.g. 512GB.", panel=HARDWARE,
+                                  parse=parse_bytes)
+    nvme: int | None = flag("--nvme", help="NVMe capacity per node, e.g. 2TB.", panel=HARDWARE, parse=parse_bytes)
+    nvme_bandwidth: int | None = flag("--nvme-bandwidth", help="NVMe bandwidth per node, e.g. 7GB/s.",
+                                      panel=HARDWARE, parse=parse_rate)
+    intra_node_bandwidth: int | None = flag(
+        "--intra-node-bandwidth", help="GPU-to-GPU link inside a node, per direction, e.g. 300GB/s.", panel=HARDWARE,
+        parse=parse_rate)
+    inter_node_bandwidth: int | None = flag(
         "--inter-node-bandwidth", help="Network bandwidth per GPU across nodes, e.g. 400Gb/s or 25GB/s.",
-        panel=HARDWARE)
-    gpu_memory: str | None = flag("--gpu-memory", help="Override the GPU's memory, e.g. 80GiB.", panel=HARDWARE)
+        panel=HARDWARE, parse=parse_rate)
+    gpu_memory: int | None = flag("--gpu-memory", help="Override the GPU's memory, e.g. 80GiB.", panel=HARDWARE,
+                                  parse=parse_bytes)
     presets_file: str | None = flag(
         "--presets", help="A presets YAML file that adds or overrides GPUs, clusters and models (same schema as the "
         "built-in ones; check it with `zeroplan presets validate FILE`).", panel=HARDWARE, echo=False,
@@ -305,6 +316,13 @@ class ParallelInputs(Section):
     tp: int = flag("--tp", help="Tensor-parallel degree (check: default tensor_parallel.autotp_size, else 1).",
                    panel=PARALLEL, kind=int, default=1)
     pp: int = flag("--pp", help="Pipeline-parallel degree.", panel=PARALLEL, kind=int, default=1)
+    cp: int = flag("--cp", help="Context-parallel degree: each rank holds seq/cp tokens of every sequence (ring "
+                   "attention; needs the sequence divisible by 2·cp); ZeRO shards over dp × cp ranks.",
+                   panel=PARALLEL, kind=int, default=1)
+    ep: int = flag("--ep", help="Expert-parallel degree (mixture-of-experts models): each rank holds experts/ep "
+                   "experts; folded over the tp × dp ranks as Megatron-Core does.", panel=PARALLEL, kind=int,
+                   default=1)
+    etp: int | None = flag("--etp", help="Expert tensor-parallel degree (default: tp).", panel=PARALLEL, kind=int)
     stage: int | None = flag("--stage", help="Only this ZeRO stage (0-3).", panel=PARALLEL, kind=int)
     offload_optimizer: str | None = flag("--offload-optimizer", help="Only this optimizer tier: none, cpu, nvme.",
                                          panel=PARALLEL, parse=one_of(OffloadTier))
@@ -348,8 +366,12 @@ class StepInputs(Section):
                                     "accumulation × dp, exactly.", panel=STEP, kind=int)
     max_micro_batch: bool = flag("--max-micro-batch", help="Find the largest micro-batch each option fits.",
                                  panel=STEP, kind=bool, default=False)
-    tokens: str | None = flag("--tokens", help="Training length in tokens (e.g. 300B): adds time to train and "
+    tokens: int | None = flag("--tokens", help="Training length in tokens (e.g. 300B): adds time to train and "
                               "GPU-hours.", panel=STEP, parse=as_count)
+    capacity_factor: float | None = flag(
+        "--capacity-factor", help="MoE expert capacity factor: tokens beyond c × an expert's even share are dropped "
+        "(DeepSpeed-MoE, Megatron's --moe-expert-capacity-factor); default dropless, with a 10% token-imbalance "
+        "allowance on the most loaded EP rank.", panel=STEP, kind=float)
 
 
 @dataclass(init=False, repr=False, eq=False)
@@ -358,17 +380,17 @@ class BufferInputs(Section):
 
     key: ClassVar[str] = "buffers"
 
-    reduce_bucket_size: str | int | None = flag(
+    reduce_bucket_size: int | None = flag(
         "--reduce-bucket-size", help="reduce_bucket_size in elements (default 5e8).", panel=BUFFERS, parse=as_count)
-    allgather_bucket_size: str | int | None = flag(
+    allgather_bucket_size: int | None = flag(
         "--allgather-bucket-size", help="allgather_bucket_size in elements (default 5e8).", panel=BUFFERS,
         parse=as_count)
-    prefetch_bucket_size: str | int | None = flag(
+    prefetch_bucket_size: int | None = flag(
         "--prefetch-bucket-size", help="stage3_prefetch_bucket_size in elements (default 5e7).", panel=BUFFERS,
         parse=as_count)
-    max_live_parameters: str | int | None = flag(
+    max_live_parameters: int | None = flag(
         "--max-live-parameters", help="stage3_max_live_parameters (default 1e9).", panel=BUFFERS, parse=as_count)
-    sub_group_size: str | int | None = flag(
+    sub_group_size: int | None = flag(
         "--sub-group-size", help="sub_group_size for the stage-3 optimizer step (default 1e9).", panel=BUFFERS,
         parse=as_count)
     overlap_comm: bool | None = flag("--overlap-comm/--no-overlap-comm", help="DeepSpeed overlap_comm (default: on "
@@ -401,15 +423,15 @@ class ConventionInputs(Section):
 class BudgetInputs(Section):
     key: ClassVar[str] = "budget"
 
-    runtime_reserve: str | None = flag("--runtime-reserve", help="GPU memory for CUDA context + NCCL (default "
-                                       "1GiB).", panel=MEMORY)
-    fragmentation: str | None = flag("--fragmentation", help="Allocator headroom as a share of capacity (default "
-                                     "10%).", panel=MEMORY)
-    activation_reserve: str | None = flag(
+    runtime_reserve: int | None = flag("--runtime-reserve", help="GPU memory for CUDA context + NCCL (default "
+                                       "1GiB).", panel=MEMORY, parse=parse_bytes)
+    fragmentation: Fraction | None = flag("--fragmentation", help="Allocator headroom as a share of capacity "
+                                          "(default 10%).", panel=MEMORY, parse=parse_fraction)
+    activation_reserve: Fraction | None = flag(
         "--activation-reserve", help="Share of usable memory kept for activations when they are not counted "
-        "(default 15%).", panel=MEMORY)
-    host_reserve: str | None = flag("--host-reserve", help="Share of CPU RAM kept for the OS and dataloaders "
-                                    "(default 10%).", panel=MEMORY)
+        "(default 15%).", panel=MEMORY, parse=parse_fraction)
+    host_reserve: Fraction | None = flag("--host-reserve", help="Share of CPU RAM kept for the OS and dataloaders "
+                                         "(default 10%).", panel=MEMORY, parse=parse_fraction)
 
 
 @dataclass(init=False, repr=False, eq=False)

@@ -10,9 +10,10 @@ from typing import TYPE_CHECKING
 from zeroplan.inputs import presets
 from zeroplan.core.memory.activations import IMPLEMENTATIONS, RECOMPUTE_MODES, ActivationConfig, DEFAULT_SEQ_LEN_CAP, default_seq_len
 from zeroplan.core.memory.deepspeed_buffers import BufferConfig
-from zeroplan.core.errors import InputError
+from zeroplan.core.errors import InputError, ref
 from zeroplan.core.model.spec import ModelSpec
 from zeroplan.core.parallel.grid import ParallelDims
+from zeroplan.core.parallel.rules import context_parallel_problem
 
 if TYPE_CHECKING:
     from zeroplan.inputs.sections import BufferInputs, ModelInputs, StepInputs
@@ -38,28 +39,30 @@ def load_model(name: str) -> ModelSpec:
 
 def resolve_model(inputs: ModelInputs) -> ModelSpec:
     if inputs.params is not None and inputs.model is not None:
-        raise InputError("--params/--model", "give one of them, not both", "--model already fixes the parameter count")
+        raise InputError("params/model", "give one of them, not both",
+                         f"{ref('model')} already fixes the parameter count")
     if inputs.model is not None:
         return load_model(inputs.model)
     if inputs.params is None:
-        raise InputError("--params", "no model given",
-                         "pass --params 13e9, --model llama-2-13b or --model path/to/config.json")
-    return ModelSpec(params=inputs.parsed("params"))
+        raise InputError("params", "no model given",
+                         f"pass {ref('params', '13e9')}, {ref('model', 'llama-2-13b')} or "
+                         f"{ref('model', 'path/to/config.json')}")
+    return ModelSpec(params=inputs.params)
 
 
 def resolve_activations(inputs: StepInputs, model: ModelSpec, parallel: ParallelDims,
-                        assumptions: list[str]) -> ActivationConfig | None:
+                        assumptions: list[str], cp: int = 1) -> ActivationConfig | None:
     """The step's activation shape when the model's shape is known; None keeps the reserve."""
-    step_flags = {"--seq-len": inputs.seq_len, "--recompute": inputs.recompute,
-                  "--sequence-parallel": inputs.sequence_parallel or None}
+    step_flags = {"seq_len": inputs.seq_len, "recompute": inputs.recompute,
+                  "sequence_parallel": inputs.sequence_parallel or None}
     if model.shape is None:
         given = [flag for flag, value in step_flags.items() if value is not None]
         if given:
-            raise InputError(given[0], "activations need the model's shape, and --params gives only a count",
-                             "use --model with a preset or a config.json")
+            raise InputError(given[0], f"activations need the model's shape, and {ref('params')} gives only a count",
+                             f"use {ref('model')} with a preset or a config.json")
         return None
     if inputs.recompute is not None and inputs.recompute not in RECOMPUTE_MODES:
-        raise InputError("--recompute", f"unknown mode '{inputs.recompute}'", "use none, selective or full")
+        raise InputError("recompute", f"unknown mode '{inputs.recompute}'", "use none, selective or full")
     seq_len = inputs.seq_len
     if seq_len is None:
         context = model.shape.max_seq_len or DEFAULT_SEQ_LEN_CAP
@@ -73,17 +76,32 @@ def resolve_activations(inputs: StepInputs, model: ModelSpec, parallel: Parallel
     if inputs.recompute is None:
         assumptions.append("activation recompute: none (the default; --recompute selective|full)")
     if inputs.sequence_parallel and parallel.tp == 1:
-        raise InputError("--sequence-parallel", "sequence parallelism splits activations over tp, and tp is 1",
-                         "add --tp 2 or more, or drop --sequence-parallel")
-    accumulation = grad_accum_steps(inputs, parallel, micro_batch, assumptions)
+        raise InputError("sequence_parallel", "sequence parallelism splits activations over tp, and tp is 1",
+                         f"add {ref('tp', 2)} or more, or drop {ref('sequence_parallel')}")
+    accumulation = grad_accum_steps(inputs, parallel, micro_batch, assumptions, cp)
+    if cp > 1:
+        if context_parallel_problem(seq_len, cp):
+            raise InputError("cp", f"context parallelism cuts each sequence into 2·cp({cp}) = {2 * cp} chunks, and "
+                             f"{seq_len} is not divisible by {2 * cp}", f"use a {ref('seq_len')} divisible by {2 * cp}")
+        assumptions.append(f"context parallelism cp({cp}): each rank holds {seq_len // cp} of every sequence's "
+                           f"{seq_len} tokens (activations counted on them); ZeRO shards over dp × cp = "
+                           f"{parallel.dp} ranks")
+        seq_len //= cp
     implementation = (inputs.activations or DEFAULT_ACTIVATIONS).strip().lower()
+    if cp > 1 and implementation == "transformers":
+        if inputs.activations is not None:
+            raise InputError("activations", "transformers runs no context parallelism",
+                             f"use {ref('activations', 'megatron')} with {ref('cp')}")
+        implementation = "megatron"  # the default follows the layout, as for --tp/--pp (the note says so)
+        assumptions.append("activations: Megatron's formula with --cp (transformers runs no context parallelism)")
     if implementation not in IMPLEMENTATIONS:
-        raise InputError("--activations", f"unknown implementation '{inputs.activations}'",
+        raise InputError("activations", f"unknown implementation '{inputs.activations}'",
                          f"use {' or '.join(IMPLEMENTATIONS)}")
     return ActivationConfig(seq_len=seq_len, micro_batch=micro_batch, recompute=recompute,
                             flash_attention=inputs.flash_attention, sequence_parallel=inputs.sequence_parallel,
                             tp=parallel.tp, pp=parallel.pp, num_micro_batches=accumulation,
-                            dtype_bytes=activation_dtype_bytes(inputs.precision), implementation=implementation)
+                            dtype_bytes=activation_dtype_bytes(inputs.precision), implementation=implementation,
+                            ep=parallel.ep, capacity_factor=inputs.capacity_factor)
 
 
 def activation_dtype_bytes(precision: str) -> int:
@@ -92,12 +110,12 @@ def activation_dtype_bytes(precision: str) -> int:
 
 
 def grad_accum_steps(inputs: StepInputs, parallel: ParallelDims, micro_batch: int,
-                     assumptions: list[str]) -> int:
+                     assumptions: list[str], cp: int = 1) -> int:
     """Micro-batches per optimizer step, from --grad-accum or from the batch-size identity
     global_batch = micro_batch × grad_accum × dp, checked exactly. A pipeline with neither given gets pp
     micro-batches, the fewest that fill it (and what 1F1B's first stage then holds)."""
     if inputs.grad_accum is not None and inputs.grad_accum < 1:
-        raise InputError("--grad-accum", f"must be at least 1, got {inputs.grad_accum}")
+        raise InputError("grad_accum", f"must be at least 1, got {inputs.grad_accum}")
     if inputs.global_batch is None:
         if inputs.grad_accum is not None:
             return inputs.grad_accum
@@ -107,16 +125,19 @@ def grad_accum_steps(inputs: StepInputs, parallel: ParallelDims, micro_batch: in
             return parallel.pp
         return 1
     if inputs.global_batch < 1:
-        raise InputError("--global-batch", f"must be positive, got {inputs.global_batch}")
-    per_step = micro_batch * parallel.dp
+        raise InputError("global_batch", f"must be positive, got {inputs.global_batch}")
+    dp = parallel.dp // cp  # context-parallel ranks share their sequences: the batch splits over dp only
+    per_step = micro_batch * dp
     if inputs.global_batch % per_step:
-        raise InputError("--global-batch", f"{inputs.global_batch} is not a multiple of micro_batch({micro_batch}) × "
-                         f"dp({parallel.dp}) = {per_step}", "change --global-batch, --micro-batch or --gpus")
+        raise InputError("global_batch", f"{inputs.global_batch} is not a multiple of micro_batch({micro_batch}) × "
+                         f"dp({dp}) = {per_step}",
+                         f"change {ref('global_batch')}, {ref('micro_batch')} or {ref('gpus')}")
     steps = inputs.global_batch // per_step
     if inputs.grad_accum is not None and inputs.grad_accum != steps:
-        raise InputError("--grad-accum", f"micro_batch({micro_batch}) × grad_accum({inputs.grad_accum}) × "
-                         f"dp({parallel.dp}) = {micro_batch * inputs.grad_accum * parallel.dp} ≠ "
-                         f"global_batch({inputs.global_batch})", "drop one of --grad-accum and --global-batch")
+        raise InputError("grad_accum", f"micro_batch({micro_batch}) × grad_accum({inputs.grad_accum}) × "
+                         f"dp({dp}) = {micro_batch * inputs.grad_accum * dp} ≠ "
+                         f"global_batch({inputs.global_batch})",
+                         f"drop one of {ref('grad_accum')} and {ref('global_batch')}")
     return steps
 
 
@@ -127,7 +148,7 @@ def resolve_buffers(inputs: BufferInputs) -> BufferConfig:
                               ("prefetch_bucket_size", "prefetch_bucket_elements"),
                               ("max_live_parameters", "max_live_parameters"), ("sub_group_size", "sub_group_size")):
         if getattr(inputs, given) is not None:
-            overrides[field_name] = inputs.parsed(given)
+            overrides[field_name] = getattr(inputs, given)
     if inputs.overlap_comm is not None:
         overrides["overlap_comm"] = inputs.overlap_comm
     return dataclasses.replace(BufferConfig(), **overrides)

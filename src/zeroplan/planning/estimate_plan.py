@@ -12,10 +12,11 @@ from dataclasses import dataclass, field
 
 from zeroplan.core.memory.activations import ActivationConfig
 from zeroplan.core.timing.dp_traffic import validate_zeropp
-from zeroplan.core.errors import InputError
+from zeroplan.core.errors import InputError, ref
 from zeroplan.core.evaluate.estimate import EstimateRequest, OptionEstimate, evaluate_options, model_largest_layer_params
 from zeroplan.core.options import options_for
-from zeroplan.core.parallel.rules import check_model_layout, check_whole_nodes, cross_node_tp_warning
+from zeroplan.core.parallel.rules import (check_model_layout, check_whole_nodes, cross_node_ep_warning,
+                                          cross_node_tp_warning)
 from zeroplan.core.parallel.grid import ParallelDims
 from zeroplan.core.precision import bytes_per_param, check_precision_on_gpu
 from zeroplan.core.evaluate.recommend import Recommendation, recommend
@@ -36,9 +37,9 @@ class Plan:
 
 def _largest_layer(inputs: EstimateInputs, model, assumptions: list[str]) -> int:
     if inputs.model.largest_layer_params is not None:
-        largest = inputs.model.parsed("largest_layer_params")
+        largest = inputs.model.largest_layer_params
         if largest > model.params:
-            raise InputError("--largest-layer-params", f"{largest} is more than the model's {model.params} parameters",
+            raise InputError("largest_layer_params", f"{largest} is more than the model's {model.params} parameters",
                              "give the parameters of the single largest module")
         return largest
     largest, note = model_largest_layer_params(model)
@@ -50,27 +51,28 @@ def _largest_layer(inputs: EstimateInputs, model, assumptions: list[str]) -> int
 def _check_combinations(inputs: EstimateInputs, parallel: ParallelDims, zeropp: frozenset[str]) -> None:
     validate_zeropp(zeropp, inputs.parallel.stage)
     if zeropp and inputs.convention.convention == "deepspeed":
-        raise InputError("--zeropp", "DeepSpeed's estimators do not model ZeRO++", "use --convention paper")
+        raise InputError("zeropp", "DeepSpeed's estimators do not model ZeRO++", f"use {ref('convention', 'paper')}")
     if inputs.units not in ("iec", "si"):
-        raise InputError("--units", f"unknown units '{inputs.units}'", "use iec (GiB) or si (GB)")
+        raise InputError("units", f"unknown units '{inputs.units}'", "use iec (GiB) or si (GB)")
     if parallel.pp > 1 and inputs.parallel.stage is not None and inputs.parallel.stage >= 2:
-        raise InputError("--stage", f"DeepSpeed's pipeline engine supports ZeRO stages 0-1 only, "
+        raise InputError("stage", f"DeepSpeed's pipeline engine supports ZeRO stages 0-1 only, "
                          f"asked {inputs.parallel.stage} "
-                         f"with pp({parallel.pp})", "use --stage 1, or --pp 1")
+                         f"with pp({parallel.pp})", f"use {ref('stage', 1)}, or {ref('pp', 1)}")
     if zeropp and parallel.pp > 1:
-        raise InputError("--zeropp", f"ZeRO++ is a stage-3 feature and pp({parallel.pp}) allows stages 0-1 only",
-                         "drop --zeropp or --pp")
+        raise InputError("zeropp", f"ZeRO++ is a stage-3 feature and pp({parallel.pp}) allows stages 0-1 only",
+                         f"drop {ref('zeropp')} or {ref('pp')}")
     if inputs.convention.framework is not None and inputs.convention.convention != "framework":
-        raise InputError("--framework", f"applies to --convention framework, not {inputs.convention.convention}",
-                         "add --convention framework, or drop --framework")
+        raise InputError("framework",
+                         f"applies to {ref('convention', 'framework')}, not {inputs.convention.convention}",
+                         f"add {ref('convention', 'framework')}, or drop {ref('framework')}")
     if inputs.convention.convention == "deepspeed" and (inputs.step.precision not in ("mixed", "bf16", "fp16")
                                              or inputs.step.optimizer not in ("adam", "adamw")):
-        raise InputError("--convention", "DeepSpeed's estimators assume mixed precision with Adam, asked "
+        raise InputError("convention", "DeepSpeed's estimators assume mixed precision with Adam, asked "
                          f"{inputs.step.precision} + {inputs.step.optimizer}",
-                         "use --convention paper for other setups")
+                         f"use {ref('convention', 'paper')} for other setups")
     factor = inputs.convention.buffer_factor
     if not math.isfinite(factor) or factor <= 0 or factor > 1e3:
-        raise InputError("--buffer-factor", f"must be a finite positive factor, got {inputs.convention.buffer_factor}",
+        raise InputError("buffer_factor", f"must be a finite positive factor, got {inputs.convention.buffer_factor}",
                          "DeepSpeed's default is 1.5")
 
 
@@ -96,8 +98,18 @@ def _activation_notes(request: EstimateRequest, activations: ActivationConfig | 
                 "norm, fp32 log-softmax and the loss gradient's fp32 temporaries" + (f"; {routing}" if routing else "")]
     flash = "flash attention (no s×s scores stored)" if activations.flash_attention else "no flash attention"
     note = f"; {why}" if why else ""
-    return [f"activations: megatron implementation (Korthikanti et al. 2022 per layer), {step}, {flash}; the first "
-            f"pipeline stage holds pp micro-batches in flight (1F1B){note}"]
+    notes = [f"activations: megatron implementation (Korthikanti et al. 2022 per layer), {step}, {flash}; the first "
+             f"pipeline stage holds pp micro-batches in flight (1F1B){note}"]
+    if activations.ep > 1 and request.model.shape is not None and request.model.shape.experts:
+        from zeroplan.core.memory.activations import moe_excess_share
+
+        share = float(moe_excess_share(activations))
+        how = ("dropless routing with a stated allowance (--capacity-factor caps it)" if activations.capacity_factor
+               is None else f"capacity factor {activations.capacity_factor:g}: every expert capped at that multiple "
+               "of its even share, tokens beyond it dropped")
+        notes.append(f"MoE activations: the most loaded EP rank receives {share:.0%} more routed token copies than "
+                     f"the average ({how}): activations/moe_imbalance")
+    return notes
 
 
 def _buffer_notes(inputs: EstimateInputs) -> list[str]:
@@ -118,41 +130,66 @@ def _buffer_notes(inputs: EstimateInputs) -> list[str]:
             "model shard; override with --reduce-bucket-size etc."]
 
 
+def expert_groups_note(parallel: ParallelDims) -> str:
+    return (f"experts: Megatron-Core's folding, {parallel.describe()}; routed experts split over ep × etp "
+            f"({parallel.ep * parallel.etp} ranks) with their ZeRO states sharded over edp({parallel.edp}), the "
+            f"router, attention, norms and embeddings split over tp and sharded over dp({parallel.dp}) "
+            "(gpu/<component>/dense and /experts in the breakdown)")
+
+
 def build_request(inputs: EstimateInputs, assumptions: list[str]) -> tuple[EstimateRequest, ActivationConfig | None]:
     """Everything resolved and validated, ready for the core."""
     model = resolve_model(inputs.model)
     cluster = resolve_cluster(inputs.hardware, assumptions, inputs.units)
     given = inputs.parallel
-    parallel = ParallelDims(world=inputs.hardware.gpus, tp=given.tp, pp=given.pp, gpus_per_node=cluster.gpus_per_node)
+    parallel = ParallelDims(world=inputs.hardware.gpus, tp=given.tp, pp=given.pp, gpus_per_node=cluster.gpus_per_node,
+                            ep=given.ep, etp=given.tp if given.etp is None else given.etp)
     zeropp = frozenset(f.strip().lower() for f in (inputs.parallel.zeropp or "").split(",") if f.strip())
     _check_combinations(inputs, parallel, zeropp)
     options = options_for(inputs.convention.convention, given.stage, given.offload_optimizer, given.offload_params)
     if parallel.pp > 1:
         options = tuple(option for option in options if option.stage <= 1)
         if not options:
-            raise InputError("--pp", f"pp({parallel.pp}) allows ZeRO stages 0-1 only, and the options asked for "
-                             "need stage 3", "drop --pp, or the stage-3 offload flags")
+            raise InputError("pp", f"pp({parallel.pp}) allows ZeRO stages 0-1 only, and the options asked for "
+                             "need stage 3", f"drop {ref('pp')}, or the stage-3 offload flags")
         assumptions.append(f"pipeline pp({parallel.pp}): only ZeRO stages 0-1 (DeepSpeed's pipeline engine "
                            "supports no higher stage)")
     check_whole_nodes(parallel)
+    if inputs.step.capacity_factor is not None and (model.shape is None or not model.shape.experts):
+        raise InputError("capacity_factor", f"caps the tokens of each expert, and {model.name} has no experts",
+                         f"drop {ref('capacity_factor')}, or use a mixture-of-experts model")
     check_precision_on_gpu(inputs.step.precision, cluster.gpu.name, cluster.gpu.supports_bf16)
     largest = _largest_layer(inputs, model, assumptions)
-    activations = resolve_activations(inputs.step, model, parallel, assumptions)
+    cp = given.cp
+    if isinstance(cp, bool) or not isinstance(cp, int) or cp < 1:
+        raise InputError("cp", f"must be a positive whole number, got {cp!r}")
+    if cp > 1 and parallel.dp % cp:
+        raise InputError("cp", f"cp({cp}) does not divide the {parallel.dp} ranks left by tp({parallel.tp}) × "
+                         f"pp({parallel.pp}) on {parallel.world} GPUs (they are dp × cp)",
+                         f"use a cp that divides them, or change {ref('gpus')}")
+    if cp > 1 and inputs.convention.convention != "paper":
+        raise InputError("cp", f"the {inputs.convention.convention} convention models no context parallelism",
+                         f"use {ref('convention', 'paper')} with {ref('cp')}")
+    activations = resolve_activations(inputs.step, model, parallel, assumptions, cp)
     check_model_layout(model, parallel, seq_len=activations.seq_len if activations else None,
                        sequence_parallel=activations.sequence_parallel if activations else False)
     if (warning := cross_node_tp_warning(parallel)) is not None:
         assumptions.insert(0, warning)
+    if (warning := cross_node_ep_warning(parallel)) is not None:
+        assumptions.insert(0, warning)
+    if parallel.has_experts_grid:
+        assumptions.append(expert_groups_note(parallel))
     if activations is not None and activations.num_micro_batches is not None:  # resolve_activations sets it
         micro_batches = activations.num_micro_batches
     else:
         if inputs.step.micro_batch is not None and inputs.step.micro_batch < 1:
-            raise InputError("--micro-batch", f"must be at least 1, got {inputs.step.micro_batch}")
+            raise InputError("micro_batch", f"must be at least 1, got {inputs.step.micro_batch}")
         if inputs.step.global_batch is not None and inputs.step.micro_batch is None:
             assumptions.append("micro-batch 1 sequence per GPU (the default; --micro-batch)")
-        micro_batches = grad_accum_steps(inputs.step, parallel, inputs.step.micro_batch or 1, assumptions)
+        micro_batches = grad_accum_steps(inputs.step, parallel, inputs.step.micro_batch or 1, assumptions, cp)
     if inputs.step.max_micro_batch and activations is None:
-        raise InputError("--max-micro-batch", "needs the model's shape to size activations",
-                         "use --model with a preset or a config.json")
+        raise InputError("max_micro_batch", "needs the model's shape to size activations",
+                         f"use {ref('model')} with a preset or a config.json")
     step, convention = inputs.step, inputs.convention
     request = EstimateRequest(
         model=model, cluster=cluster, parallel=parallel, per_param=bytes_per_param(step.precision, step.optimizer),
@@ -162,7 +199,7 @@ def build_request(inputs: EstimateInputs, assumptions: list[str]) -> tuple[Estim
         activations=activations, micro_batches_per_step=micro_batches, global_batch=step.global_batch,
         max_micro_batch=step.max_micro_batch,
         calibrated_links=_calibrated_links(inputs, assumptions), framework=inputs.convention.framework or "deepspeed",
-        parameters=_parameters(inputs, model),
+        parameters=_parameters(inputs, model), cp=cp,
     )
     return request, activations
 
@@ -177,8 +214,8 @@ def _parameters(inputs: EstimateInputs, model) -> tuple:
         return tuple(params_from_shapes(model.extra["parameter_shapes"]))
     config = model.extra.get("hf_config")
     if config is None:
-        raise InputError("--convention", f"the framework convention needs the tensors of '{model.name}'",
-                         "use --model with a config.json or a preset of a supported family")
+        raise InputError("convention", f"the framework convention needs the tensors of '{model.name}'",
+                         f"use {ref('model')} with a config.json or a preset of a supported family")
     from zeroplan.core.model.families import architecture_from_hf_config
     from zeroplan.core.memory.framework_partition import params_from_architecture
 
@@ -193,7 +230,7 @@ def _calibrated_links(inputs: EstimateInputs, assumptions: list[str]) -> tuple:
     calibration, measured = measured_links(inputs.hardware.calibration, ("all_gather", "reduce_scatter"))
     links = list(measured.items())
     if not links:
-        raise InputError("--calibration",
+        raise InputError("calibration",
                          f"{inputs.hardware.calibration} has no usable all_gather or reduce_scatter fit",
                          "rerun zeroplan bench with those collectives")
     measured = ", ".join(f"{kind} {span.replace('_', '-')} {link.bandwidth_bytes_per_s / 1e9:.1f} GB/s"

@@ -28,6 +28,8 @@ class PlanSummary:
     step_seconds: float
     gpu_total_bytes: int
     row: dict[str, Any] = field(repr=False, compare=False)
+    ep: int = 1  # expert parallelism (mixture-of-experts models)
+    etp: int = 1  # expert tensor parallelism
 
 
 @dataclass(frozen=True)
@@ -51,7 +53,8 @@ def plan(*, units: str = "iec", **options: Any) -> PlanResult:
     top = tuple(PlanSummary(
         rank=row["rank"], label=row["label"], dp=row["dp"], tp=row["tp"], pp=row["pp"], stage=row["stage"],
         micro_batch=row["micro_batch"], grad_accum=row["grad_accum"], recompute=row["recompute"],
-        step_seconds=row["step_seconds"], gpu_total_bytes=row["gpu_bytes_total"], row=row)
+        step_seconds=row["step_seconds"], gpu_total_bytes=row["gpu_bytes_total"], row=row, ep=row["ep"],
+        etp=row["etp"])
         for row in document["top"])
     return PlanResult(model=document["model"]["name"], gpus=outcome.inputs.hardware.gpus, top=top,
                       assumptions=tuple(document["assumptions"]), _document=document)

@@ -10,16 +10,15 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 from zeroplan.core.memory.activations import RECOMPUTE_MODES, DEFAULT_SEQ_LEN_CAP, default_seq_len
-from zeroplan.core.errors import InputError
+from zeroplan.core.errors import InputError, ref
 from zeroplan.core.parallel.rules import check_whole_nodes
 from zeroplan.core.parallel.grid import ParallelDims
 from zeroplan.core.precision import check_precision_on_gpu
-from zeroplan.inputs.lists import parse_choice_list, parse_int_list
 from zeroplan.core.hardware import ClusterSpec, Link
+from zeroplan.core.model.experts import active_params, model_expert_params
 from zeroplan.core.model.spec import ModelShape, ModelSpec, check_count_against_shape
 from zeroplan.core.layout.space import SearchSpace
 from zeroplan.core.precision import bytes_per_param
-from zeroplan.core.memory.budget import parse_fraction
 from zeroplan.core.layout.search import DEFAULT_TIE_TOLERANCE, SearchRequest
 from zeroplan.core.timing.step_time import (DEFAULT_CPU_ADAM_PARAMS_PER_S, DP_OVERLAP, LinkTable, Machine, check_efficiency,
                                      comm_overlap, gemm_efficiency)
@@ -48,13 +47,15 @@ FIELDS[HardwareInputs] += ("calibration",)
 FIELDS[SearchInputs] = ("efficiency", "cpu_adam_rate", "stages", "offload", "recompute", "sequence_parallel",
                         "virtual_stages", "micro_batches", "tp", "pp", "allow_cross_node_tp")
 FIELDS[StepInputs] += ("flash_attention",)
-FIELDS[SearchInputs] += ("cp", "fsdp_pipeline", "top", "tie_tolerance", "comm_overlap")
+FIELDS[SearchInputs] += ("cp", "fsdp_pipeline", "top", "tie_tolerance", "comm_overlap", "ep", "etp")
+FIELDS[StepInputs] += ("capacity_factor",)
 ECHO_ORDER = ("gpus", "global_batch", "seq_len", "model", "params", "layers", "hidden", "heads", "kv_heads", "vocab",
               "ffn", "gpu", "cluster", "gpus_per_node", "cpu_memory", "nvme", "nvme_bandwidth", "intra_node_bandwidth",
               "inter_node_bandwidth", "gpu_memory", "runtime_reserve", "fragmentation", "host_reserve", "precision",
               "optimizer", "tokens", "calibration", "efficiency", "cpu_adam_rate", "stages", "offload", "recompute",
               "sequence_parallel", "virtual_stages", "micro_batches", "tp", "pp", "allow_cross_node_tp",
-              "flash_attention", "cp", "fsdp_pipeline", "top", "tie_tolerance", "comm_overlap")
+              "flash_attention", "cp", "fsdp_pipeline", "top", "tie_tolerance", "comm_overlap", "ep", "etp",
+              "capacity_factor")
 
 
 @dataclass
@@ -82,28 +83,31 @@ class ResolvedPlan:
 
 def resolve_model(inputs: PlanInputs, assumptions: list[str]) -> ModelSpec:
     asked = inputs.model
-    shape = {"--layers": asked.layers, "--hidden": asked.hidden, "--heads": asked.heads, "--vocab": asked.vocab}
-    extra = {"--kv-heads": inputs.model.kv_heads, "--ffn": inputs.model.ffn}
+    shape = {"layers": asked.layers, "hidden": asked.hidden, "heads": asked.heads, "vocab": asked.vocab}
+    extra = {"kv_heads": inputs.model.kv_heads, "ffn": inputs.model.ffn}
     if inputs.model.model is not None:
         if inputs.model.params is not None:
-            raise InputError("--params/--model", "give one of them, not both", "--model already fixes the count")
+            raise InputError("params/model", "give one of them, not both", f"{ref('model')} already fixes the count")
         given = [flag for flag, value in {**shape, **extra}.items() if value is not None]
         if given:
-            raise InputError(given[0], "the model's shape comes from --model", f"drop {given[0]} or --model")
+            raise InputError(given[0], f"the model's shape comes from {ref('model')}",
+                             f"drop {ref(given[0])} or {ref('model')}")
 
         return resolve_named(inputs.model)
     if inputs.model.params is None:
-        raise InputError("--params", "no model given",
-                         "pass --model gpt3-175b, --model path/to/config.json, or --params with its shape")
+        raise InputError("params", "no model given",
+                         f"pass {ref('model', 'gpt3-175b')}, {ref('model', 'path/to/config.json')}, or {ref('params')} "
+                         "with its shape")
     missing = [flag for flag, value in shape.items() if value is None]
     layers, hidden, heads, vocab = asked.layers, asked.hidden, asked.heads, asked.vocab
     if missing or layers is None or hidden is None or heads is None or vocab is None:
-        raise InputError(", ".join(missing), "a plan needs the model's shape, and --params gives only a count",
-                         "add --layers, --hidden, --heads and --vocab, or use --model")
+        raise InputError(", ".join(missing), f"a plan needs the model's shape, and {ref('params')} gives only a count",
+                         f"add {ref('layers')}, {ref('hidden')}, {ref('heads')} and {ref('vocab')}, or use "
+                         f"{ref('model')}")
     for flag, value in {**shape, **extra}.items():
         if value is not None and value < 1:
             raise InputError(flag, f"must be a positive whole number, got {value}")
-    params = inputs.model.parsed("params")
+    params = inputs.model.params
     assumptions.append("model from --params and its shape: pipeline stages split the parameters evenly")
     check_count_against_shape(params, layers, hidden)
     custom = ModelShape.of(layers=layers, hidden=hidden, heads=heads, kv_heads=asked.kv_heads, vocab=vocab,
@@ -132,8 +136,8 @@ def _links(inputs: PlanInputs, cluster: ClusterSpec, assumptions: list[str]) -> 
 
 def _space(inputs: PlanInputs, model: ModelSpec, assumptions: list[str]) -> SearchSpace:
     if inputs.step.global_batch is None:
-        raise InputError("--global-batch", "is required: the sequences per optimizer step",
-                         "e.g. --global-batch 1536 (GPT-3's 3.2M tokens at 2048)")
+        raise InputError("global_batch", "is required: the sequences per optimizer step",
+                         f"e.g. {ref('global_batch', 1536)} (GPT-3's 3.2M tokens at 2048)")
     seq_len = inputs.step.seq_len
     if seq_len is None:
         seq_len = default_seq_len(model)
@@ -144,49 +148,64 @@ def _space(inputs: PlanInputs, model: ModelSpec, assumptions: list[str]) -> Sear
         assumptions.append(f"sequence length {seq_len} is beyond {model.name}'s context of {context}: "
                            "memory and time are counted as if the model accepted it")
     if inputs.search.sequence_parallel not in SEQUENCE_PARALLEL_CHOICES:
-        raise InputError("--sequence-parallel", f"unknown choice '{inputs.search.sequence_parallel}'",
+        raise InputError("sequence_parallel", f"unknown choice '{inputs.search.sequence_parallel}'",
                          "use search, on or off")
-    stages = parse_int_list(inputs.search.stages, "--stages", minimum=0)
+    search = inputs.search
     return SearchSpace(
         gpus=inputs.hardware.gpus, global_batch=inputs.step.global_batch, seq_len=seq_len,
-        stages=stages or (0, 1, 2, 3),
-        offload=inputs.search.offload,
-        recompute=parse_choice_list(inputs.search.recompute, RECOMPUTE_MODES, "--recompute") or RECOMPUTE_MODES,
-        sequence_parallel=SEQUENCE_PARALLEL_CHOICES[inputs.search.sequence_parallel],
-        virtual_stages=parse_int_list(inputs.search.virtual_stages, "--virtual-stages") or (1,),
-        micro_batches=parse_int_list(inputs.search.micro_batches, "--micro-batches"),
-        tp=parse_int_list(inputs.search.tp, "--tp"), pp=parse_int_list(inputs.search.pp, "--pp"),
-        allow_cross_node_tp=inputs.search.allow_cross_node_tp, flash_attention=inputs.step.flash_attention,
-        cp=parse_int_list(inputs.search.cp, "--cp") or (1,), fsdp_pipeline=inputs.search.fsdp_pipeline)
+        stages=search.stages or (0, 1, 2, 3),
+        offload=search.offload,
+        recompute=search.recompute or RECOMPUTE_MODES,
+        sequence_parallel=SEQUENCE_PARALLEL_CHOICES[search.sequence_parallel],
+        virtual_stages=search.virtual_stages or (1,), micro_batches=search.micro_batches, tp=search.tp, pp=search.pp,
+        allow_cross_node_tp=search.allow_cross_node_tp, flash_attention=inputs.step.flash_attention,
+        cp=search.cp or (1,), fsdp_pipeline=search.fsdp_pipeline,
+        ep=_expert_degrees(inputs, model, assumptions), etp=search.etp,
+        capacity_factor=_capacity_factor(inputs, model))
 
 
-def _stage_check(text: str | None) -> None:
-    for value in parse_int_list(text, "--stages", minimum=0) or ():
-        if value > 3:
-            raise InputError("--stages", f"ZeRO stage must be 0, 1, 2 or 3, got {value}")
+def _capacity_factor(inputs: PlanInputs, model: ModelSpec) -> float | None:
+    factor = inputs.step.capacity_factor
+    if factor is not None and (model.shape is None or not model.shape.experts):
+        raise InputError("capacity_factor", f"caps the tokens of each expert, and {model.name} has no experts",
+                         f"drop {ref('capacity_factor')}, or use a mixture-of-experts model")
+    return factor
+
+
+def _expert_degrees(inputs: PlanInputs, model: ModelSpec, assumptions: list[str]) -> tuple[int, ...]:
+    """--ep's degrees; for a mixture-of-experts model without --ep, every divisor of its experts (ep 1 included:
+    the layouts without expert parallelism compete too); 1 for a dense model."""
+    given = inputs.search.ep
+    if given:
+        return given
+    split = model_expert_params(model)
+    if split is None:
+        return (1,)
+    degrees = tuple(d for d in range(1, split.experts + 1) if split.experts % d == 0)
+    assumptions.append(f"expert parallelism: ep {','.join(map(str, degrees))} tried (the divisors of the "
+                       f"{split.experts} experts; --ep to narrow)")
+    return degrees
 
 
 def resolve(inputs: PlanInputs) -> ResolvedPlan:
     assumptions: list[str] = []
     if isinstance(inputs.hardware.gpus, bool) or not isinstance(inputs.hardware.gpus, int) or inputs.hardware.gpus < 1:
-        raise InputError("--gpus", f"must be a positive whole number, got {inputs.hardware.gpus}")
+        raise InputError("gpus", f"must be a positive whole number, got {inputs.hardware.gpus}")
     if inputs.search.top < 1:
-        raise InputError("--top", f"must be at least 1, got {inputs.search.top}")
+        raise InputError("top", f"must be at least 1, got {inputs.search.top}")
     if inputs.units not in ("iec", "si"):
-        raise InputError("--units", f"unknown units '{inputs.units}'", "use iec (GiB) or si (GB)")
+        raise InputError("units", f"unknown units '{inputs.units}'", "use iec (GiB) or si (GB)")
     if inputs.search.efficiency is not None:
         check_efficiency(inputs.search.efficiency)
-    _stage_check(inputs.search.stages)
     model = resolve_model(inputs, assumptions)
     if not model.has_shape:
-        raise InputError("--model", f"'{model.name}' has no shape (layers, hidden, heads, vocab)",
+        raise InputError("model", f"'{model.name}' has no shape (layers, hidden, heads, vocab)",
                          "use a preset or config.json that has one")
     cluster = resolve_cluster(inputs.hardware, assumptions, inputs.units)
     budget = resolve_budget(inputs.budget, cluster, assumptions)
     per_param = bytes_per_param(inputs.step.precision, inputs.step.optimizer)
     space = _space(inputs, model, assumptions)
-    cpu_rate = (DEFAULT_CPU_ADAM_PARAMS_PER_S if inputs.search.cpu_adam_rate is None
-                else inputs.search.parsed("cpu_adam_rate"))
+    cpu_rate = DEFAULT_CPU_ADAM_PARAMS_PER_S if inputs.search.cpu_adam_rate is None else inputs.search.cpu_adam_rate
     check_whole_nodes(ParallelDims(space.gpus, gpus_per_node=cluster.gpus_per_node))
     check_precision_on_gpu(inputs.step.precision, cluster.gpu.name, cluster.gpu.supports_bf16)
     overlap = comm_overlap(inputs.search.comm_overlap)
@@ -199,15 +218,23 @@ def resolve(inputs: PlanInputs) -> ResolvedPlan:
                       cpu_adam_params_per_s=cpu_rate, gpus_per_node=cluster.gpus_per_node,
                       dp_overlap=DP_OVERLAP if overlap.dp_overlap is None else overlap.dp_overlap,
                       tp_hidden=overlap.tp_hidden, pp_hidden=overlap.pp_hidden)
-    tolerance = (DEFAULT_TIE_TOLERANCE if inputs.search.tie_tolerance is None
-                 else float(parse_fraction(inputs.search.tie_tolerance, "--tie-tolerance")))
+    tolerance = DEFAULT_TIE_TOLERANCE if inputs.search.tie_tolerance is None else float(inputs.search.tie_tolerance)
     request = SearchRequest(model=model, cluster=cluster, per_param=per_param, budget=budget, space=space,
                             machine=machine, largest_layer_params=_largest_layer(model, assumptions),
                             tie_tolerance=tolerance)
-    tokens = None if inputs.step.tokens is None else inputs.step.parsed("tokens")
+    tokens = inputs.step.tokens
     assumptions.extend(budget_assumptions(inputs.budget, budget, inputs.units))
     assumptions.extend(model_notes(inputs, request))
     return ResolvedPlan(inputs, request, tokens, assumptions)
+
+
+def _active_note(request: SearchRequest) -> str:
+    """For a mixture-of-experts model: which Ψ the MFU counts (the active parameters, core.model.experts)."""
+    model = request.model
+    if model_expert_params(model) is None:
+        return ""
+    return (f", Ψ the active parameters ({format_count(active_params(model))} of {format_count(model.params)}: "
+            "the top-k routed experts of each MoE layer, not all of them)")
 
 
 def model_notes(inputs: PlanInputs, request: SearchRequest) -> list[str]:
@@ -221,7 +248,7 @@ def model_notes(inputs: PlanInputs, request: SearchRequest) -> list[str]:
         f"{f' plus {machine.gemm_overhead_s * 1e6:.0f} µs' if machine.gemm_overhead_s else ''}; "
         "attention core with or without flash, element-wise work at HBM bandwidth; recompute re-runs the forward "
         "(full) or the attention core (selective)",
-        "MFU = 6Ψ × tokens / (step time × peak × GPUs)",
+        "MFU = 6Ψ × tokens / (step time × peak × GPUs)" + _active_note(request),
         "communication: NCCL-like ring collectives: NVLink inside a node, the per-GPU NIC across nodes, hop "
         "latencies once per phase and a launch per bucket; TP: 4 AllReduces of s·b·h per layer and micro-batch "
         "(6 with full recompute), not overlapped; PP: one activation and one gradient per boundary and "
@@ -241,6 +268,14 @@ def model_notes(inputs: PlanInputs, request: SearchRequest) -> list[str]:
         "a tie goes to the simpler plan: "
         "no offload, less model parallelism, a lower ZeRO stage, less recompute",
     ]
+    if request.space.ep != (1,) or request.space.etp:
+        notes.append(
+            "experts (--ep/--etp): Megatron-Core's folding over the same GPUs (experts etp × ep × edp per stage); "
+            "routed experts' states sharded over edp, dense ones over dp; per MoE layer and micro-batch 4 all-to-alls "
+            "(dispatch and combine, forward and backward; 6 with full recompute) of T/tp × top-k × hidden 16-bit "
+            "elements over the EP group, balanced routing, exposed (no all-to-all overlap: DualPipe and "
+            "--overlap-moe-expert-parallel-comm not modelled); expert GEMMs: one grouped GEMM per matrix; MFU counts "
+            "active parameters (6 × active Ψ)")
     if request.per_param.precision == "fp32":
         notes.append("fp32 training is priced at the bf16 peak: an optimistic step time")
     return notes

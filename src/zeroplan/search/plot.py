@@ -8,7 +8,7 @@ from zeroplan.render.figures import TIME_COLORS, check_plot_path, pyplot, save_f
 from zeroplan.render.sink import InputPaths
 from zeroplan.search.run import PlanOutcome
 from zeroplan.search.table import zero_label
-from zeroplan.core.errors import InputError
+from zeroplan.core.errors import InputError, ref
 
 PART_LABELS = {"compute": "compute", "bubble": "pipeline bubble", "tp_comm": "TP traffic",
                "pp_comm": "PP traffic", "dp_exposed": "exposed DP traffic", "offload": "offload",
@@ -25,7 +25,7 @@ def plan_label(rank: int, plan) -> str:
 def plot_plans(outcome: PlanOutcome, path: str, inputs: InputPaths = ()) -> None:
     target = check_plot_path(path)
     if not outcome.top:
-        raise InputError("--plot", "no plan fits, so there is no step time to draw", "drop --plot, or add GPUs")
+        raise InputError("plot", "no plan fits, so there is no step time to draw", f"drop {ref('plot')}, or add GPUs")
     plt = pyplot()
     plans = list(enumerate(outcome.top, start=1))[::-1]  # best on top
     names = [plan_label(rank, plan) for rank, plan in plans]

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from zeroplan.core.layout.search import PlanRecord, SearchResult
+from zeroplan.core.layout.search import PlanRecord, SearchResult, plan_alltoall_seconds
 from zeroplan.core.units import format_bytes
 
 PART_NAMES = {
@@ -44,13 +44,21 @@ def simpler_because(plan: PlanRecord, other: PlanRecord) -> str:
     return "fewer features (sequence parallelism, interleaving)"
 
 
+def part_names(*plans: PlanRecord) -> dict[str, str]:
+    """PART_NAMES, with the tp_comm part named for what it holds when a plan has EP: its all-to-all too."""
+    if any(plan.ep > 1 for plan in plans):
+        return {**PART_NAMES, "tp_comm": "tensor-parallel and expert all-to-all communication"}
+    return PART_NAMES
+
+
 def rank_reason(plan: PlanRecord, best: PlanRecord, fastest: PlanRecord, tolerance: float, usable: int,
                 units: str) -> str:
     """#1: what its step is made of (and why it beat a slightly faster plan). Others: how they compare to #1."""
+    names = part_names(plan, best)
     parts = plan.time.parts()
     if plan is best:
         shares = sorted(((v, k) for k, v in parts.items() if v >= 0.005 * plan.time.total), reverse=True)
-        made_of = ", ".join(f"{PART_NAMES[k]} {v / plan.time.total:.0%}" for v, k in shares[:3])
+        made_of = ", ".join(f"{names[k]} {v / plan.time.total:.0%}" for v, k in shares[:3])
         text = f"fastest: {_seconds(plan.time.total)} per step ({made_of})"
         if fastest.time.total < plan.time.total:
             text = (f"{_seconds(plan.time.total)} per step ({made_of}), within {tolerance:.0%} of the fastest plan "
@@ -65,9 +73,9 @@ def rank_reason(plan: PlanRecord, best: PlanRecord, fastest: PlanRecord, toleran
     elif relative < 0.0005:
         text = f"as fast as #1, which is simpler: {simpler_because(best, plan)}"
     else:
-        worse = [f"+{_seconds(d)} {PART_NAMES[k]}{_why_compute_differs(plan, best) if k == 'compute' else ''}"
+        worse = [f"+{_seconds(d)} {names[k]}{_why_compute_differs(plan, best) if k == 'compute' else ''}"
                  for d, k in deltas if d > 0.005 * best.time.total][:2]
-        better = [f"{_seconds(-d)} less {PART_NAMES[k]}" for d, k in reversed(deltas)
+        better = [f"{_seconds(-d)} less {names[k]}" for d, k in reversed(deltas)
                   if -d > 0.005 * best.time.total][:1]
         text = f"{relative:.1%} slower than #1" + (": " + ", ".join(worse) if worse else "")
         if better:
@@ -181,3 +189,53 @@ def nothing_fits(result: SearchResult, units: str) -> str:
             f"{format_bytes(usable, units)} usable (dp {closest.dp} × tp {closest.tp} × pp {closest.pp}, "
             f"{closest.option.label}, micro-batch {closest.micro_batch}, {closest.recompute} recompute); "
             "add GPUs, shorten --seq-len, or lower --global-batch")
+
+
+def expert_parallel_verdict(result: SearchResult, units: str) -> str | None:
+    """Why the best plan with expert parallelism wins or loses against the best without it (all-to-all exposed
+    against memory saved), when the search tried both; None otherwise."""
+    request = result.request
+    if request.space.ep == (1,):
+        return None
+    with_ep = [p for p in result.feasible if p.ep > 1]
+    without = [p for p in result.feasible if p.ep == 1]
+    evaluated_ep = [p for p in result.plans if p.ep > 1]
+    if not evaluated_ep:
+        return "expert parallelism: no layout with ep > 1 passed the layout rules (see the rejected reasons)"
+    if not with_ep:
+        smallest = min(evaluated_ep, key=lambda p: p.gpu_total)
+        return (f"expert parallelism: no plan with ep > 1 fits; the smallest needs "
+                f"{format_bytes(smallest.gpu_total, units)} per GPU (ep {smallest.ep})")
+    best_ep = with_ep[0]
+    alltoall = plan_alltoall_seconds(request, best_ep)
+    share = alltoall / best_ep.time.total
+    head = (f"expert parallelism: the best plan with EP (ep {best_ep.ep}, {best_ep.dp}×{best_ep.tp}×{best_ep.pp}) "
+            f"takes {_seconds(best_ep.time.total)} per step, of which {_seconds(alltoall)} ({share:.0%}) is exposed "
+            f"all-to-all, with {format_bytes(best_ep.gpu_total, units)} per GPU")
+    if not without:
+        if 1 not in request.space.ep:
+            return head
+        dense_smallest = min((p for p in result.plans if p.ep == 1), key=lambda p: p.gpu_total, default=None)
+        needs = (f" (the smallest needs {format_bytes(dense_smallest.gpu_total, units)} per GPU)"
+                 if dense_smallest else "")
+        return f"{head}; it wins because no plan without EP fits{needs}"
+    best = without[0]
+    # the same layout and step without EP: what EP changes on its own (experts' memory against the all-to-all)
+    same = [p for p in result.plans if p.ep == 1 and (p.dp, p.tp, p.pp, p.cp, p.option, p.micro_batch, p.recompute,
+                                                      p.sequence_parallel, p.virtual_stages) ==
+            (best_ep.dp, best_ep.tp, best_ep.pp, best_ep.cp, best_ep.option, best_ep.micro_batch, best_ep.recompute,
+             best_ep.sequence_parallel, best_ep.virtual_stages)]
+    twin = ""
+    if same:
+        other = same[0]
+        saved = other.gpu_total - best_ep.gpu_total
+        fits = "fits" if other.fits else "does not fit"
+        twin = (f"; the same layout without EP needs {format_bytes(other.gpu_total, units)} per GPU ({fits}): EP "
+                f"saves {format_bytes(saved, units)} of expert states for {_seconds(alltoall)} of all-to-all")
+    if result.feasible[0].ep > 1:
+        verdict = (f"it ranks first, {1 - best_ep.time.total / best.time.total:.1%} faster than the best plan "
+                   f"without EP ({best.dp}×{best.tp}×{best.pp}, {_seconds(best.time.total)})")
+    else:
+        verdict = (f"the best plan without EP ({best.dp}×{best.tp}×{best.pp}, {_seconds(best.time.total)}) is "
+                   f"{best_ep.time.total / best.time.total - 1:.1%} faster")
+    return f"{head}{twin}; {verdict}"

@@ -8,7 +8,7 @@ import json
 from typing import Any
 
 from zeroplan import __version__
-from zeroplan.core.layout.search import PlanRecord
+from zeroplan.core.layout.search import PlanRecord, plan_alltoall_seconds
 from zeroplan.core.timing.step_time import FlopModel
 from zeroplan.render.spreadsheet import spreadsheet_safe
 from zeroplan.search.reasons import infeasible_summary, search_line
@@ -23,7 +23,7 @@ def plan_row(outcome: PlanOutcome, plan: PlanRecord) -> dict[str, Any]:
     request = outcome.resolved.request
     row: dict[str, Any] = {
         "world": plan.world, "dp": plan.dp, "tp": plan.tp, "pp": plan.pp, "cp": plan.cp,
-        "virtual_stages": plan.virtual_stages,
+        "ep": plan.ep, "etp": plan.etp or plan.tp, "virtual_stages": plan.virtual_stages,
         "stage": plan.option.stage, "offload_optimizer": plan.option.offload_optimizer,
         "offload_params": plan.option.offload_params, "micro_batch": plan.micro_batch,
         "grad_accum": plan.grad_accum, "recompute": plan.recompute, "sequence_parallel": plan.sequence_parallel,
@@ -35,6 +35,7 @@ def plan_row(outcome: PlanOutcome, plan: PlanRecord) -> dict[str, Any]:
                step_seconds=plan.time.total)
     row.update({f"seconds_{name}": value for name, value in plan.time.parts().items()})
     row["seconds_dp_total"] = plan.time.dp_comm
+    row["seconds_ep_alltoall"] = plan_alltoall_seconds(request, plan)  # inside seconds_tp_comm, exposed
     metrics = outcome.throughput(plan)
     row.update(tokens_per_step=metrics.tokens_per_step, tokens_per_second=metrics.tokens_per_second,
                mfu=metrics.mfu, hardware_tflops_per_gpu=metrics.hardware_tflops_per_gpu,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from zeroplan.core.units import format_bytes, format_count
 from zeroplan.render.terminal import Canvas, Table
-from zeroplan.search.reasons import infeasible_summary, nothing_fits, search_line
+from zeroplan.search.reasons import expert_parallel_verdict, infeasible_summary, nothing_fits, search_line
 from zeroplan.search.run import PlanOutcome
 
 
@@ -53,6 +53,7 @@ def render(outcome: PlanOutcome, console: Canvas) -> None:
         for rank, plan in enumerate(outcome.top, start=1):
             metrics = outcome.throughput(plan)
             grid = (f"{plan.dp}×{plan.tp}×{plan.pp}" + (f" cp{plan.cp}" if plan.cp > 1 else "")
+                    + (f" ep{plan.ep}" if plan.ep > 1 else "") + (f" etp{plan.etp}" if plan.etp and plan.etp != plan.tp else "")
                     + (f" v{plan.virtual_stages}" if plan.virtual_stages > 1 else ""))
             memory = format_bytes(plan.gpu_total, units).split()[0]
             cells = [str(rank), grid, zero_label(plan.option), f"{plan.micro_batch}×{plan.grad_accum}",
@@ -67,6 +68,9 @@ def render(outcome: PlanOutcome, console: Canvas) -> None:
         console.print("Why each ranks where it does:")
         for rank, plan in enumerate(outcome.top, start=1):
             console.print(f"  #{rank}: {outcome.reason(plan)}")
+        verdict = expert_parallel_verdict(result, units)
+        if verdict:
+            console.print(verdict)
     else:
         console.print(nothing_fits(result, units))
     lines = infeasible_summary(result)

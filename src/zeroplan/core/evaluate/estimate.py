@@ -12,9 +12,10 @@ from dataclasses import dataclass, field
 
 from zeroplan.core.timing import dp_traffic as comm
 from zeroplan.core.memory.activations import ActivationConfig, activation_memory
-from zeroplan.core.memory.deepspeed_buffers import BufferConfig, gpu_buffer_bytes, host_buffer_bytes, bucket_calls
+from zeroplan.core.memory.deepspeed_buffers import (FP32_BYTES, BufferConfig, bucket_calls, gpu_buffer_bytes,
+                                                    host_buffer_bytes)
 from zeroplan.core.memory.deepspeed_estimator import DEFAULT_BUFFER_FACTOR, deepspeed_model_states
-from zeroplan.core.errors import InputError
+from zeroplan.core.errors import InputError, ref
 from zeroplan.core.memory.budget import MemoryBudget
 from zeroplan.core.hardware import ClusterSpec, Link
 from zeroplan.core.model.spec import ModelSpec, ParamLayout
@@ -25,7 +26,7 @@ from zeroplan.core.options import Option, options_for
 from zeroplan.core.parallel.grid import ParallelDims
 from zeroplan.core.precision import BytesPerParam
 from zeroplan.core.units import ceil_div, format_count
-from zeroplan.core.model.pipeline_stages import shard_params
+from zeroplan.core.model.pipeline_stages import expert_shard_params, shard_params
 from zeroplan.core.timing.collectives import LinkTable
 from zeroplan.core.timing.dp_offload import offload_serial_seconds, offload_traffic
 
@@ -57,31 +58,50 @@ class EstimateRequest:
     # The framework convention: which framework, and the model's parameter tensors it partitions.
     framework: str = "deepspeed"
     parameters: tuple = ()  # core.memory.framework_partition.ParamSpec, imported only when this convention runs
+    cp: int = 1  # context parallelism: parallel.dp counts the dp × cp ranks sharing ZeRO's partitions
 
     def __post_init__(self) -> None:
+        if self.convention in ("deepspeed", "framework") and self.parallel.has_experts_grid:
+            raise InputError("convention", f"the {self.convention} convention has no expert groups (ep/etp)",
+                             f"use {ref('convention', 'paper')} with {ref('ep')}/{ref('etp')}")
         if self.convention in ("deepspeed", "framework") and (self.parallel.tp > 1 or self.parallel.pp > 1):
             what = ("DeepSpeed's estimators model" if self.convention == "deepspeed"
                     else "the framework convention partitions whole tensors for")
-            raise InputError("--convention", f"{what} pure data parallelism (no tp/pp)",
-                             "use --convention paper with --tp/--pp")
+            raise InputError("convention", f"{what} pure data parallelism (no tp/pp)",
+                             f"use {ref('convention', 'paper')} with {ref('tp')}/{ref('pp')}")
         if self.convention == "framework" and not self.parameters:
-            raise InputError("--convention", "the framework convention needs the model's tensors",
-                             "use --model with a preset or a config.json")
+            raise InputError("convention", "the framework convention needs the model's tensors",
+                             f"use {ref('model')} with a preset or a config.json")
         comm.validate_zeropp(self.zeropp)
         if self.micro_batches_per_step < 1:
-            raise InputError("--grad-accum", f"must be at least 1, got {self.micro_batches_per_step}")
+            raise InputError("grad_accum", f"must be at least 1, got {self.micro_batches_per_step}")
         if self.activations is not None and not self.model.has_shape:
-            raise InputError("--seq-len", "activations need the model's shape", "use --model with a preset or config.json")
+            raise InputError("seq_len", "activations need the model's shape",
+                             f"use {ref('model')} with a preset or config.json")
         if self.hpz_partition_size is not None and self.hpz_partition_size < 1:
-            raise InputError("--hpz-partition-size", f"must be at least 1, got {self.hpz_partition_size}")
+            raise InputError("hpz_partition_size", f"must be at least 1, got {self.hpz_partition_size}")
         if "hpz" in self.zeropp and self.parallel.dp % self.hpz_ranks:
-            raise InputError("--hpz-partition-size", f"hpZ groups of {self.hpz_ranks} do not divide dp({self.parallel.dp})",
+            raise InputError("hpz_partition_size",
+                             f"hpZ groups of {self.hpz_ranks} do not divide dp({self.parallel.dp})",
                              "choose a partition size that divides the data-parallel degree")
 
     @property
     def shard_params(self) -> int:
-        """Parameters on the most loaded model-parallel shard: the busiest pipeline stage, split over tp."""
+        """Parameters on the most loaded model-parallel shard: the busiest pipeline stage, split over tp (with
+        expert parallelism: its dense part over tp, its routed experts over ep × etp)."""
+        split = self.expert_split
+        if split is not None:
+            return split[0] + split[1]
         return shard_params(self.model, self.parallel.tp, self.parallel.pp)
+
+    @property
+    def expert_split(self) -> tuple[int, int] | None:
+        """(dense, routed-expert) parameters of the most loaded rank when experts are cut apart from the dense
+        layers (ep > 1 or etp != tp), else None: the two groups shard their ZeRO states over dp and edp."""
+        parallel = self.parallel
+        if not parallel.has_experts_grid:
+            return None
+        return expert_shard_params(self.model, parallel.tp, parallel.pp, parallel.ep, parallel.etp)
 
     @property
     def shard_largest_layer_params(self) -> int:
@@ -140,6 +160,8 @@ def _evaluate(request: EstimateRequest, option: Option, activations: dict[str, i
             from zeroplan.core.memory.framework_states import framework_model_states
 
             breakdown = framework_model_states(option, request.parameters, parallel.dp, per_param, request.framework)
+        elif request.expert_split is not None:
+            breakdown = expert_group_states(option, request.expert_split, parallel, per_param)
         else:
             breakdown = paper_model_states(option, shard, parallel.dp, per_param, gpus_in_node)
         layout = request.model.layout
@@ -152,6 +174,8 @@ def _evaluate(request: EstimateRequest, option: Option, activations: dict[str, i
             gpu_buffers = gpu_buffer_bytes(option.stage, shard, parallel.dp, request.shard_largest_layer_params,
                                            per_param.params, per_param.gradients, fp32_step_copy,
                                            option.offload_optimizer == "none", request.buffers)
+            if request.expert_split is not None and "fp32_gradient_partition" in gpu_buffers:
+                gpu_buffers["fp32_gradient_partition"] = _grouped_fp32_partition(request, option)
             breakdown.update({f"gpu/buffers/{name}": size for name, size in gpu_buffers.items()})
         host_buffers = host_buffer_bytes(option.offload_optimizer, option.offload_params, shard, parallel.dp,
                                          per_param.params, gpus_in_node, request.buffers)
@@ -179,8 +203,43 @@ def _evaluate(request: EstimateRequest, option: Option, activations: dict[str, i
                               fits=True, limits=(), host_checked=True)
     if request.max_micro_batch and request.activations is not None:
         estimate = with_max_micro_batch(estimate, request.model, request.activations, request.budget.usable_gpu_bytes,
-                                        request.global_batch, request.parallel.dp)
+                                        request.global_batch, request.parallel.dp // request.cp)
     return _with_fit(request, estimate)
+
+
+def expert_group_states(option: Option, split: tuple[int, int], parallel: ParallelDims,
+                        per_param: BytesPerParam) -> dict[str, int]:
+    """Model states of the most loaded rank with two parameter groups (the ZeRO paper's convention applied per
+    group, as DeepSpeed-MoE's expert-data-parallel groups, Megatron's distributed optimizer and torchtitan's
+    FSDP2 with EP shard them): the dense parameters over dp, the routed experts over edp, at every stage. GPU
+    entries are kept per group (gpu/params/dense, gpu/params/experts, ...); host and NVMe entries summed."""
+    dense, experts = split
+    gpus_in_node = parallel.gpus_in_busiest_node
+    groups = {"dense": paper_model_states(option, dense, parallel.dp, per_param, gpus_in_node),
+              "experts": paper_model_states(option, experts, parallel.edp, per_param, gpus_in_node)}
+    breakdown: dict[str, int] = {}
+    for key in groups["dense"]:
+        if key.startswith("gpu/"):
+            for group, states in groups.items():
+                breakdown[f"{key}/{group}"] = states[key]
+        else:
+            breakdown[key] = groups["dense"][key] + groups["experts"][key]
+    return breakdown
+
+
+def _grouped_fp32_partition(request: EstimateRequest, option: Option) -> int:
+    """The optimizer step's fp32 gradient partition with two groups: each group's partition (dense over dp,
+    experts over edp), as gpu_buffer_bytes counts one group's."""
+    assert request.expert_split is not None
+    dense, experts = request.expert_split
+    parallel = request.parallel
+    if option.stage >= 1:
+        elements = ceil_div(dense, parallel.dp) + ceil_div(experts, parallel.edp)
+    else:
+        elements = dense + experts
+    if option.stage == 3:
+        elements = min(request.buffers.sub_group_size, elements)
+    return elements * FP32_BYTES
 
 
 def _torch_buffers(request: EstimateRequest, layout: ParamLayout, option: Option, breakdown: dict[str, int],
@@ -220,9 +279,21 @@ def collectives_for(request: EstimateRequest, option: Option) -> list[comm.Colle
         return comm.torch_collectives(stage, shard, parallel.dp, per_param.params, request.dp_span, calls_reduce,
                                       request.micro_batches_per_step)
     zeropp = request.zeropp if stage == 3 else frozenset()
-    return comm.dp_collectives(stage, shard, parallel.dp, per_param.params, per_param.gradients, request.dp_span,
-                               zeropp, request.hpz_ranks, calls_reduce, calls_gather, request.micro_batches_per_step,
-                               request.hpz_span)
+    split = request.expert_split
+    if split is None:
+        return comm.dp_collectives(stage, shard, parallel.dp, per_param.params, per_param.gradients, request.dp_span,
+                                   zeropp, request.hpz_ranks, calls_reduce, calls_gather,
+                                   request.micro_batches_per_step, request.hpz_span)
+    # Two groups: the dense parameters' collectives over dp, the experts' over edp (each on the span it crosses).
+    dense, experts = split
+    found = []
+    for count, ranks, span in ((dense, parallel.dp, request.dp_span),
+                               (experts, parallel.edp, "intra_node" if parallel.edp_intra_node else "inter_node")):
+        reduce_calls, gather_calls = bucket_calls(stage, count, request.buffers)
+        found += comm.dp_collectives(stage, count, ranks, per_param.params, per_param.gradients, span, zeropp,
+                                     min(request.hpz_ranks, ranks), reduce_calls, gather_calls,
+                                     request.micro_batches_per_step, request.hpz_span)
+    return found
 
 
 def _overlap_step_temporary(breakdown: dict[str, int]) -> None:

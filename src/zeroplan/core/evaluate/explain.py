@@ -14,18 +14,31 @@ _STAGE_FORMULAS = {
 }
 
 
-def _paper_line(estimate: OptionEstimate, request: EstimateRequest, units: str) -> str:
-    per_param, dp, shard = request.per_param, request.parallel.dp, request.shard_params
+def _paper_lines(estimate: OptionEstimate, request: EstimateRequest, units: str) -> list[str]:
+    split = request.expert_split
+    if split is None:
+        return [_group_line(estimate, request, units, request.shard_params, request.parallel.dp, "N_d", "")]
+    parallel = request.parallel
+    dense = _group_line(estimate, request, units, split[0], parallel.dp, "N_d", "dense Ψ_d: ")
+    experts = _group_line(estimate, request, units, split[1], parallel.edp, "N_e", "routed experts Ψ_e: ")
+    return [dense, "    " + experts.split(": ", 1)[1]]
+
+
+def _group_line(estimate: OptionEstimate, request: EstimateRequest, units: str, shard: int, dp: int,
+                ranks: str, group: str) -> str:
+    """One parameter group's model states in the ZeRO paper's formula (N_e: the expert-data-parallel ranks)."""
+    per_param = request.per_param
     symbolic, terms_of = _STAGE_FORMULAS[estimate.option.stage]
+    symbolic = symbolic.replace("N_d", ranks)
     terms = terms_of(per_param.params, per_param.gradients, per_param.optimizer_states)
     numeric = " + ".join(f"{factor}×{format_count(shard)}" + (f"/{dp}" if divisor == "N" else "")
                          for factor, divisor in terms)
     values = [factor * shard if divisor == 1 else sharded(factor, shard, dp) for factor, divisor in terms]
     total = sum(values)
-    line = (f"{estimate.option.label}: model states = {symbolic} = {numeric} = "
+    line = (f"{estimate.option.label}: {group}model states = {symbolic} = {numeric} = "
             + " + ".join(format_bytes(v, units, 2) for v in values)
             + (f" = {format_bytes(total, units, 2)}" if len(values) > 1 else ""))
-    if estimate.option.offloads:
+    if estimate.option.offloads and not group:
         moved = total - estimate.model_state_bytes
         line += f"; offload moves {format_bytes(moved, units, 2)} of it off the GPU"
     return line
@@ -58,6 +71,10 @@ def explain_lines(request: EstimateRequest, estimates: list[OptionEstimate], uni
     lines = [
         f"Ψ = {request.shard_params:,} parameters per GPU shard (model {request.model.params:,}; "
         f"tp {request.parallel.tp}, pp {request.parallel.pp}), N_d = {request.parallel.dp}",
+        *([] if request.expert_split is None else [
+            f"with experts: Ψ_d = {request.expert_split[0]:,} dense parameters (split over tp), Ψ_e = "
+            f"{request.expert_split[1]:,} routed-expert parameters (over ep {request.parallel.ep} × etp "
+            f"{request.parallel.etp}), N_e = edp {request.parallel.edp}"]),
         f"P = {per_param.params}, G = {per_param.gradients}, K = {per_param.optimizer_states} bytes per parameter "
         f"({per_param.precision} + {per_param.optimizer}; ZeRO paper §3.1)",
         f"usable = capacity {format_bytes(budget.gpu_capacity, units, 2)} − runtime reserve "
@@ -66,7 +83,7 @@ def explain_lines(request: EstimateRequest, estimates: list[OptionEstimate], uni
     ]
     for estimate in estimates:
         if request.convention == "paper":
-            lines.append(_paper_line(estimate, request, units))
+            lines.extend(_paper_lines(estimate, request, units))
         elif request.convention == "framework":
             gpu = estimate.gpu_bytes
             lines.append(f"{estimate.option.label}: {request.framework} partitions the model's tensors; its most loaded "

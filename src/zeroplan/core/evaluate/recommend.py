@@ -68,11 +68,13 @@ def fewest_gpus(request: EstimateRequest) -> tuple[int, OptionEstimate] | None:
     # Partitioning real tensors costs O(ranks × tensors): search with the paper's even split instead.
     base = dataclasses.replace(request, convention="paper") if request.convention == "framework" else request
     parallel = base.parallel
-    model_parallel = parallel.tp * parallel.pp
+    # a world holds whole tp × pp grids and, with experts cut apart, whole ep × etp blocks in every stage
+    model_parallel = lcm(parallel.tp * parallel.pp, parallel.pp * parallel.ep * parallel.etp)
     per_node = parallel.gpus_per_node
 
     def best_at(world: int) -> OptionEstimate | None:
-        trial = dataclasses.replace(base, parallel=ParallelDims(world, parallel.tp, parallel.pp, per_node))
+        trial = dataclasses.replace(base, parallel=ParallelDims(world, parallel.tp, parallel.pp, per_node,
+                                                                ep=parallel.ep, etp=parallel.etp))
         fitting = [e for e in evaluate_options(trial) if e.fits]
         return min(fitting, key=preference_key) if fitting else None
 

@@ -64,26 +64,28 @@ def fixed_memory(request: EstimateRequest) -> list[FixedMemory]:
 class ActivationTable:
     """Activation bytes per GPU for any step shape, from cached one-sequence terms as exact fractions."""
 
-    def __init__(self, model: ModelSpec, seq_len: int, flash_attention: bool, dtype_bytes: int = 2) -> None:
+    def __init__(self, model: ModelSpec, seq_len: int, flash_attention: bool, dtype_bytes: int = 2,
+                 capacity_factor: float | None = None) -> None:
         self.model, self.seq_len, self.flash_attention, self.dtype_bytes = model, seq_len, flash_attention, dtype_bytes
+        self.capacity_factor = capacity_factor
         self._terms: dict[tuple, tuple[tuple[int, int], ...]] = {}
 
     def config(self, tp: int, pp: int, virtual_stages: int, sequence_parallel: bool, recompute: str,
-               grad_accum: int, micro_batch: int) -> ActivationConfig:
+               grad_accum: int, micro_batch: int, ep: int = 1) -> ActivationConfig:
         """The ActivationConfig evaluate_options would be given for this step."""
         return ActivationConfig(seq_len=self.seq_len, micro_batch=micro_batch, recompute=recompute,
                                 flash_attention=self.flash_attention, sequence_parallel=sequence_parallel, tp=tp,
                                 pp=pp, virtual_stages=virtual_stages, num_micro_batches=grad_accum,
-                                dtype_bytes=self.dtype_bytes)
+                                dtype_bytes=self.dtype_bytes, ep=ep, capacity_factor=self.capacity_factor)
 
     def bytes(self, tp: int, pp: int, virtual_stages: int, sequence_parallel: bool, recompute: str,
-              grad_accum: int, micro_batch: int) -> int:
+              grad_accum: int, micro_batch: int, ep: int = 1) -> int:
         # Only min(pp, m) of the accumulation steps matters (1F1B keeps at most pp micro-batches in flight).
         in_flight = min(pp, grad_accum) if virtual_stages == 1 else 0
-        key = (tp, pp, virtual_stages, sequence_parallel, recompute, in_flight)
+        key = (tp, pp, virtual_stages, sequence_parallel, recompute, in_flight, ep)
         terms = self._terms.get(key)
         if terms is None:
-            config = self.config(tp, pp, virtual_stages, sequence_parallel, recompute, grad_accum, 1)
+            config = self.config(tp, pp, virtual_stages, sequence_parallel, recompute, grad_accum, 1, ep)
             terms = tuple((t.numerator, t.denominator) for t in activation_terms(self.model, config).values())
             self._terms[key] = terms
         return sum(ceil_div(micro_batch * numerator, denominator) for numerator, denominator in terms)

@@ -9,6 +9,7 @@ one-sequence activation terms once per step shape, DP time once per (option, acc
 
 from __future__ import annotations
 
+import dataclasses
 import gc
 import time
 from collections import Counter
@@ -23,12 +24,14 @@ from zeroplan.core.model.spec import ModelSpec
 from zeroplan.core.options import Option
 from zeroplan.core.parallel.grid import ParallelDims
 from zeroplan.core.layout.batch_memory import ActivationTable, FixedMemory, fixed_memory
-from zeroplan.core.layout.space import (PIPELINE_STAGE, PIPELINE_STAGES, SearchSpace, interleave_problem, layout_problem,
-                                      layouts, micro_batch_choices)
+from zeroplan.core.layout.space import (EP_RANKS, EP_WITHOUT_SP, PIPELINE_STAGE, PIPELINE_STAGES, SearchSpace, expert_layouts,
+                                        interleave_problem, layout_problem, layouts, micro_batch_choices)
 from zeroplan.core.precision import BytesPerParam
-from zeroplan.core.timing.dp_offload import gpu_optimizer_seconds, offload_seconds, zero_dp_seconds, offload_traffic
-from zeroplan.core.timing.step_time import (FlopModel, Layout, Machine, StepTime, exposed_seconds, microbatch_seconds,
-                                    pass_times, pp_intra_node, step_time)
+from zeroplan.core.timing.dp_offload import DpSeconds, gpu_optimizer_seconds, offload_seconds, zero_dp_seconds, offload_traffic
+from zeroplan.core.model.pipeline_stages import layers_per_stage
+from zeroplan.core.timing.step_time import (FlopModel, Layout, Machine, StepTime, ep_alltoall_layer_seconds,
+                                            exposed_seconds, microbatch_seconds, pass_times, pp_intra_node,
+                                            step_time)
 from zeroplan.core.units import ceil_div
 
 RECOMPUTE_ORDER = {"none": 0, "selective": 1, "selective-op": 2, "full": 3}
@@ -69,6 +72,8 @@ class PlanRecord(NamedTuple):
     host_checked: bool
     time: StepTime
     cp: int = 1  # context parallelism: dp × tp × pp × cp GPUs
+    ep: int = 1  # expert parallelism, folded over the same GPUs (Megatron-Core)
+    etp: int = 0  # expert tensor parallelism (0: as tp)
 
     @property
     def gpu_total(self) -> int:
@@ -85,12 +90,12 @@ class PlanRecord(NamedTuple):
     @property
     def layout_key(self) -> tuple:
         """What tells plans apart in a top list: the grid and the ZeRO stage (not the step's details)."""
-        return (self.dp, self.tp, self.pp, self.cp, self.option.stage)
+        return (self.dp, self.tp, self.pp, self.cp, self.option.stage, self.ep, self.etp)
 
     def simplicity_key(self) -> tuple:
         """Fewer moving parts first: no offload, less model parallelism, a lower ZeRO stage, less recompute."""
         return (self.option.tier_rank, self.tp * self.pp * self.cp, self.pp, self.option.stage,
-                RECOMPUTE_ORDER[self.recompute], self.sequence_parallel, self.virtual_stages)
+                RECOMPUTE_ORDER[self.recompute], self.sequence_parallel, self.virtual_stages, self.ep)
 
 
 def rank(plans: list[PlanRecord], tolerance: float = DEFAULT_TIE_TOLERANCE) -> list[PlanRecord]:
@@ -161,21 +166,28 @@ def _search(request: SearchRequest, progress: Callable[[int, int], None] | None)
     plans: list[PlanRecord] = []
     rejected: Counter = Counter()
     skipped: Counter = Counter()
-    candidates = [(tp, pp, cp) for tp, pp in layouts(space) for cp in space.cp if (space.gpus // (tp * pp)) % cp == 0]
+    candidates = [(tp, pp, cp, ep, etp) for tp, pp in layouts(space) for cp in space.cp
+                  if (space.gpus // (tp * pp)) % cp == 0 for ep, etp in expert_layouts(space, tp)]
     tables: dict[int, ActivationTable] = {}
-    grids: dict[tuple[int, int], _Grid] = {}  # what every cp of one tp × pp shares
+    grids: dict[tuple[int, int, int, int], _Grid] = {}  # what every cp of one tp × pp (× ep × etp) shares
     micro_cache: dict = {}  # microbatch_seconds' per-shape pieces, for every layout
-    for index, (tp, pp, cp) in enumerate(candidates):
-        grid = grids.get((tp, pp))
+    for index, (tp, pp, cp, ep, etp) in enumerate(candidates):
+        if (space.gpus // pp) % (ep * etp):
+            rejected[EP_RANKS] += 1
+            if progress is not None:
+                progress(index + 1, len(candidates))
+            continue
+        grid = grids.get((tp, pp, ep, etp))
         if grid is None:
-            grid = grids[(tp, pp)] = _Grid(request, ParallelDims(space.gpus, tp, pp, request.cluster.gpus_per_node),
-                                           options)
+            grid = grids[(tp, pp, ep, etp)] = _Grid(
+                request, ParallelDims(space.gpus, tp, pp, request.cluster.gpus_per_node, ep=ep, etp=etp), options)
         problem = layout_problem(model, grid.parallel, space, cp)  # its dp: the dp·cp ZeRO group
         if problem:
             rejected[problem] += 1
         else:
             if cp not in tables:  # each rank holds s/cp tokens of every sequence
-                tables[cp] = ActivationTable(model, space.seq_len // cp, space.flash_attention)
+                tables[cp] = ActivationTable(model, space.seq_len // cp, space.flash_attention,
+                                             capacity_factor=space.capacity_factor)
             _search_layout(request, grid, flops, tables[cp], micro_cache, plans, skipped, cp)
         if progress is not None:
             progress(index + 1, len(candidates))
@@ -215,7 +227,9 @@ class _Grid:
                 activation_bytes=0, buffers=request.buffers)
             self._fixed = fixed_memory(estimate_request)
             self.shard = estimate_request.shard_params
-            self.partition = ceil_div(self.shard, parallel.dp)
+            self.split = estimate_request.expert_split  # (dense, experts) with EP, else None
+            self.partition = (ceil_div(self.shard, parallel.dp) if self.split is None
+                              else ceil_div(self.split[0], parallel.dp) + ceil_div(self.split[1], parallel.edp))
             self.optimizer = {f.option: gpu_optimizer_seconds(f.option, self.shard if f.option.stage == 0
                                                               else self.partition, request.per_param, request.machine)
                               for f in self._fixed}
@@ -244,7 +258,7 @@ class _Grid:
         for f in self.fixed():
             dp_time, offload = _per_step(self.request, f, self.shard, self.partition, parallel.dp,
                                          parallel.gpus_in_busiest_node, parallel.dp_intra_node, micro_batches,
-                                         parallel.tp)
+                                         parallel.tp, self.split, parallel)
             steps.append((dp_time, offload))
             rows.append((f.option, f.params, f.gradients, f.optimizer_states, f.buffers, f.temporary,
                          f.params + f.gradients + f.optimizer_states + f.buffers, f.cpu_bytes_per_node,
@@ -260,6 +274,11 @@ def _search_layout(request: SearchRequest, grid: _Grid, flops: FlopModel, activa
     zero_ranks, tp, pp = parallel.dp, parallel.tp, parallel.pp  # ZeRO partitions over dp·cp ranks
     dp = zero_ranks // cp
     shapes = _step_shapes(space, tp, dp)
+    if parallel.ep > 1 and tp > 1:  # Megatron-Core runs MoE with tp > 1 under sequence parallelism only
+        kept = [shape for shape in shapes if shape[1]]
+        if len(kept) < len(shapes):
+            skipped[EP_WITHOUT_SP] += (len(shapes) - len(kept)) * (len(grid.options) + grid.left_out)
+        shapes = kept
     if grid.left_out:
         skipped[PIPELINE_STAGE] += grid.left_out * len(shapes)
     if not grid.options or not shapes:
@@ -268,6 +287,9 @@ def _search_layout(request: SearchRequest, grid: _Grid, flops: FlopModel, activa
     usable_gpu = request.budget.usable_gpu_bytes
     tp_intra_node, dp_intra_node = parallel.tp_intra_node, parallel.dp_intra_node
     pp_intra = pp_intra_node(parallel.world, parallel.gpus_per_node)
+    ep, etp = parallel.ep, parallel.etp
+    etp_field = etp if parallel.has_experts_grid else 0  # PlanRecord.etp: 0 when experts follow tp
+    ep_per_node = parallel.ep_ranks_per_node
     # Interleaving changes neither the accumulation nor the compute DP traffic hides behind: the exposed DP and
     # offload seconds of each option are computed once per (sequence parallelism, recompute, micro-batch).
     exposed_by_shape: dict[tuple[bool, str, int], list[tuple[float, float]]] = {}
@@ -279,9 +301,9 @@ def _search_layout(request: SearchRequest, grid: _Grid, flops: FlopModel, activa
         if issue:
             skipped[issue] += option_count
             continue
-        act = activations.bytes(tp, pp, v, sp, recompute, m, b)
+        act = activations.bytes(tp, pp, v, sp, recompute, m, b, ep)
         layout = Layout(dp, tp, pp, v, seq_len, b, m, recompute, sp, tp_intra_node, dp_intra_node, pp_intra,
-                        cp, flash)
+                        cp, flash, ep, ep_per_node)
         passes = pass_times(layout, microbatch_seconds(layout, flops, hidden, machine, micro_cache), overlap)
         rows = grid.rows(m)
         exposed = exposed_by_shape.get((sp, recompute, b))
@@ -301,16 +323,44 @@ def _search_layout(request: SearchRequest, grid: _Grid, flops: FlopModel, activa
                 limits = gpu_limits if states + act > usable_gpu else host_limits
             # PlanRecord(...) without the named tuple's keyword layer: its fields in order
             append(record(PlanRecord, (dp, tp, pp, v, option, b, m, recompute, sp, gpu, cpu, nvme, limits,
-                                       host_checked, step_time(passes, dp_total, hidden_not, optimizer), cp)))
+                                       host_checked, step_time(passes, dp_total, hidden_not, optimizer), cp, ep,
+                                       etp_field)))
 
 
 def _per_step(request: SearchRequest, fixed: FixedMemory, shard: int, partition: int, dp: int, gpus_in_node: int,
-              dp_intra_node: bool, micro_batches: int, tp: int = 1) -> tuple:
+              dp_intra_node: bool, micro_batches: int, tp: int = 1, split: tuple[int, int] | None = None,
+              parallel: ParallelDims | None = None) -> tuple:
     option, buffers, machine = fixed.option, request.buffers, request.machine
     per_node = request.cluster.gpus_per_node
     dp_per_node = max(1, per_node // tp) if tp <= per_node else 1
-    dp_time = zero_dp_seconds(option, shard, dp, request.per_param, dp_intra_node, micro_batches, buffers,
-                              machine.links, dp_per_node)
+    if split is None or parallel is None:
+        dp_time = zero_dp_seconds(option, shard, dp, request.per_param, dp_intra_node, micro_batches, buffers,
+                                  machine.links, dp_per_node)
+    else:  # two groups: the dense parameters over dp, the routed experts over edp
+        stride = parallel.ep * parallel.etp
+        edp_per_node = max(1, per_node // stride) if stride <= per_node else 1
+        dense = zero_dp_seconds(option, split[0], dp, request.per_param, dp_intra_node, micro_batches, buffers,
+                                machine.links, dp_per_node)
+        experts = zero_dp_seconds(option, split[1], parallel.edp, request.per_param, parallel.edp_intra_node,
+                                  micro_batches, buffers, machine.links, edp_per_node)
+        dp_time = DpSeconds(*(a + b for a, b in zip(dataclasses.astuple(dense), dataclasses.astuple(experts))))
     traffic = offload_traffic(option, shard, dp, request.per_param, gpus_in_node, micro_batches)
     offload = offload_seconds(traffic, partition, gpus_in_node, machine, option.offload_optimizer != "none")
     return dp_time, offload
+
+
+def plan_alltoall_seconds(request: SearchRequest, plan: PlanRecord) -> float:
+    """The expert-parallel all-to-all seconds inside a plan's step (part of its tp_comm, exposed): every
+    micro-batch's MoE layers on the busiest stage (core.timing.step_time.ep_alltoall_layer_seconds)."""
+    if plan.ep <= 1:
+        return 0.0
+    flops = FlopModel.from_model(request.model)
+    parallel = ParallelDims(plan.world, plan.tp, plan.pp, request.cluster.gpus_per_node, ep=plan.ep,
+                            etp=plan.etp or plan.tp)
+    ep_per_node = parallel.ep_ranks_per_node
+    layout = Layout(plan.dp, plan.tp, plan.pp, plan.virtual_stages, request.space.seq_len, plan.micro_batch,
+                    plan.grad_accum, plan.recompute, plan.sequence_parallel, parallel.tp_intra_node,
+                    parallel.dp_intra_node, False, plan.cp, request.space.flash_attention, plan.ep, ep_per_node)
+    layers = max(layers_per_stage(flops.layers, plan.pp))
+    return plan.grad_accum * ep_alltoall_layer_seconds(layout, flops, request.machine) * layers \
+        * flops.moe_layers / flops.layers

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from fractions import Fraction
 
 from zeroplan.core.memory.activations import RECOMPUTE_MODES
-from zeroplan.core.errors import InputError
+from zeroplan.core.errors import InputError, ref
 from zeroplan.core.parallel.rules import (  # noqa: F401 - the reasons plan reports
     CP_SEQUENCE, MAX_SEQ_LEN, PP_LAYERS, SP_SEQUENCE, TP_CROSSES_NODES, TP_HEADS, TP_KV_HEADS,
     context_parallel_problem, model_layout_problem,
@@ -23,6 +23,7 @@ MAX_PP_IMBALANCE = Fraction(1, 8)
 PIPELINE_STAGES = (0, 1)  # DeepSpeed's pipeline engine runs ZeRO stages 0-1 only
 
 # Reasons a layout (dp, tp, pp) is ruled out before evaluation, in the order they are checked.
+EP_RANKS = "ep × etp does not divide a pipeline stage's ranks"
 PP_UNEVEN = "pp splits the layers unevenly"
 DP_BATCH = "dp does not divide the global batch"
 NO_MICRO_BATCH = "no --micro-batches value divides the per-rank batch"
@@ -31,6 +32,7 @@ PIPELINE_STAGE = "ZeRO-2/3 with pipeline parallelism (DeepSpeed supports stages 
 INTERLEAVE_PIPELINE = "interleaving needs a pipeline (pp > 1)"
 INTERLEAVE_LAYERS = "interleaving needs at least one layer per chunk (pp × virtual stages layers)"
 INTERLEAVE_MICRO_BATCHES = "interleaving needs micro-batches divisible by pp"
+EP_WITHOUT_SP = "expert parallelism with tp > 1 needs sequence parallelism (Megatron-Core)"
 
 
 def divisors(n: int) -> list[int]:
@@ -57,24 +59,29 @@ class SearchSpace:
     flash_attention: bool = True
     cp: tuple[int, ...] = (1,)  # context-parallel degrees to try
     fsdp_pipeline: bool = False  # also ZeRO-2/3 (FSDP) with pp > 1, as torchtitan and Llama 3 run
+    ep: tuple[int, ...] = (1,)  # expert-parallel degrees to try (mixture-of-experts models)
+    etp: tuple[int, ...] | None = None  # expert tensor-parallel degrees; None: etp = tp (Megatron's default)
+    capacity_factor: float | None = None  # MoE expert capacity (None: dropless), for the activations
 
     def __post_init__(self) -> None:
-        for name, value in (("--gpus", self.gpus), ("--global-batch", self.global_batch),
-                            ("--seq-len", self.seq_len)):
+        for name, value in (("gpus", self.gpus), ("global_batch", self.global_batch),
+                            ("seq_len", self.seq_len)):
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise InputError(name, f"must be a positive whole number, got {value!r}")
         # Bounds that keep the divisor enumeration (√n steps) instant; both are far past real runs.
-        for name, value, limit in (("--gpus", self.gpus, MAX_WORLD), ("--global-batch", self.global_batch, 10**9),
-                                   ("--seq-len", self.seq_len, MAX_SEQ_LEN)):
+        for name, value, limit in (("gpus", self.gpus, MAX_WORLD), ("global_batch", self.global_batch, 10**9),
+                                   ("seq_len", self.seq_len, MAX_SEQ_LEN)):
             if value > limit:
                 raise InputError(name, f"{value} is beyond any real run (more than {limit})")
-        lists = (("--stages", self.stages, lambda s: s in (0, 1, 2, 3), "0, 1, 2 or 3"),
-                 ("--recompute", self.recompute, lambda r: r in RECOMPUTE_MODES, "none, selective, full or selective-op"),
-                 ("--virtual-stages", self.virtual_stages, _positive, "positive whole numbers"),
-                 ("--micro-batches", self.micro_batches or (1,), _positive, "positive whole numbers"),
-                 ("--tp", self.tp or (1,), _positive, "positive whole numbers"),
-                 ("--pp", self.pp or (1,), _positive, "positive whole numbers"),
-                 ("--cp", self.cp, _positive, "positive whole numbers"))
+        lists = (("stages", self.stages, lambda s: s in (0, 1, 2, 3), "0, 1, 2 or 3"),
+                 ("recompute", self.recompute, lambda r: r in RECOMPUTE_MODES, "none, selective, full or selective-op"),
+                 ("virtual_stages", self.virtual_stages, _positive, "positive whole numbers"),
+                 ("micro_batches", self.micro_batches or (1,), _positive, "positive whole numbers"),
+                 ("tp", self.tp or (1,), _positive, "positive whole numbers"),
+                 ("pp", self.pp or (1,), _positive, "positive whole numbers"),
+                 ("cp", self.cp, _positive, "positive whole numbers"),
+                 ("ep", self.ep, _positive, "positive whole numbers"),
+                 ("etp", self.etp or (1,), _positive, "positive whole numbers"))
         for name, values, valid, expected in lists:
             bad = [v for v in values if not valid(v)]
             if bad or not values:
@@ -99,9 +106,9 @@ def layouts(space: SearchSpace) -> list[tuple[int, int]]:
                 found.append((tp, pp))
     if not found:  # only possible when --tp/--pp narrowed it: say so rather than search nothing
         asked = " and ".join(f"{flag} {','.join(map(str, values))}" for flag, values in
-                             (("--tp", space.tp), ("--pp", space.pp)) if values)
-        raise InputError("--tp/--pp", f"no tp × pp from {asked} divides the {space.gpus} GPUs",
-                         "choose degrees whose product divides --gpus")
+                             (("tp", space.tp), ("pp", space.pp)) if values)
+        raise InputError("tp/pp", f"no tp × pp from {asked} divides the {space.gpus} GPUs",
+                         f"choose degrees whose product divides {ref('gpus')}")
     return found
 
 
@@ -129,6 +136,11 @@ def layout_problem(model: ModelSpec, parallel: ParallelDims, space: SearchSpace,
     if not micro_batch_choices(space, dp):
         return NO_MICRO_BATCH
     return None
+
+
+def expert_layouts(space: SearchSpace, tp: int) -> list[tuple[int, int]]:
+    """The (ep, etp) pairs to try with this tp: --ep's degrees, --etp's (default: etp = tp)."""
+    return [(ep, etp) for ep in space.ep for etp in (space.etp or (tp,))]
 
 
 def micro_batch_choices(space: SearchSpace, dp: int) -> list[int]:

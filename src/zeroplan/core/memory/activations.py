@@ -23,7 +23,13 @@ Assumptions, where the sources leave a choice:
   its per-row softmax statistics (4 bytes × a·s·b, well under 1% of a layer) are left out.
 - MoE layers (experts_per_token = k): the router input is stored once, the token copies dispatched to
   the k experts and each expert's MLP internals k times, plus fp32 router probabilities (s·b·E · 4 bytes).
-  Routing is taken as balanced with no capacity padding or dropped tokens, so per-GPU tokens stay s·b.
+  Routing is taken as balanced with no capacity padding or dropped tokens, so per-GPU tokens stay s·b: with
+  every expert on every rank (ep = 1) a rank's routed tokens are its own. With expert parallelism (ep > 1) the
+  most loaded EP rank receives more than the average s·b·k token copies: dropless routing (Megatron-Core's
+  default) is given MOE_DROPLESS_ALLOWANCE more (a stated allowance, not a bound: a router that collapses
+  onto few experts exceeds it); a capacity factor c caps every expert at c × its even share, the most a rank
+  can receive (and what Megatron's pad-to-capacity holds on every rank). The excess of the routed terms (the
+  k dispatched copies and the experts' inner activations) is "activations/moe_imbalance" (docs/formulas.md §20.3).
 - Full recompute stores each layer's input (the checkpoint, split by t under sequence parallelism) and,
   during the backward pass, one layer's full working set for the micro-batch being recomputed.
 """
@@ -41,7 +47,7 @@ from zeroplan.core.memory import activations_gated_families as gated
 from zeroplan.core.memory import activations_layernorm_families as layernorm_families
 from zeroplan.core.memory import activations_qk_norm_families as qk_norm
 from zeroplan.core.memory.activations_qk_norm_families import QK_NORM_FAMILIES
-from zeroplan.core.errors import InputError
+from zeroplan.core.errors import InputError, ref
 from zeroplan.core.parallel.rules import MAX_SEQ_LEN
 from zeroplan.core.model.spec import ModelSpec
 from zeroplan.core.memory.activations_gated_families import (
@@ -75,6 +81,9 @@ _TOKEN_ID_BYTES = 8  # int64 input ids, as Megatron counts them
 _MASK_BYTES = 1  # one byte per dropout-mask element
 _FP32_BYTES = 4  # router probabilities and the logits fed to the loss
 _GPT2_POSITIONS = 1024  # GPT-2's n_positions when a config leaves it out
+# The most loaded EP rank's routed tokens above the average with dropless routing (see the module docstring).
+MOE_DROPLESS_ALLOWANCE = Fraction(1, 10)
+MOE_IMBALANCE_KEY = "activations/moe_imbalance"
 BREAKDOWN_KEYS = ("activations/layers", "activations/embedding", "activations/output_and_loss",
                   "activations/recompute_working_set")
 
@@ -103,38 +112,46 @@ class ActivationConfig:
     num_micro_batches: int | None = None
     dtype_bytes: int = 2
     implementation: str = "megatron"
+    ep: int = 1  # expert parallelism: the most loaded EP rank receives more than its share of routed tokens
+    capacity_factor: float | None = None  # None: dropless (MOE_DROPLESS_ALLOWANCE); else each expert's cap
 
     def __post_init__(self) -> None:
         problems: dict[str, str] = {}
-        counts = (("--seq-len", self.seq_len), ("--micro-batch", self.micro_batch), ("--tp", self.tp),
-                  ("--pp", self.pp), ("--virtual-stages", self.virtual_stages))
+        if not _is_count(self.ep):
+            problems["ep"] = f"must be a positive whole number, got {self.ep!r}"
+        if self.capacity_factor is not None and (isinstance(self.capacity_factor, bool) or not
+                                                 isinstance(self.capacity_factor, (int, float))
+                                                 or not 1 <= self.capacity_factor <= 64):
+            problems["capacity_factor"] = f"must be a number from 1 to 64, got {self.capacity_factor!r}"
+        counts = (("seq_len", self.seq_len), ("micro_batch", self.micro_batch), ("tp", self.tp),
+                  ("pp", self.pp), ("virtual_stages", self.virtual_stages))
         for name, value in counts:
             if not _is_count(value):
                 problems[name] = f"must be a positive whole number, got {value!r}"
         if self.num_micro_batches is not None and not _is_count(self.num_micro_batches):
-            problems["--num-micro-batches"] = \
+            problems["num_micro_batches"] = \
                 f"must be a positive whole number, got {self.num_micro_batches!r}"
         if _is_count(self.seq_len) and self.seq_len > MAX_SEQ_LEN:
-            problems["--seq-len"] = f"{self.seq_len} is beyond any real run (more than {MAX_SEQ_LEN})"
+            problems["seq_len"] = f"{self.seq_len} is beyond any real run (more than {MAX_SEQ_LEN})"
         if self.recompute not in RECOMPUTE_MODES:
-            problems["--recompute"] = f"must be one of {', '.join(RECOMPUTE_MODES)}, got {self.recompute!r}"
-        for name, value in (("--flash-attention", self.flash_attention),
-                            ("--sequence-parallel", self.sequence_parallel)):
+            problems["recompute"] = f"must be one of {', '.join(RECOMPUTE_MODES)}, got {self.recompute!r}"
+        for name, value in (("flash_attention", self.flash_attention),
+                            ("sequence_parallel", self.sequence_parallel)):
             if not isinstance(value, bool):
                 problems[name] = f"must be true or false, got {value!r}"
         if self.dtype_bytes not in ACTIVATION_DTYPE_BYTES or isinstance(self.dtype_bytes, bool):
-            problems["--activation-bytes"] = \
+            problems["activation_bytes"] = \
                 f"must be 1, 2 or 4 bytes per element, got {self.dtype_bytes!r}"
         if self.implementation not in IMPLEMENTATIONS:
-            problems["--activations"] = f"must be one of {', '.join(IMPLEMENTATIONS)}, got {self.implementation!r}"
-        if "--virtual-stages" not in problems and "--pp" not in problems \
+            problems["activations"] = f"must be one of {', '.join(IMPLEMENTATIONS)}, got {self.implementation!r}"
+        if "virtual_stages" not in problems and "pp" not in problems \
                 and self.virtual_stages > 1 and self.pp == 1:
-            problems["--virtual-stages"] = "interleaving needs a pipeline: --pp must be above 1"
+            problems["virtual_stages"] = f"interleaving needs a pipeline: {ref('pp')} must be above 1"
         if len(problems) == 1:
             ((name, text),) = problems.items()
             raise InputError(name, text)
         if problems:
-            details = "; ".join(f"{name} {text}" for name, text in problems.items())
+            details = "; ".join(f"{ref(name)} {text}" for name, text in problems.items())
             raise InputError(", ".join(problems), details, "correct each input named")
 
 
@@ -160,9 +177,9 @@ class _Shape:
 
 
 def _shape(model: ModelSpec) -> _Shape:
-    shape = model.require_shape("--model", f"activation memory needs the shape of '{model.name}' "
+    shape = model.require_shape("model", f"activation memory needs the shape of '{model.name}' "
                                 "(layers, hidden, heads, vocab); a parameter count alone does not give it",
-                                "use --model with a preset or a config.json")
+                                f"use {ref('model')} with a preset or a config.json")
     experts, per_token = shape.experts, shape.experts_per_token
     return _Shape(
         layers=shape.layers, hidden=shape.hidden, heads=shape.heads, kv_heads=shape.kv_heads,
@@ -240,6 +257,8 @@ def _transformers_gap(shape: _Shape, config: ActivationConfig) -> str:
                 f"(derived: {', '.join(TRANSFORMERS_FAMILIES)})")
     if config.tp > 1 or config.pp > 1 or config.sequence_parallel:
         return "transformers runs no tensor or pipeline parallelism: Megatron's formula is used with --tp/--pp"
+    if config.ep > 1:
+        return "transformers runs no expert parallelism: Megatron's formula is used with --ep"
     if _windowed(shape, config) and (shape.family not in WINDOW_DERIVED or config.recompute == "selective"):
         return (f"a sliding attention window ({shape.sliding_window}) no longer than the sequence ({config.seq_len}) "
                 f"makes transformers build an explicit mask; {shape.family} with it is derived for "
@@ -463,8 +482,24 @@ def activation_terms(model: ModelSpec, config: ActivationConfig) -> dict[str, Fr
     in_flight, layer_micro_batches = _first_stage_load(shape.layers, config.pp, config.virtual_stages,
                                                        config.num_micro_batches)
     # with a pipeline the output layer sits on the last, less loaded stage
-    return dict(zip(BREAKDOWN_KEYS, (layer * layer_micro_batches, embedding * in_flight,
-                                     output_and_loss if config.pp == 1 else Fraction(0), working_set)))
+    terms = dict(zip(BREAKDOWN_KEYS, (layer * layer_micro_batches, embedding * in_flight,
+                                      output_and_loss if config.pp == 1 else Fraction(0), working_set)))
+    if config.ep > 1 and shape.experts:
+        terms[MOE_IMBALANCE_KEY] = moe_excess_share(config) * _routed_row_bytes(shape, config) * layer_micro_batches
+    return terms
+
+
+def moe_excess_share(config: ActivationConfig) -> Fraction:
+    """How much more than the average routed tokens the most loaded EP rank holds (module docstring)."""
+    if config.capacity_factor is None:
+        return MOE_DROPLESS_ALLOWANCE
+    return Fraction(config.capacity_factor) - 1
+
+
+def _routed_row_bytes(shape: _Shape, config: ActivationConfig) -> Fraction:
+    """The part of one layer's row that scales with the routed token copies (k of them): the row less the same
+    row with no copy routed."""
+    return _row_bytes(shape, config) - _row_bytes(replace(shape, experts_per_token=0), config)
 
 
 @lru_cache(maxsize=1024)

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from fractions import Fraction
 from math import ceil
 
-from zeroplan.core.errors import InputError
+from zeroplan.core.errors import InputError, ref
 from zeroplan.core.units import GIB
 
 DEFAULT_RUNTIME_RESERVE = 1 * GIB
@@ -41,17 +41,17 @@ class MemoryBudget:
 
     def __post_init__(self) -> None:
         if self.gpu_capacity <= 0:
-            raise InputError("--gpu-memory", f"must be positive, got {self.gpu_capacity}")
+            raise InputError("gpu_memory", f"must be positive, got {self.gpu_capacity}")
         if self.runtime_reserve < 0:
-            raise InputError("--runtime-reserve", f"must not be negative, got {self.runtime_reserve}")
-        _check_fraction("--fragmentation", self.fragmentation)
-        _check_fraction("--activation-reserve", self.activation_reserve)
-        _check_fraction("--host-reserve", self.host_reserve)
+            raise InputError("runtime_reserve", f"must not be negative, got {self.runtime_reserve}")
+        _check_fraction("fragmentation", self.fragmentation)
+        _check_fraction("activation_reserve", self.activation_reserve)
+        _check_fraction("host_reserve", self.host_reserve)
         if self.usable_gpu_bytes <= 0:
-            raise InputError("--gpu-memory/--runtime-reserve",
+            raise InputError("gpu_memory/runtime_reserve",
                              f"capacity {self.gpu_capacity} − runtime reserve {self.runtime_reserve} − fragmentation "
                              f"{self.fragmentation_bytes} bytes leaves no usable GPU memory",
-                             "check --gpu-memory, or lower --runtime-reserve or --fragmentation")
+                             f"check {ref('gpu_memory')}, or lower {ref('runtime_reserve')} or {ref('fragmentation')}")
 
     @property
     def fragmentation_bytes(self) -> int:

@@ -43,11 +43,11 @@ class BufferConfig:
     optimizer_swap_buffer_count: int = 4              # offload_optimizer.buffer_count (NVMe)
 
     def __post_init__(self) -> None:
-        for name, value in (("--reduce-bucket-size", self.reduce_bucket_elements),
-                            ("--allgather-bucket-size", self.allgather_bucket_elements),
-                            ("--prefetch-bucket-size", self.prefetch_bucket_elements),
-                            ("--max-live-parameters", self.max_live_parameters),
-                            ("--sub-group-size", self.sub_group_size),
+        for name, value in (("reduce_bucket_size", self.reduce_bucket_elements),
+                            ("allgather_bucket_size", self.allgather_bucket_elements),
+                            ("prefetch_bucket_size", self.prefetch_bucket_elements),
+                            ("max_live_parameters", self.max_live_parameters),
+                            ("sub_group_size", self.sub_group_size),
                             ("param swap buffer_count", self.param_swap_buffer_count),
                             ("param swap buffer_size", self.param_swap_buffer_elements),
                             ("optimizer swap buffer_count", self.optimizer_swap_buffer_count)):

@@ -12,7 +12,7 @@ states / buffers below is zeroplan's, chosen so the parts add up to DeepSpeed's 
 
 from __future__ import annotations
 
-from zeroplan.core.errors import InputError
+from zeroplan.core.errors import InputError, ref
 from zeroplan.core.options import Option
 
 DEFAULT_BUFFER_FACTOR = 1.5
@@ -58,8 +58,9 @@ def node_layout(world: int, gpus_per_node: int) -> tuple[int, int]:
     if world <= gpus_per_node:
         return world, 1
     if world % gpus_per_node:
-        raise InputError("--gpus", f"the deepspeed convention needs whole nodes: {world} GPUs is not a multiple of "
-                         f"{gpus_per_node} per node", "use a multiple of --gpus-per-node or --convention paper")
+        raise InputError("gpus", f"the deepspeed convention needs whole nodes: {world} GPUs is not a multiple of "
+                         f"{gpus_per_node} per node",
+                         f"use a multiple of {ref('gpus_per_node')} or {ref('convention', 'paper')}")
     return gpus_per_node, world // gpus_per_node
 
 
@@ -91,8 +92,8 @@ def deepspeed_model_states(option: Option, total_params: int, largest_layer_para
         else:
             breakdown["gpu/params"] = sharded_total
     else:
-        raise InputError("--convention", f"DeepSpeed has no estimator for {option.label}",
-                         "use --convention paper for stages 0-1 and NVMe tiers")
+        raise InputError("convention", f"DeepSpeed has no estimator for {option.label}",
+                         f"use {ref('convention', 'paper')} for stages 0-1 and NVMe tiers")
     breakdown["cpu/model_states"] = cpu
     breakdown["deepspeed/gpu_bytes"] = gpu
     return breakdown

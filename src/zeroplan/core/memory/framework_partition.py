@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from math import prod
 from typing import Iterable, Mapping, Sequence
 
-from zeroplan.core.errors import InputError
+from zeroplan.core.errors import InputError, ref
 from zeroplan.core.precision import BytesPerParam
 from zeroplan.core.units import ceil_div
 
@@ -79,9 +79,9 @@ class FrameworkPartition:
 
 def _check(params: Sequence[ParamSpec], world_size: int, framework: str) -> list[ParamSpec]:
     if framework not in FRAMEWORKS:
-        raise InputError("--framework", f"unknown framework '{framework}'", f"use one of {', '.join(FRAMEWORKS)}")
+        raise InputError("framework", f"unknown framework '{framework}'", f"use one of {', '.join(FRAMEWORKS)}")
     if isinstance(world_size, bool) or not isinstance(world_size, int) or world_size < 1:
-        raise InputError("--world-size", f"must be a positive whole number, got {world_size!r}")
+        raise InputError("world_size", f"must be a positive whole number, got {world_size!r}")
     names = {param.name for param in params}
     if len(names) != len(params):
         raise InputError("parameters", "two parameters share a name", "give every parameter a unique name")
@@ -158,11 +158,11 @@ def framework_partition(params: Sequence[ParamSpec], world_size: int, per_param:
     """
     owned = _check(params, world_size, framework)
     if framework == "deepspeed-zero12" and stage not in (1, 2):
-        raise InputError("--stage", f"deepspeed-zero12 needs stage 1 or 2, got {stage}",
+        raise InputError("stage", f"deepspeed-zero12 needs stage 1 or 2, got {stage}",
                          "stage 1 keeps full gradients, stage 2 shards them")
     if offload and not framework.startswith("fsdp2"):
-        raise InputError("--cpu-offload", f"offload is modelled for fsdp2-zero2/3 only, not {framework}",
-                         "drop --cpu-offload or use stage 2 or 3")
+        raise InputError("cpu_offload", f"offload is modelled for fsdp2-zero2/3 only, not {framework}",
+                         f"drop {ref('cpu_offload')} or use stage 2 or 3")
     if isinstance(per_tensor_state_bytes, bool) or not isinstance(per_tensor_state_bytes, int) \
             or per_tensor_state_bytes < 0:
         raise InputError("per_tensor_state_bytes", f"must be a whole number of bytes, got {per_tensor_state_bytes!r}")

@@ -12,7 +12,7 @@ Offload tiers stay in the paper convention: this one evaluates stages 0-3 on the
 
 from __future__ import annotations
 
-from zeroplan.core.errors import InputError
+from zeroplan.core.errors import InputError, ref
 from zeroplan.core.memory.framework_partition import ParamSpec, framework_partition
 from zeroplan.core.options import Option
 from zeroplan.core.precision import BytesPerParam, bytes_per_param
@@ -28,10 +28,10 @@ def framework_model_states(option: Option, parameters: tuple[ParamSpec, ...], dp
                            framework: str) -> dict[str, int]:
     """gpu/params, gpu/gradients, gpu/optimizer_states of the most loaded rank, and which rank it is."""
     if framework not in FRAMEWORK_BY_STAGE:
-        raise InputError("--framework", f"unknown framework '{framework}'", "use deepspeed or torch")
+        raise InputError("framework", f"unknown framework '{framework}'", "use deepspeed or torch")
     if option.offloads:
-        raise InputError("--convention", "the framework convention covers stages 0-3 without offload",
-                         "use --convention paper for offload tiers")
+        raise InputError("convention", "the framework convention covers stages 0-3 without offload",
+                         f"use {ref('convention', 'paper')} for offload tiers")
     name = FRAMEWORK_BY_STAGE[framework][option.stage]
     step_bytes = 0
     if framework == "torch":

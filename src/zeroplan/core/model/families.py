@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from zeroplan.core.errors import InputError
+from zeroplan.core.errors import InputError, ref
 from zeroplan.core.model.architecture import (
     MLP,
     Attention,
@@ -35,7 +35,7 @@ SUPPORTED_FAMILIES = _LLAMA_LIKE + ("phi3", "gpt2", "gpt_neox", "opt", "falcon")
 # Each size field of a config.json (hidden_size, vocab_size, ...) is at most this: far past real models,
 # and it keeps derived counts within MAX_COUNT.
 MAX_CONFIG_FIELD = 2**31
-_PARAMS_FIX = "or give the count with --params (and --largest-layer-params) instead"
+_PARAMS_FIX = f"or give the count with {ref('params')} (and {ref('largest_layer_params')}) instead"
 
 __all__ = ["Module", "Architecture", "DESCRIBED_FAMILIES", "SUPPORTED_FAMILIES", "architecture_from_hf_config",
            "is_described", "model_spec_from_hf_config", "parameter_layout", "text_model_config"]
@@ -616,7 +616,8 @@ def architecture_from_hf_config(config: dict, source: str = "config.json") -> Ar
                    else f"model_type '{model_type}' is not described")
         raise InputError(source, f"{problem}; described: {', '.join(DESCRIBED_FAMILIES)}",
                          "count any model transformers builds with the trace extra (pip install \"zeroplan[trace]\")"
-                         ", or give the parameter count with --params (and --largest-layer-params) instead")
+                         ", or give the parameter count with "
+                         f"{ref('params')} (and {ref('largest_layer_params')}) instead")
     return _BUILDERS[model_type](_Fields(config, model_type, source))
 
 

@@ -9,14 +9,16 @@ With only a parameter count known, the stages split it evenly.
 
 from __future__ import annotations
 
-from zeroplan.core.errors import InputError
+from zeroplan.core.errors import InputError, ref
+from zeroplan.core.model.experts import expert_params
 from zeroplan.core.model.spec import ModelSpec
 from zeroplan.core.units import ceil_div
 
 
 def layers_per_stage(layers: int, pp: int) -> list[int]:
     if pp > layers:
-        raise InputError("--pp", f"pp({pp}) is more than the model's {layers} layers", f"use --pp {layers} or fewer")
+        raise InputError("pp", f"pp({pp}) is more than the model's {layers} layers",
+                         f"use {ref('pp', layers)} or fewer")
     base, extra = divmod(layers, pp)
     return [base + (1 if stage < extra else 0) for stage in range(pp)]
 
@@ -49,3 +51,23 @@ def most_loaded_stage_params(model: ModelSpec, pp: int) -> int:
 def shard_params(model: ModelSpec, tp: int, pp: int) -> int:
     """Parameters on the most loaded model-parallel shard: the busiest pipeline stage, split over tp."""
     return ceil_div(most_loaded_stage_params(model, pp), tp)
+
+
+def stage_routed_params(model: ModelSpec, pp: int) -> list[int]:
+    """Routed-expert parameters held by each pipeline stage (0 for a dense model): core.model.experts' split."""
+    split = expert_params(model.shape)
+    if split is None or model.shape is None:
+        return [0] * pp
+    counts = layers_per_stage(model.shape.layers, pp)
+    starts = [sum(counts[:stage]) for stage in range(pp)]
+    return [split.routed_in_layers(start, count) for start, count in zip(starts, counts)]
+
+
+def expert_shard_params(model: ModelSpec, tp: int, pp: int, ep: int, etp: int) -> tuple[int, int]:
+    """(dense, routed-expert) parameters on the most loaded rank when experts fold as etp × ep × edp: the dense
+    part of a stage split over tp, its routed experts over ep × etp (E/ep whole experts, each cut etp ways).
+    The busiest stage is the one whose rank holds the most of both together (ties: the earlier stage)."""
+    stages = stage_params(model, pp)
+    routed = stage_routed_params(model, pp)
+    per_rank = [(ceil_div(total - experts, tp), ceil_div(experts, ep * etp)) for total, experts in zip(stages, routed)]
+    return max(per_rank, key=lambda pair: pair[0] + pair[1])

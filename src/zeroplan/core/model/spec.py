@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from zeroplan.core.errors import InputError
+from zeroplan.core.errors import InputError, ref
 from zeroplan.core.units import MAX_COUNT, format_count
 
 # The shape fields a source may leave out, filled with the usual default (see ModelShape.of).
@@ -86,10 +86,10 @@ class ModelShape:
            layout: ParamLayout | None = None, moe: MoEShape | None = None) -> ModelShape:
         """The shape with the usual defaults for the fields a source leaves out (None)."""
         if head_dim is None and hidden % heads:
-            raise InputError("--heads", f"{heads} heads do not divide hidden size {hidden}",
+            raise InputError("heads", f"{heads} heads do not divide hidden size {hidden}",
                              "give the model's real head count (or its head_dim in config.json)")
         if kv_heads is not None and (kv_heads > heads or heads % kv_heads):
-            raise InputError("--kv-heads", f"{kv_heads} key/value heads do not divide {heads} heads",
+            raise InputError("kv_heads", f"{kv_heads} key/value heads do not divide {heads} heads",
                              "grouped-query attention needs heads to be a multiple of kv_heads")
         given = {"kv_heads": kv_heads, "ffn": ffn, "head_dim": head_dim, "gated_mlp": gated_mlp}
         return cls(layers=layers, hidden=hidden, heads=heads, vocab=vocab,
@@ -116,20 +116,20 @@ class ModelSpec:
 
     def __post_init__(self) -> None:
         if isinstance(self.params, bool) or not isinstance(self.params, int) or self.params <= 0:
-            raise InputError("--params", f"must be a positive whole count, got {self.params}",
+            raise InputError("params", f"must be a positive whole count, got {self.params}",
                              "write a count such as 13e9 or 13B")
         if self.params > MAX_COUNT:
-            raise InputError("--model" if self.shape else "--params",
+            raise InputError("model" if self.shape else "params",
                              f"{self.name} has {format_count(self.params)} parameters, beyond any real model "
                              "(more than 1e18)", "check the model's shape fields")
         if self.largest_layer_params is not None and not 0 < self.largest_layer_params <= self.params:
-            raise InputError("--largest-layer-params",
+            raise InputError("largest_layer_params",
                              f"must be between 1 and the model's {self.params} parameters, got {self.largest_layer_params}")
 
-    def require_shape(self, flag: str, problem: str, fix: str) -> ModelShape:
-        """The model's shape, or the InputError (flag, problem, fix) when only a count is known."""
+    def require_shape(self, name: str, problem: str, fix: str) -> ModelShape:
+        """The model's shape, or the InputError (name, problem, fix) when only a count is known."""
         if self.shape is None:
-            raise InputError(flag, problem, fix)
+            raise InputError(name, problem, fix)
         return self.shape
 
     @property
@@ -169,6 +169,6 @@ def check_count_against_shape(params: int, layers: int, hidden: int) -> None:
     every layer has at least its query and output projections, 2·hidden² weights."""
     least = layers * 2 * hidden**2
     if params < least:
-        raise InputError("--params", f"{format_count(params)} is fewer parameters than {layers} layers of hidden "
+        raise InputError("params", f"{format_count(params)} is fewer parameters than {layers} layers of hidden "
                          f"size {hidden} hold (at least 2·hidden² each: {format_count(least)})",
-                         "check --params against --layers and --hidden")
+                         f"check {ref('params')} against {ref('layers')} and {ref('hidden')}")

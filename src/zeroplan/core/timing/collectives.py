@@ -22,7 +22,7 @@ import statistics
 from dataclasses import dataclass, field
 from typing import Final, Literal, Sequence
 
-from zeroplan.core.errors import InputError
+from zeroplan.core.errors import InputError, ref
 from zeroplan.core.hardware import Link
 
 CollectiveName = Literal["all_gather", "reduce_scatter", "all_reduce"]
@@ -30,6 +30,8 @@ ALL_GATHER: Final = "all_gather"
 REDUCE_SCATTER: Final = "reduce_scatter"
 ALL_REDUCE: Final = "all_reduce"
 COLLECTIVES: tuple[CollectiveName, ...] = (ALL_GATHER, REDUCE_SCATTER, ALL_REDUCE)
+# Expert parallelism's token exchange (priced by collective_seconds; not one of bench's measured collectives).
+ALL_TO_ALL: Final = "all_to_all"
 
 # The torch.distributed call each collective is measured with (names from the issue and the CLI).
 TORCH_NAMES: dict[CollectiveName, str] = {
@@ -50,7 +52,7 @@ RING: Final = "ring"
 ALLREDUCE_THEN_CHUNK: Final = "allreduce+chunk"
 
 
-def canonical_collective(name: str, input_name: str = "--collectives") -> CollectiveName:
+def canonical_collective(name: str, input_name: str = "collectives") -> CollectiveName:
     key = name.strip().lower().replace("-", "_")
     if key not in _CANONICAL:
         valid = ", ".join(TORCH_NAMES.values())
@@ -62,7 +64,7 @@ def parse_collectives(text: str) -> tuple[CollectiveName, ...]:
     """'all_gather_into_tensor,all_reduce' -> ('all_gather', 'all_reduce'), in order, without repeats."""
     names = [part for part in (p.strip() for p in text.split(",")) if part]
     if not names:
-        raise InputError("--collectives", "is empty", "name at least one, e.g. all_gather_into_tensor")
+        raise InputError("collectives", "is empty", "name at least one, e.g. all_gather_into_tensor")
     result: list[CollectiveName] = []
     for name in names:
         canonical = canonical_collective(name)
@@ -128,11 +130,12 @@ def ring_time(collective: str, size_bytes: float, ranks: int, latency_s: float, 
 def sweep_sizes(min_bytes: int, max_bytes: int, factor: int, align_bytes: int) -> list[int]:
     """nccl-tests sweep: min, min·factor, ... up to max, each rounded down to a multiple of align_bytes."""
     if min_bytes <= 0:
-        raise InputError("--min-bytes", f"must be positive, got {min_bytes}")
+        raise InputError("min_bytes", f"must be positive, got {min_bytes}")
     if max_bytes < min_bytes:
-        raise InputError("--max-bytes", f"{max_bytes} is below --min-bytes {min_bytes}", "raise --max-bytes")
+        raise InputError("max_bytes", f"{max_bytes} is below {ref('min_bytes', min_bytes)}",
+                         f"raise {ref('max_bytes')}")
     if factor < 2:
-        raise InputError("--factor", f"must be at least 2, got {factor}")
+        raise InputError("factor", f"must be at least 2, got {factor}")
     sizes: list[int] = []
     size = min_bytes
     while size <= max_bytes:
@@ -141,8 +144,8 @@ def sweep_sizes(min_bytes: int, max_bytes: int, factor: int, align_bytes: int) -
             sizes.append(aligned)
         size *= factor
     if not sizes:
-        raise InputError("--max-bytes", f"no size in the sweep holds one element per rank ({align_bytes} bytes)",
-                         f"raise --max-bytes to at least {align_bytes}")
+        raise InputError("max_bytes", f"no size in the sweep holds one element per rank ({align_bytes} bytes)",
+                         f"raise {ref('max_bytes')} to at least {align_bytes}")
     return sizes
 
 
@@ -182,7 +185,7 @@ def fit_alpha_beta(collective: str, ranks: int, sizes: Sequence[int], seconds: S
     if ranks < 2:
         raise InputError("ranks", f"a collective needs at least 2 ranks to fit, got {ranks}")
     if len(set(sizes)) < 2:
-        raise InputError("--min-bytes/--max-bytes", "fitting α and β needs at least two different sizes",
+        raise InputError("min_bytes/max_bytes", "fitting α and β needs at least two different sizes",
                          "widen the sweep")
     if any(t <= 0 for t in seconds):
         raise InputError("fit", "times must be positive")
@@ -256,6 +259,34 @@ def group_bandwidth(links: LinkTable, collective: str, ranks_per_node: int, intr
 
 def collective_seconds(kind: str, buffer_bytes: float, ranks: int, links: LinkTable, ranks_per_node: int,
                        calls: int = 1) -> float:
+    if kind == ALL_TO_ALL:
+        return _all_to_all_seconds(buffer_bytes, ranks, links, ranks_per_node, calls)
+    return _ring_seconds(kind, buffer_bytes, ranks, links, ranks_per_node, calls)
+
+
+def _all_to_all_seconds(buffer_bytes: float, ranks: int, links: LinkTable, ranks_per_node: int, calls: int) -> float:
+    """All-to-all (NCCL's grouped send/recv, as Megatron-Core's and DeepSpeed-MoE's token dispatchers run it) of a
+    rank's buffer_bytes, S/n to each peer: (per_node-1)/n·S to the peers inside its node on the GPU link and
+    (n-per_node)/n·S to the others on its NIC, the two at once (the slower sets the time); one latency per link
+    (the sends are issued together), NCCL_LAUNCH_S per call. Routing is taken as uniform over the ranks: a
+    node-limited router (DeepSeek-V3 sends each token to at most 4 nodes) moves less across nodes
+    (docs/formulas.md §20.4)."""
+    if ranks <= 1 or buffer_bytes <= 0:
+        return 0.0
+    per_node = min(ranks, max(1, ranks_per_node))
+    intra_bytes = (per_node - 1) / ranks * buffer_bytes
+    inter_bytes = (ranks - per_node) / ranks * buffer_bytes
+    intra = links.link(ALL_TO_ALL, True)
+    seconds = alpha_beta_seconds(1, intra_bytes, intra.latency_s, link_bandwidth(intra, True)) if per_node > 1 else 0.0
+    if inter_bytes > 0:
+        inter = links.link(ALL_TO_ALL, False)
+        seconds = max(seconds, alpha_beta_seconds(1, inter_bytes, inter.latency_s,
+                                                  group_bandwidth(links, ALL_TO_ALL, per_node, False)))
+    return seconds + calls * NCCL_LAUNCH_S
+
+
+def _ring_seconds(kind: str, buffer_bytes: float, ranks: int, links: LinkTable, ranks_per_node: int,
+                  calls: int = 1) -> float:
     """NCCL-like time of one collective phase (kind all_reduce, all_gather or reduce_scatter) on a buffer of
     buffer_bytes split into `calls` buckets: bandwidth (n-1)/n·S (2× for AllReduce) on the group's bus
     bandwidth; the ring's hop latencies once (pipelined chunks), NCCL_LAUNCH_S per bucket; AllReduce takes the

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from zeroplan.core.errors import InputError
+from zeroplan.core.errors import InputError, ref
 from zeroplan.core.hardware import Link
 from zeroplan.core.units import ceil_div
 from zeroplan.core.timing.collectives import ALL_GATHER, REDUCE_SCATTER, alpha_beta_seconds, ring_steps
@@ -62,9 +62,10 @@ class Collective:
 def validate_zeropp(features: frozenset[str], stage: int | None = None) -> frozenset[str]:
     unknown = sorted(set(features) - set(ZEROPP_FEATURES))
     if unknown:
-        raise InputError("--zeropp", f"unknown feature(s) {', '.join(unknown)}", "use any of qwz,hpz,qgz")
+        raise InputError("zeropp", f"unknown feature(s) {', '.join(unknown)}", "use any of qwz,hpz,qgz")
     if features and stage is not None and stage != 3:
-        raise InputError("--zeropp", f"ZeRO++ applies to stage 3 only, asked with stage {stage}", "use --stage 3")
+        raise InputError("zeropp", f"ZeRO++ applies to stage 3 only, asked with stage {stage}",
+                         f"use {ref('stage', 3)}")
     return frozenset(features)
 
 

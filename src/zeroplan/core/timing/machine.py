@@ -52,7 +52,7 @@ DEFAULT_EFFICIENCY = gemm_efficiency("a100")
 
 def check_efficiency(value: float) -> float:
     if not 0.001 <= value <= 1:  # below 0.1% of peak no step-time figure means anything (and may underflow)
-        raise InputError("--efficiency", f"must be a fraction in [0.001, 1], got {value:g}", "write e.g. 0.5")
+        raise InputError("efficiency", f"must be a fraction in [0.001, 1], got {value:g}", "write e.g. 0.5")
     return value
 
 

@@ -31,7 +31,16 @@ ring's latency and a tree's (2·(k-1) hops in the node + 2·log2(nodes) hops acr
 - PP: one activation forward and one gradient backward per boundary per micro-batch (×v with interleaving),
   point to point; with tp > 1 each rank sends 1/t of it (Megatron's scatter/gather). Not overlapped, except
   under the megatron rule with interleaving (overlap_p2p_comm).
-- DP: ZeRO's collectives from core.timing.dp_traffic over the dp·cp ranks that share the ZeRO partitions.
+- EP (mixture of experts, ep > 1): per MoE layer and micro-batch an all-to-all dispatch and an all-to-all combine
+  forward, the same two backward (and again forward under full recompute), each of the rank's tokens (T/tp:
+  Megatron-Core runs MoE with tp > 1 under sequence parallelism) × top-k × hidden 16-bit elements, over the EP
+  group (core.timing.collectives' all-to-all: NVLink inside a node, the NICs across), with balanced routing.
+  Overlap: none — the all-to-all is exposed under every CommOverlap rule (Megatron-Core's default; DeepSeek's
+  DualPipe and Megatron's --overlap-moe-expert-parallel-comm, which hide it behind another micro-batch's
+  compute, are not modelled). Expert compute: each rank runs its experts' share of the routed tokens as one
+  grouped GEMM per matrix, the same FLOPs as the T·k/tp dense-equivalent GEMMs (balanced routing).
+- DP: ZeRO's collectives from core.timing.dp_traffic over the dp·cp ranks that share the ZeRO partitions; with
+  EP the routed experts' collectives run over the edp ranks instead.
 Overlap, the same rule for every ZeRO stage: a gradient reduction hides behind the backward pass that
 produces it and a parameter gather behind the forward pass that needs it, each up to DP_OVERLAP of that
 compute (communication kernels share the GPU and wait on hooks, so overlap is never whole); the rest is
@@ -57,12 +66,13 @@ from dataclasses import dataclass
 from math import ceil
 from typing import NamedTuple
 
-from zeroplan.core.errors import InputError
+from zeroplan.core.errors import InputError, ref
 from zeroplan.core.hardware import Link
+from zeroplan.core.model.experts import expert_params
 from zeroplan.core.model.spec import ModelSpec
 from zeroplan.core.model.pipeline_stages import layers_per_stage
 from zeroplan.core.timing.collectives import (  # noqa: F401 - collective pricing lives there; re-exported for callers
-    ALL_GATHER, ALL_REDUCE, NCCL_LAUNCH_S, NIC_EFFICIENCY, NVLINK_EFFICIENCY, LinkTable, alpha_beta_seconds,
+    ALL_GATHER, ALL_REDUCE, ALL_TO_ALL, NCCL_LAUNCH_S, NIC_EFFICIENCY, NVLINK_EFFICIENCY, LinkTable, alpha_beta_seconds,
     collective_seconds, group_bandwidth, link_bandwidth, ring_time,
 )
 
@@ -111,7 +121,7 @@ DEFAULT_COMM_OVERLAP = "baseline"
 def comm_overlap(name: str | None) -> CommOverlap:
     rule = COMM_OVERLAPS.get(name or DEFAULT_COMM_OVERLAP)
     if rule is None:
-        raise InputError("--comm-overlap", f"unknown framework overlap '{name}'",
+        raise InputError("comm_overlap", f"unknown framework overlap '{name}'",
                          f"use one of {', '.join(COMM_OVERLAPS)}")
     return rule
 
@@ -133,12 +143,14 @@ class FlopModel:
     vocab: int = 0
     experts_per_token: int = 1
     heads: int = 0
+    moe_layers: int = 0  # layers whose MLP is routed (0: a dense model)
 
     @classmethod
     def from_model(cls, model: ModelSpec) -> FlopModel:
-        shape = model.require_shape("--model", f"the step time needs the shape of '{model.name}' (layers, hidden, "
+        shape = model.require_shape("model", f"the step time needs the shape of '{model.name}' (layers, hidden, "
                                     "heads, vocab)",
-                                    "use --model with a preset or config.json, or give --layers/--hidden/--heads")
+                                    f"use {ref('model')} with a preset or config.json, or give "
+                                    f"{ref('layers')}/{ref('hidden')}/{ref('heads')}")
         layers, hidden, head_dim = shape.layers, shape.hidden, shape.head_dim
         if shape.layout is not None:
             layer = shape.layout.layer_params
@@ -157,8 +169,10 @@ class FlopModel:
             layer -= idle
             params -= idle * layers
         kv = shape.kv_heads * head_dim
+        split = expert_params(shape)
         return cls(params, layer, layers, hidden, shape.heads * head_dim, kv, shape.ffn, shape.gated_mlp,
-                   shape.vocab, (shape.experts_per_token or 1) if shape.experts else 1, shape.heads)
+                   shape.vocab, (shape.experts_per_token or 1) if shape.experts else 1, shape.heads,
+                   sum(split.moe_layers) if split is not None else 0)
 
     def model_flops_per_token(self) -> int:
         """The MFU numerator: 6Ψ (forward 2Ψ, backward 4Ψ)."""
@@ -220,6 +234,8 @@ class Layout:
     pp_intra_node: bool
     cp: int = 1
     flash_attention: bool = True
+    ep: int = 1  # expert parallelism: the all-to-all group of each MoE layer
+    ep_per_node: int = 1  # ranks of an EP group inside one node (ep when the group fits a node)
 
 
 def gemm_seconds(flops: float, machine: Machine) -> float:
@@ -277,7 +293,8 @@ def microbatch_seconds(layout: Layout, flops: FlopModel, hidden: int, machine: M
         forward, backward, comm, per_transfer = _stage_seconds(layout, flops, hidden, machine)
     else:
         key = (layout.tp, layout.cp, layout.pp, layout.micro_batch, layout.seq_len, layout.recompute,
-               layout.sequence_parallel, layout.tp_intra_node, layout.pp_intra_node, layout.flash_attention)
+               layout.sequence_parallel, layout.tp_intra_node, layout.pp_intra_node, layout.flash_attention,
+               layout.ep, layout.ep_per_node)
         found = cache.get(key)
         if found is None:
             found = cache[key] = _stage_seconds(layout, flops, hidden, machine, cache)
@@ -292,7 +309,7 @@ def _stage_seconds(layout: Layout, flops: FlopModel, hidden: int, machine: Machi
     """microbatch_seconds without the interleaving degree: the last entry is one pipeline transfer. cache:
     microbatch_seconds', which also keeps _layer_pieces for every pp."""
     key = ("layer", layout.tp, layout.cp, layout.micro_batch, layout.seq_len, layout.recompute,
-           layout.sequence_parallel, layout.tp_intra_node, layout.flash_attention)
+           layout.sequence_parallel, layout.tp_intra_node, layout.flash_attention, layout.ep, layout.ep_per_node)
     pieces = None if cache is None else cache.get(key)
     if pieces is None:
         pieces = _layer_pieces(layout, flops, hidden, machine)
@@ -315,6 +332,8 @@ def _stage_seconds(layout: Layout, flops: FlopModel, hidden: int, machine: Machi
         exposed_forward = max(0.0, gather - core)
         exposed_backward = max(0.0, gather - 2 * core)  # ReduceScatter of the key/value gradients
         comm += layers * (passes * exposed_forward + exposed_backward)
+    if layout.ep > 1 and flops.moe_layers:
+        comm += ep_alltoall_layer_seconds(layout, flops, machine) * layers * flops.moe_layers / flops.layers
     per_transfer = 0.0
     if layout.pp > 1:
         link = machine.links.link("p2p", layout.pp_intra_node)
@@ -347,6 +366,18 @@ def _layer_pieces(layout: Layout, flops: FlopModel, hidden: int, machine: Machin
     return forward_layer, backward_layer, core, recompute, head_forward, head_backward, message, tp_each, gather
 
 
+
+
+def ep_alltoall_layer_seconds(layout: Layout, flops: FlopModel, machine: Machine) -> float:
+    """One MoE layer's all-to-all seconds for one micro-batch, forward and backward (see the module docstring):
+    dispatch and combine forward and backward, and forward again under full recompute; exposed
+    (docs/formulas.md §20.4)."""
+    if layout.ep <= 1 or not flops.moe_layers:
+        return 0.0
+    tokens = layout.micro_batch * layout.seq_len / layout.cp / layout.tp
+    buffer = tokens * flops.experts_per_token * flops.hidden * ACTIVATION_ELEMENT_BYTES
+    each = collective_seconds(ALL_TO_ALL, buffer, layout.ep, machine.links, layout.ep_per_node)
+    return (6 if layout.recompute == "full" else 4) * each
 
 
 class StepTime(NamedTuple):
