@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from zeroplan.core.model.experts import active_params, expert_params
 from zeroplan.core.model.families import DESCRIBED_FAMILIES, architecture_from_hf_config, model_spec_from_hf_config
 
 MODELS = Path(__file__).parent / "configs" / "models"
@@ -141,8 +142,8 @@ def test_total_and_active_parameters_match_published(name: str) -> None:
     digits = max(len(str(total).partition(".")[2]), len(str(active).partition(".")[2]))
     embedding = shape.vocab * shape.hidden if without_embedding else 0
     assert total in _published_forms(spec.params, digits)
-    assert active in _published_forms(spec.active_params - embedding, digits)
-    assert spec.active_params < spec.params - shape.moe.expert_params // 2  # top-k of the experts at most half
+    assert active in _published_forms(active_params(spec) - embedding, digits)
+    assert active_params(spec) < spec.params - shape.moe.expert_params // 2  # top-k of the experts at most half
 
 
 def _published_forms(count: int, digits: int) -> tuple[float, float]:
@@ -172,3 +173,114 @@ def test_mtp_and_vision_tower_are_said_not_counted() -> None:
     gemma = model_spec_from_hf_config(released("gemma-3-27b"), "gemma-3-27b")
     assert gemma.shape is not None and gemma.shape.family == "gemma3_text"
     assert any("vision tower" in note for note in gemma.extra["notes"])
+
+
+def _gemma4_variants() -> dict[str, dict]:
+    """Gemma 4's branches: class defaults (per-layer inputs, 512-wide global heads), shared keys and values with a
+    double-wide MLP, keys serving as values on global layers, the MoE block beside the dense MLP."""
+    tiny = dict(model_type="gemma4_text", hidden_size=64, num_hidden_layers=8, num_attention_heads=4,
+                num_key_value_heads=2, head_dim=16, global_head_dim=32, vocab_size=128, vocab_size_per_layer_input=96,
+                hidden_size_per_layer_input=8, intermediate_size=96, max_position_embeddings=64)
+    return {
+        "gemma4-text-defaults": dict(model_type="gemma4_text", hidden_size=2304, num_hidden_layers=30,
+                                     num_attention_heads=8, num_key_value_heads=4, head_dim=256, vocab_size=262144,
+                                     intermediate_size=9216),  # Gemma4TextConfig's defaults
+        "gemma4-kv-shared-double-wide": dict(tiny, num_kv_shared_layers=2, use_double_wide_mlp=True),
+        "gemma4-k-eq-v": dict(tiny, attention_k_eq_v=True, num_global_key_value_heads=1, attention_bias=True,
+                              tie_word_embeddings=False),
+        "gemma4-moe-no-per-layer": dict(tiny, enable_moe_block=True, num_experts=4, top_k_experts=2,
+                                        moe_intermediate_size=24, hidden_size_per_layer_input=0),
+    }
+
+
+@pytest.mark.parametrize("label", sorted(_gemma4_variants()))
+def test_gemma4_matches_transformers_on_meta_device(label: str) -> None:
+    raw = _gemma4_variants()[label]
+    spec = model_spec_from_hf_config(raw, label)
+    assert (spec.params, spec.largest_layer_params) == meta_counts(raw)
+
+
+def test_flops_per_token_counts_every_gemm_weight_twice_plus_causal_attention() -> None:
+    """Llama-2-7B (untied, no biases): the GEMM weights are every parameter but the embedding and the norms; a
+    token attends on average to (s+1)/2 keys, 2·2·heads·head_dim FLOPs each (QKᵀ and AV), per layer."""
+    config = json.loads((MODELS.parent / "llama-2-7b-hf.json").read_text())
+    decoder = architecture_from_hf_config(config).decoder
+    assert decoder is not None
+    h, layers, vocab, seq = 4096, 32, 32000, 4096
+    norms = (2 * layers + 1) * h
+    gemm_weights = decoder.params - vocab * h - norms
+    attention = layers * (2 * 2 * 32 * 128 * (seq + 1) // 2)
+    assert decoder.flops_per_token(seq) == decoder.flops_per_token(seq, active=False) == 2 * gemm_weights + attention
+
+
+def test_moe_flops_meet_only_the_routed_experts_a_token_is_sent_to() -> None:
+    """Qwen3-30B-A3B: active FLOPs price 8 of 128 experts; the total prices all 128 (what a dense model of the
+    same parameters would do). The GEMMs list the experts at top_k rows per token."""
+    decoder = architecture_from_hf_config(released("qwen3-30b-a3b")).decoder
+    assert decoder is not None
+    per_expert = 3 * 2048 * 768
+    idle = 48 * (128 - 8) * per_expert
+    assert decoder.flops_per_token(2048, active=False) - decoder.flops_per_token(2048) == 2 * idle
+    gemms = {name: (m, n, k) for name, m, n, k, _count in decoder.gemms(decoder.layers[0], 1000)}
+    assert gemms["experts.gate_up"] == (8000, 2 * 768, 2048) and gemms["experts.down"] == (8000, 2048, 768)
+    assert gemms["q_proj"] == (1000, 32 * 128, 2048) and gemms["router"] == (1000, 128, 2048)
+
+
+def test_a_sliding_window_caps_the_keys_a_token_sees() -> None:
+    """gpt-oss-20b alternates 128-token sliding layers with global ones: at 4096 tokens a sliding layer's
+    QKᵀ and AV see 128·129/2 + (4096 - 128)·128 keys over the sequence, a global one 4096·4097/2."""
+    decoder = architecture_from_hf_config(released("gpt-oss-20b")).decoder
+    assert decoder is not None
+    seq, width = 4096, 2 * 64 * (64 + 64)  # 2 FLOPs × heads × (query/key + value width)
+    sliding, full = decoder.layers[0], decoder.layers[1]
+    assert (sliding.attention.window, full.attention.window) == (128, None)
+    gemm_flops = [2 * sum(m * n * k for _name, m, n, k, _c in decoder.gemms(layer, 1)) for layer in (sliding, full)]
+    sliding_keys, full_keys = 128 * 129 // 2 + (seq - 128) * 128, seq * (seq + 1) // 2
+    attention = 12 * (width * sliding_keys // seq) + 12 * (width * full_keys // seq)
+    assert decoder.flops_per_token(seq) == 12 * sum(gemm_flops) + attention + 2 * decoder.vocab * decoder.hidden
+
+
+def test_deepseek_v3_mtp_module_is_the_published_difference() -> None:
+    """DeepSeek-V3's report: 671B main model plus 14B of multi-token-prediction module (685B on the Hub); the
+    description sizes the module, leaves it out of the count and says so."""
+    spec = model_spec_from_hf_config(released("deepseek-v3"), "deepseek-v3")
+    assert spec.extra["mtp_layers"] == 1
+    assert round(spec.extra["mtp_params"] / 1e9) in (13, 14)  # 13.46B: "14B" in the report
+    assert round((spec.params + spec.extra["mtp_params"]) / 1e9) in (684, 685)
+
+
+def test_formulas_doc_worked_moe_numbers_are_the_code_s() -> None:
+    """docs/formulas.md §2.1.1's worked Qwen3-30B-A3B figures, recomputed."""
+    doc = (Path(__file__).resolve().parents[1] / "docs" / "formulas.md").read_text(encoding="utf-8")
+    spec = model_spec_from_hf_config(released("qwen3-30b-a3b"), "qwen3-30b-a3b")
+    assert spec.shape is not None and spec.shape.moe is not None
+    for value in (spec.largest_layer_params, spec.shape.moe.expert_params, spec.params, active_params(spec)):
+        assert f"**{value:,}**" in doc
+
+
+def test_a_moe_shape_given_by_fields_has_the_same_active_count_as_its_description() -> None:
+    """Mixtral-8x22B as fields (--experts 8, top 2, no config.json) and as its config.json: core.model.experts
+    splits both alike."""
+    from zeroplan.core.model.spec import ModelShape, ModelSpec
+
+    described = model_spec_from_hf_config(released("mixtral-8x22b"), "mixtral-8x22b")
+    shape = described.shape
+    assert shape is not None and shape.moe is not None
+    fields = ModelShape.of(layers=shape.layers, hidden=shape.hidden, heads=shape.heads, vocab=shape.vocab,
+                           kv_heads=shape.kv_heads, ffn=shape.ffn, gated_mlp=True, experts=8, experts_per_token=2)
+    given = ModelSpec(params=described.params, shape=fields)
+    split = expert_params(fields)
+    assert split is not None and split.routed_total == shape.moe.expert_params
+    assert active_params(given) == active_params(described) == shape.moe.active_params
+
+
+def test_interleaved_moe_layers_keep_their_pattern() -> None:
+    """Llama 4 Maverick alternates dense and MoE layers (interleave_moe_layer_step 2); Qwen3 with
+    decoder_sparse_step 2 and an mlp_only layer likewise: expert parallelism sees each layer as it is."""
+    maverick = model_spec_from_hf_config(released("llama-4-maverick-17b-128e-text"), "maverick").shape
+    split = expert_params(maverick)
+    assert split is not None and split.moe_layers == (False, True) * 24
+    assert split.routed_total == maverick.moe.expert_params  # type: ignore[union-attr]
+    sparse = model_spec_from_hf_config(_variants()["qwen3-moe-sparse-step"], "sparse").shape
+    split = expert_params(sparse)
+    assert split is not None and split.moe_layers == (False, True, False, False)

@@ -12,8 +12,8 @@ from pathlib import Path
 from zeroplan.core.model.families import is_described, model_spec_from_hf_config
 from zeroplan.core.errors import InputError
 from zeroplan.core.model.spec import ModelSpec
-from zeroplan.inputs.text_files import parse_json_text, read_user_text
 from zeroplan.inputs.meta_count import model_spec_from_meta
+from zeroplan.inputs.text_files import parse_json_text, read_user_text
 
 
 def _display_name(config: dict, path: Path) -> str:
@@ -54,4 +54,4 @@ def spec_from_config(config: dict, name: str, source: str) -> ModelSpec:
     absent). A config without a model_type is refused by the description's reader."""
     if is_described(config) or not isinstance(config.get("model_type"), str):
         return model_spec_from_hf_config(config, name, source=source)
-    return model_spec_from_meta(config, name, source)
+    return model_spec_from_meta(config, name, source)  # imports torch and transformers only now

@@ -15,10 +15,10 @@ from __future__ import annotations
 import contextlib
 import warnings
 
-from zeroplan.core.errors import InputError
+from zeroplan.core.errors import InputError, ref
 from zeroplan.core.model.spec import ModelShape, ModelSpec, MoEShape, ParamLayout
 
-EXTRA_FIX = 'install the trace extra (pip install "zeroplan[trace]"), or give the count with --params'
+EXTRA_FIX = f'install the trace extra (pip install "zeroplan[trace]"), or give the count with {ref("params")}'
 _DROPPED_KEYS = ("architectures", "transformers_version", "torch_dtype", "dtype", "quantization_config",
                  "auto_map", "_name_or_path")
 _FIRST = {"hidden": ("hidden_size", "n_embd", "d_model", "dim", "model_dim"),
@@ -36,7 +36,7 @@ def _import():  # noqa: ANN202 - optional dependency
         import torch
         import transformers
     except ImportError as error:
-        raise InputError("--model", f"this model_type is counted from transformers' own model, and importing it "
+        raise InputError("model", f"this model_type is counted from transformers' own model, and importing it "
                          f"failed ({_line(error)})", EXTRA_FIX) from None
     return torch, transformers
 
@@ -60,7 +60,7 @@ def build_on_meta(config: dict, source: str):  # noqa: ANN201 - a torch module
             hf_config = transformers.AutoConfig.for_model(model_type, **fields)
     except (ValueError, KeyError) as error:
         raise InputError(source, f"transformers {transformers.__version__} does not know model_type '{model_type}' "
-                         f"({_line(error)})", "upgrade transformers, or give the count with --params") from None
+                         f"({_line(error)})", f"upgrade transformers, or give the count with {ref('params')}") from None
     with _quiet(transformers):
         return _build(torch, transformers, hf_config, model_type, source)
 
@@ -90,22 +90,23 @@ def _build(torch, transformers, hf_config, model_type: str, source: str):  # noq
             errors.append(f"{auto}: {_line(error)}")
         except Exception as error:  # noqa: BLE001 - the model's own __init__ failed on this config
             raise InputError(source, f"transformers could not build '{model_type}' from this config "
-                             f"({type(error).__name__}: {_line(error)})", "fix the config.json, or give --params") from None
+                             f"({type(error).__name__}: {_line(error)})",
+                             f"fix the config.json, or give {ref('params')}") from None
     raise InputError(source, f"transformers builds no model for '{model_type}' ({'; '.join(errors)[:300]})",
-                     "give the count with --params")
+                     f"give the count with {ref('params')}")
 
 
 def _decoder_layers(model) -> tuple[str, list]:  # noqa: ANN001
-    """(prefix, blocks) of the longest ModuleList whose children are all the same class (the decoder layers)."""
+    """(prefix, blocks) of the decoder layers: the longest nn.ModuleList beside the token embedding (under the
+    module that holds it: model.layers, transformer.h, backbone.layers, model.language_model.layers), else the
+    longest anywhere. A vision tower's blocks sit elsewhere, so they are not taken for the decoder's."""
     torch, _ = _import()
-    best: tuple[str, list] = ("", [])
-    for name, module in model.named_modules():
-        if isinstance(module, torch.nn.ModuleList) and len(module) > len(best[1]):
-            children = list(module)
-            if len({type(child).__name__.replace("Sparse", "").replace("Moe", "").replace("MoE", "")
-                    for child in children}) <= 2:  # dense and MoE blocks of one model
-                best = (name, children)
-    return best
+    embeddings = model.get_input_embeddings()
+    home = next((name.rpartition(".")[0] for name, module in model.named_modules() if module is embeddings), "")
+    lists = [(name, list(module)) for name, module in model.named_modules()
+             if isinstance(module, torch.nn.ModuleList) and len(module) > 0]
+    beside = [(name, blocks) for name, blocks in lists if name.rpartition(".")[0] == home]
+    return max(beside or lists, key=lambda item: len(item[1]), default=("", []))
 
 
 def _first(config: dict, key: str) -> int | None:

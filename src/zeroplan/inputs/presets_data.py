@@ -1384,7 +1384,7 @@ MODELS = {
   ]
  },
  "gemma-3-27b": {
-  "description": "Google Gemma 3 27B (2025), its text model (the SigLIP vision tower is not counted). Five sliding- window (1024) layers per global one, qk-norm, four norms per layer, tied head.",
+  "description": "Google Gemma 3 27B (2025), its text model (the SigLIP vision tower is not counted). Five sliding-window (1024) layers per global one, qk-norm, four norms per layer, tied head.",
   "family": "gemma3_text",
   "params": 27009346304,
   "largest_layer_params": 1409630208,

@@ -1,7 +1,7 @@
 """One declarative description of a decoder-only model, and everything derived from it (pure stdlib).
 
 A Decoder is embeddings, a per-layer pattern (each Layer: its attention, its MLP or mixture of experts, its norms),
-a final norm and a head. Readers (core.model.hf_families) build one from a config.json; from it come:
+a final norm and a head. Readers (core.model.families) build one from a config.json; from it come:
 
 - the modules that own parameters directly, with their tensors' shapes as transformers builds them (Module): the
   exact count (tied head counted once), DeepSpeed's largest layer (the most parameters one module owns directly,
@@ -9,7 +9,7 @@ a final norm and a head. Readers (core.model.hf_families) build one from a confi
 - the layout for pipeline stages: per-layer parameters (layers may differ: first-k dense then MoE), input and
   output sides;
 - expert parameters (routed experts in total) and active parameters (what one token meets: top-k of the routed
-  experts), per docs/formulas.md "MoE active parameters";
+  experts), per docs/formulas.md §2.1.1;
 - FLOPs per token (2 per multiply-add of every GEMM a token meets, plus attention's QKᵀ and AV over the keys it
   sees, a sliding window capping them) and the GEMM shapes a layer runs.
 
@@ -100,6 +100,8 @@ class Attention:
     v_head_dim: int | None = None  # values narrower or wider than keys
     qk_norm_names: tuple[str, str] = ("q_norm", "k_norm")
     gated_query: bool = False  # Qwen3.5: q_proj also yields an output gate, 2·heads·head_dim wide
+    kv_shared: bool = False  # Gemma 4: a layer reusing an earlier layer's keys and values has no k/v projections
+    k_is_v: bool = False  # Gemma 4's attention_k_eq_v on global layers: the keys serve as values (no v_proj)
 
     @property
     def width(self) -> int:
@@ -142,13 +144,18 @@ class Attention:
                              self.kv_heads * (self.v_head_dim or self.head_dim))
         if self.fused:
             found.append(_linear(self.fused, hidden, query + key + value, self.qkv_bias, self.conv1d))
+        elif self.kv_shared or self.k_is_v:
+            found.append(_linear(q_name, hidden, query, self.qkv_bias))
+            if not self.kv_shared:
+                found.append(_linear(k_name, hidden, key, self.qkv_bias))
         else:
             found += [_linear(q_name, hidden, query, self.qkv_bias), _linear(k_name, hidden, key, self.qkv_bias),
                       _linear(v_name, hidden, value, self.qkv_bias)]
         found.append(_linear(o_name, self.width, hidden, self.out_bias, self.conv1d))
         if self.qk_norm is not None and self.qk_norm.shapes():
-            found += [(self.qk_norm_names[0], self.qk_norm.shapes()),
-                      (self.qk_norm_names[1], _key_norm(self.qk_norm, self))]
+            found.append((self.qk_norm_names[0], self.qk_norm.shapes()))
+            if not self.kv_shared:
+                found.append((self.qk_norm_names[1], _key_norm(self.qk_norm, self)))
         return found
 
 
@@ -205,12 +212,15 @@ class Experts:
     names: tuple[str, str, str] = ("router", "experts", "shared_experts")
     stacked: str = "out_in"  # "out_in": (E, 2f, h)/(E, h, f); "in_out": gpt-oss, Llama 4 (E, h, 2f)/(E, f, h)
     router_first: bool = True
+    router_params: tuple[Shape, ...] = ()  # tensors the router module owns beside its projection (Gemma 4's scales)
 
     def modules(self, hidden: int) -> list[tuple[str, tuple[Shape, ...]]]:
         router_name, experts_name, shared_name = self.names
         router = (router_name, ((self.count, hidden), (self.count,)) if self.router_bias else ((self.count, hidden),))
         experts = (experts_name, self.stacked_shapes(hidden))
         found = [router, experts] if self.router_first else [experts, router]
+        if self.router_params:
+            found.append((router_name.rpartition(".")[0] or "router_scales", self.router_params))
         if self.correction_bias:
             found.append(("moe_statics", ((1, self.count),)))
         if self.shared is not None:
@@ -228,7 +238,9 @@ class Experts:
             shapes: tuple[Shape, ...] = ((e, hidden, up), (e, up), (e, f, hidden), (e, hidden)) if self.bias else \
                 ((e, hidden, up), (e, f, hidden))
             return shapes
-        return ((e, up, hidden), (e, up), (e, hidden, f), (e, hidden)) if self.bias else ((e, up, hidden), (e, hidden, f))
+        if self.bias:
+            return (e, up, hidden), (e, up), (e, hidden, f), (e, hidden)
+        return (e, up, hidden), (e, hidden, f)
 
 
 @dataclass(frozen=True)
@@ -238,14 +250,11 @@ class Layer:
     attention: Attention
     mlp: MLP | Experts
     norms: tuple[tuple[str, Norm], ...]
-    extras: tuple[tuple[str, tuple[Shape, ...]], ...] = ()  # other modules a layer owns (Gemma 3n/4 per-layer inputs)
-    norms_first: bool = False  # order only: a family whose norms come before its attention in module order
+    extras: tuple[tuple[str, tuple[Shape, ...]], ...] = ()  # other modules a layer owns (Gemma 4's per-layer inputs)
 
     def modules(self, hidden: int) -> list[tuple[str, tuple[Shape, ...]]]:
         norms = [(name, norm.shapes()) for name, norm in self.norms if norm.shapes()]
-        attention, mlp = self.attention.modules(hidden), self.mlp.modules(hidden)
-        body = norms + attention + mlp if self.norms_first else attention + mlp + norms
-        return body + list(self.extras)
+        return self.attention.modules(hidden) + self.mlp.modules(hidden) + norms + list(self.extras)
 
     @property
     def is_moe(self) -> bool:
@@ -271,7 +280,7 @@ class Decoder:
     input_extras: tuple[tuple[str, tuple[Shape, ...]], ...] = ()
     head_name: str = "lm_head"
     head_bias: bool = False
-    mtp_params: int = 0  # multi-token-prediction modules the config describes but transformers does not build
+    mtp_layers: int = 0  # multi-token-prediction modules the config describes but transformers does not build
     extra: dict = field(default_factory=dict, compare=False)
 
     @property
@@ -341,6 +350,16 @@ class Decoder:
     def output_params(self) -> int:
         return sum(prod(shape) for _name, shapes in self._output_modules() for shape in shapes)
 
+    @property
+    def mtp_params(self) -> int:
+        """Parameters of the multi-token-prediction modules, not in the count (transformers does not build them):
+        each, as DeepSeek-V3's checkpoint stores it, one more decoder layer like the last, eh_proj (h × 2h), three
+        norms (enorm, hnorm, the shared head's) and its own copies of the embedding and the head."""
+        if not self.mtp_layers:
+            return 0
+        module = self.layer_params(self.layers[-1]) + 2 * self.hidden * self.hidden + 3 * self.hidden
+        return self.mtp_layers * (module + 2 * self.vocab * self.width)
+
     def per_layer_params(self) -> tuple[int, ...]:
         cache = {layer: self.layer_params(layer) for layer, _count in self.layer_kinds()}
         return tuple(cache[layer] for layer in self.layers)
@@ -366,8 +385,8 @@ class Decoder:
 
     @property
     def active_params(self) -> int:
-        """Parameters one token meets: all but the routed experts it is not sent to (docs/formulas.md "MoE
-        active parameters"); the whole model when dense."""
+        """Parameters one token meets: all but the routed experts it is not sent to (docs/formulas.md §2.1.1);
+        the whole model when dense."""
         return self.params - sum(total - active for total, active in map(self._routed, self.layers))
 
     # --- FLOPs and GEMMs -------------------------------------------------------------------------------------
@@ -393,7 +412,7 @@ class Decoder:
     def flops_per_token(self, seq_len: int, active: bool = True) -> int:
         """Forward FLOPs per token: 2 per weight of every GEMM met (top-k experts only when active), the head, and
         attention's QKᵀ and AV (2·2·heads·head_dim per key seen; causal: on average (s+1)/2 keys, capped by a
-        sliding window)."""
+        sliding window). Per layer the attention term is rounded down to a whole FLOP."""
         total = 0
         for layer in self.layers:
             weights = sum(m * n * k * c for _name, m, n, k, c in self.gemms(layer, 1))
@@ -411,11 +430,15 @@ def _dense_modules(mlp: MLP | Experts, hidden: int) -> list[tuple[str, tuple[Sha
 
 
 def _attention_flops(attention: Attention, seq_len: int) -> int:
+    """Forward FLOPs per token of QKᵀ and AV: 2 per multiply-add over the keys a token sees, averaged over the
+    sequence (causal: key i sees i keys; a sliding window caps them at the window)."""
     if attention.linear is not None:  # a recurrent state per head: key_dim × value_dim, read and written per token
         lin = attention.linear
         return 2 * 2 * lin.value_heads * lin.key_dim * lin.value_dim
-    keys = (seq_len + 1) // 2 if attention.window is None else min(attention.window, (seq_len + 1) // 2)
+    window = seq_len if attention.window is None else min(attention.window, seq_len)
+    seen = window * (window + 1) // 2 + (seq_len - window) * window  # keys seen, summed over the sequence
     if attention.latent is not None:
-        qk = attention.latent.nope_dim + attention.latent.rope_dim
-        return 2 * keys * attention.heads * (qk + attention.latent.v_head_dim)
-    return 2 * keys * attention.heads * (attention.head_dim + (attention.v_head_dim or attention.head_dim))
+        width = attention.latent.nope_dim + attention.latent.rope_dim + attention.latent.v_head_dim
+    else:
+        width = attention.head_dim + (attention.v_head_dim or attention.head_dim)
+    return 2 * attention.heads * width * seen // seq_len

@@ -6,9 +6,10 @@ router (its h × E weight), shared experts, attention, norms and embeddings are 
 over dp. Megatron-LM's megatron/training/theoretical_memory_usage.py draws the same line (routed_expert_params
 are "expert sharded", router_params and shared_expert_params are not).
 
-Today the split is read from ModelShape for Mixtral-style models (every layer a MoE layer, no shared expert):
-routed experts hold E × (3 if gated else 2) × hidden × ffn per layer. A richer architecture description (MoE
-layer patterns, first-k dense layers, shared experts) plugs in through expert_params without changing callers.
+The split is read from the architecture description (core.model.architecture, through ModelShape.moe: which
+layers are MoE layers, routed-expert and active totals, expert and shared-expert widths) where the model has one;
+a shape given by fields is Mixtral-style (every layer a MoE layer, no shared expert): routed experts hold
+E × (3 if gated else 2) × hidden × ffn per layer.
 """
 
 from __future__ import annotations
@@ -62,10 +63,12 @@ def expert_params(shape: ModelShape | None) -> ExpertParams | None:
         gated = 3 if shape.gated_mlp else 2
         dense = shape.layers - described.moe_layers
         shared = gated * shape.hidden * (described.shared_expert_ffn or 0)
+        # the description's own per-layer pattern (Llama 4 Maverick and Qwen3's decoder_sparse_step interleave)
+        pattern = getattr(described, "pattern", None) or (False,) * dense + (True,) * described.moe_layers
         return ExpertParams(experts=shape.experts, experts_per_token=shape.experts_per_token,
                             expert_params=described.expert_params // (described.moe_layers * shape.experts),
                             expert_ffn=described.expert_ffn, router_params=shape.hidden * shape.experts,
-                            moe_layers=(False,) * dense + (True,) * described.moe_layers, shared_params=shared)
+                            moe_layers=tuple(pattern), shared_params=shared)
     per_expert = (3 if shape.gated_mlp else 2) * shape.hidden * shape.ffn
     return ExpertParams(experts=shape.experts, experts_per_token=shape.experts_per_token, expert_params=per_expert,
                         expert_ffn=shape.ffn, router_params=shape.hidden * shape.experts,

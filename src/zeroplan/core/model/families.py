@@ -373,20 +373,18 @@ def _llama_style(fields: _Fields) -> Architecture:
             attention = Attention(heads, kv_heads, head_dim, linear=linear)
         built.append(Layer(attention, moe if index in moe_layers else dense, norms))  # type: ignore[arg-type]
     mtp = fields.config.get("num_nextn_predict_layers") or 0
+    final_norm = None if style.norm_kind == "none" else (style.final_norm, Norm(hidden, style.norm_kind))
     decoder = Decoder(family, hidden, vocab, tuple(built), fields.optional_count("max_position_embeddings", 2048),
-                      tied, (style.final_norm, Norm(hidden, "rms" if style.norm_kind == "none" else style.norm_kind))
-                      if style.norm_kind != "none" else None,
-                      head_bias=_head_bias(fields))
+                      tied, final_norm, head_bias=_head_bias(fields), mtp_layers=mtp if isinstance(mtp, int) else 0)
     notes = []
-    if mtp:
-        notes.append(f"the config describes {mtp} multi-token-prediction module(s); transformers does not build "
-                     "them, and neither does this count")
+    if decoder.mtp_layers:
+        notes.append(f"the config describes {decoder.mtp_layers} multi-token-prediction module(s), "
+                     f"about {decoder.mtp_params / 1e9:.1f}B parameters laid out as DeepSeek-V3's checkpoint stores "
+                     "them; transformers does not build them, and this count leaves them out")
     extra: dict = {"attention_bias": qkv_bias, "position_embeddings": "rotary"}
-    if mtp:
-        extra.update(mtp_layers=mtp, notes=notes)
+    if decoder.mtp_layers:
+        extra.update(mtp_layers=decoder.mtp_layers, mtp_params=decoder.mtp_params, notes=notes)
     return _architecture(decoder, heads, kv_heads, head_dim, extra)
-
-
 
 
 def _phi3(fields: _Fields) -> Architecture:
@@ -545,6 +543,91 @@ def _dbrx(fields: _Fields) -> Architecture:
     return _architecture(decoder, heads, kv_heads, hidden // heads, {"position_embeddings": "rotary"})
 
 
+def _gemma4_kv_modes(layer_types: list[str], shared: int) -> list[str | None]:
+    """Gemma4TextConfig.kv_sharing_modes: the last `shared` layers reuse ("reuse") the keys and values the last
+    earlier layer of their type stores ("store")."""
+    layers = len(layer_types)
+    if shared >= layers:
+        return ["reuse"] * layers
+    first = layers - shared
+    modes: list[str | None] = [None if index < first else "reuse" for index in range(layers)]
+    if shared:
+        for kind in set(layer_types):
+            producers = [index for index in range(first) if layer_types[index] == kind]
+            if producers:
+                modes[producers[-1]] = "store"
+    return modes
+
+
+def _gemma4_text(fields: _Fields) -> Architecture:
+    """Gemma 4's text model: sliding and global layers with their own head width and key/value heads (global
+    layers: global_head_dim, num_global_key_value_heads with attention_k_eq_v, keys serving as values), the last
+    num_kv_shared_layers reusing earlier keys and values (no k/v projections; double-wide MLP with
+    use_double_wide_mlp), per-layer input embeddings, and an optional MoE block beside the dense MLP."""
+    config = fields.config
+    hidden, layers, heads, kv_heads, head_dim = _attention_shape(fields)
+    vocab, ffn = fields.count("vocab_size"), fields.count("intermediate_size")
+    tied = fields.flag("tie_word_embeddings", True)
+    bias = fields.flag("attention_bias", False)
+    window = fields.optional_count("sliding_window", 512)
+    types = config.get("layer_types")
+    if not (isinstance(types, list) and len(types) == layers):
+        types = ["sliding_attention" if (index + 1) % 6 else "full_attention" for index in range(layers)]
+    types = list(types[:-1]) + ["full_attention"]  # transformers forces the last layer global
+    k_eq_v = fields.flag("attention_k_eq_v", False)
+    overrides: dict[int, dict] = {}
+    listed = config.get("per_layer_config")
+    if isinstance(listed, dict):
+        overrides = {int(key): value for key, value in listed.items() if isinstance(value, dict)}
+    else:
+        override = {"head_dim": fields.optional_count("global_head_dim", 512)}
+        if k_eq_v and config.get("num_global_key_value_heads") is not None:
+            override["num_key_value_heads"] = fields.count("num_global_key_value_heads")
+        overrides = {index: override for index, kind in enumerate(types) if kind == "full_attention"}
+    shared = config.get("num_kv_shared_layers") or 0
+    modes = _gemma4_kv_modes(types, shared if isinstance(shared, int) else 0)
+    per_layer_width = config.get("hidden_size_per_layer_input", 256)
+    per_layer_width = per_layer_width if isinstance(per_layer_width, int) and per_layer_width > 0 else 0
+    moe_block = fields.flag("enable_moe_block", False)
+    built = []
+    for index, kind in enumerate(types):
+        layer_head_dim = overrides.get(index, {}).get("head_dim", head_dim)
+        layer_kv = overrides.get(index, {}).get("num_key_value_heads", kv_heads)
+        reuse = modes[index] == "reuse"
+        attention = Attention(heads, layer_kv, layer_head_dim, bias, bias, qk_norm=Norm(layer_head_dim),
+                              window=window if kind == "sliding_attention" else None, kv_shared=reuse,
+                              k_is_v=k_eq_v and kind == "full_attention")
+        dense = MLP(ffn * (2 if fields.flag("use_double_wide_mlp", False) and reuse else 1),
+                    names=("mlp.gate_proj", "mlp.up_proj", "mlp.down_proj"))
+        norms = tuple((name, Norm(hidden)) for name in ("input_layernorm", "post_attention_layernorm",
+                                                         "pre_feedforward_layernorm", "post_feedforward_layernorm"))
+        mlp: MLP | Experts = dense
+        if moe_block:
+            count = fields.count("num_experts")
+            mlp = _experts(fields, "num_experts", "top_k_experts", fields.count("moe_intermediate_size"),
+                           shared=MLP(dense.ffn), router_params=((hidden,), (count,)),
+                           names=("router.proj", "experts", "mlp"))
+            norms += tuple((name, Norm(hidden)) for name in ("post_feedforward_layernorm_1",
+                                                             "post_feedforward_layernorm_2",
+                                                             "pre_feedforward_layernorm_2"))
+        extras: tuple = ()
+        if per_layer_width:
+            extras = (("per_layer_input_gate", ((per_layer_width, hidden),)),
+                      ("per_layer_projection", ((hidden, per_layer_width),)),
+                      ("post_per_layer_input_norm", ((hidden,),)))
+        built.append(Layer(attention, mlp, norms, extras))
+    inputs: tuple = ()
+    if per_layer_width:
+        inputs = (("embed_tokens_per_layer", ((fields.optional_count("vocab_size_per_layer_input", 262_144),
+                                               layers * per_layer_width),)),
+                  ("per_layer_model_projection", ((layers * per_layer_width, hidden),)),
+                  ("per_layer_projection_norm", ((per_layer_width,),)))
+    decoder = Decoder("gemma4_text", hidden, vocab, tuple(built),
+                      fields.optional_count("max_position_embeddings", 131_072), tied, ("norm", Norm(hidden)),
+                      input_extras=inputs)
+    return _architecture(decoder, heads, kv_heads, head_dim, {"position_embeddings": "rotary"})
+
+
 # Composite (vision + text) configs: the text model inside is counted; the vision tower is not.
 _COMPOSITE_TEXT = {"gemma3": "gemma3_text", "llama4": "llama4_text", "mistral3": "mistral",
                    "qwen3_5": "qwen3_5_text", "qwen3_5_moe": "qwen3_5_moe_text", "gemma4": "gemma4_text"}
@@ -574,7 +657,7 @@ def _composite(fields: _Fields) -> Architecture:
         f"'{fields.family}' is a vision-language model: the text model is counted; its vision tower and projector "
         "are not (count them with the trace extra: pip install \"zeroplan[trace]\")"]
     return Architecture(**{**architecture.__dict__, "extra": {**architecture.extra, "notes": notes,
-                                                               "composite": fields.family}})
+                                                               "composite": fields.family, "text_config": text}})
 
 
 def _architecture(decoder: Decoder, heads: int, kv_heads: int, head_dim: int, extra: dict,
@@ -595,9 +678,9 @@ _BUILDERS = {**{family: _llama_style for family in _STYLES},
              "phi3": _phi3, "phi": _phi, "gpt2": _gpt2, "gpt_bigcode": _gpt_bigcode, "gpt_neox": _gpt_neox,
              "opt": _opt, "falcon": _falcon, "bloom": _bloom, "dbrx": _dbrx,
              **{family: _llama_style for family in ("deepseek_v2", "deepseek_v3")},
-             **{family: _composite for family in _COMPOSITE_TEXT}}
+             "gemma4_text": _gemma4_text, **{family: _composite for family in _COMPOSITE_TEXT}}
 # Every model_type read into the architecture description (the composite ones through their text model).
-DESCRIBED_FAMILIES = tuple(sorted(set(_BUILDERS) - {"gemma4", "gemma4_text"}))
+DESCRIBED_FAMILIES = tuple(sorted(_BUILDERS))
 
 
 def is_described(config: object) -> bool:
@@ -611,13 +694,13 @@ def architecture_from_hf_config(config: dict, source: str = "config.json") -> Ar
         raise InputError(source, f"must hold a JSON object, got {type(config).__name__}",
                          f"point at the model's config.json, {_PARAMS_FIX}")
     model_type = config.get("model_type")
-    if model_type not in _BUILDERS or model_type == "gemma4_text":
+    if model_type not in _BUILDERS:
         problem = ("has no 'model_type'" if model_type is None
                    else f"model_type '{model_type}' is not described")
         raise InputError(source, f"{problem}; described: {', '.join(DESCRIBED_FAMILIES)}",
                          "count any model transformers builds with the trace extra (pip install \"zeroplan[trace]\")"
-                         ", or give the parameter count with "
-                         f"{ref('params')} (and {ref('largest_layer_params')}) instead")
+                         f", or give the parameter count with {ref('params')} (and {ref('largest_layer_params')}) "
+                         "instead")
     return _BUILDERS[model_type](_Fields(config, model_type, source))
 
 
@@ -641,8 +724,12 @@ def model_spec_from_hf_config(config: dict, name: str, source: str | None = None
     layer_counts = decoder.per_layer_params()
     uneven = architecture.layers > 1 and len(set(layer_counts)) > 1
     extra = dict(architecture.extra)
+    # the config the activations read: a composite's text model (the whole config stays under composite_config)
+    text = extra.pop("text_config", None)
+    if text is not None:
+        extra["composite_config"] = dict(config)
     extra.update(head_dim=architecture.head_dim, gated_mlp=architecture.gated_mlp,
-                 largest_layer_module=largest.name, hf_config=dict(config))  # for the framework convention
+                 largest_layer_module=largest.name, hf_config=dict(text or config))  # for the framework convention
     moe = [layer.mlp for layer in decoder.layers if isinstance(layer.mlp, Experts)]
     experts = moe[0] if moe else None
     dense = next((layer.mlp for layer in decoder.layers if isinstance(layer.mlp, MLP)), None)
@@ -658,6 +745,7 @@ def model_spec_from_hf_config(config: dict, name: str, source: str | None = None
             moe_layers=len(moe), expert_ffn=experts.ffn,
             dense_ffn=dense.ffn if dense is not None else None,
             shared_expert_ffn=experts.shared.ffn if experts.shared is not None else None,
-            expert_params=decoder.expert_params, active_params=decoder.active_params))
+            expert_params=decoder.expert_params, active_params=decoder.active_params,
+            pattern=tuple(layer.is_moe for layer in decoder.layers)))
     return ModelSpec(params=architecture.params, name=name, largest_layer_params=largest.params, shape=shape,
                      extra=extra)

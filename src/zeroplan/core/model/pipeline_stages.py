@@ -1,6 +1,7 @@
 """Parameters per pipeline stage: layers split evenly (earlier stages take the remainder), the
-embeddings on the first stage, the final norm and LM head on the last. Where layers differ (DeepSeek-V3's
-first three dense layers, Llama 4 Maverick's alternating MoE layers) each stage sums its own layers (docs/formulas.md §2.3).
+embeddings on the first stage, the final norm and LM head on the last (docs/formulas.md §2.3). Where layers
+differ (DeepSeek-V3's first three dense layers, Llama 4 Maverick's alternating MoE layers) each stage sums its
+own layers.
 
 With tied embeddings the last stage keeps its own copy of the embedding matrix for the head (as
 Megatron-LM and DeepSpeed's TiedLayerSpec do), so stage totals can add up to more than the model.

@@ -36,6 +36,7 @@ class MoEShape:
     active_params: int  # parameters one token meets: all but the routed experts it is not sent to
     dense_ffn: int | None = None  # the dense layers' MLP width, where some layers are dense
     shared_expert_ffn: int | None = None  # the shared experts' summed width, where the model has them
+    pattern: tuple[bool, ...] | None = None  # per layer, first to last: True where its MLP is routed
 
 
 @dataclass(frozen=True)
@@ -62,12 +63,14 @@ class ModelShape:
 
     @property
     def expert_params(self) -> int | None:
-        """Routed-expert parameters in total (None: dense, or not known)."""
+        """Routed-expert parameters in total, from the architecture description (None: dense, or a shape given by
+        fields; core.model.experts splits every MoE shape)."""
         return self.moe.expert_params if self.moe is not None else None
 
     @property
     def active_params(self) -> int | None:
-        """Parameters one token meets (None: not known from a description; dense models: all of them)."""
+        """Parameters one token meets, from the architecture description (None otherwise: core.model.experts
+        active_params counts every model)."""
         return self.moe.active_params if self.moe is not None else None
 
     @property
@@ -135,17 +138,6 @@ class ModelSpec:
     @property
     def layout(self) -> ParamLayout | None:
         return self.shape.layout if self.shape is not None else None
-
-    @property
-    def expert_params(self) -> int | None:
-        """Routed-expert parameters in total, where the model's description says (None otherwise)."""
-        return self.shape.expert_params if self.shape is not None else None
-
-    @property
-    def active_params(self) -> int:
-        """Parameters one token meets: the MoE description's figure, else every parameter."""
-        active = self.shape.active_params if self.shape is not None else None
-        return self.params if active is None else active
 
     @property
     def has_shape(self) -> bool:

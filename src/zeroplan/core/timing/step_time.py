@@ -68,7 +68,7 @@ from typing import NamedTuple
 
 from zeroplan.core.errors import InputError, ref
 from zeroplan.core.hardware import Link
-from zeroplan.core.model.experts import expert_params
+from zeroplan.core.model.experts import active_params, expert_params
 from zeroplan.core.model.spec import ModelSpec
 from zeroplan.core.model.pipeline_stages import layers_per_stage
 from zeroplan.core.timing.collectives import (  # noqa: F401 - collective pricing lives there; re-exported for callers
@@ -157,19 +157,14 @@ class FlopModel:
         else:  # embeddings (and an untied head) aside, the rest is in the layers
             outside = shape.vocab * hidden * (1 if shape.tied_embeddings else 2)
             layer = max(1, (model.params - outside) // layers)
-        params = model.params
-        if shape.moe is not None and shape.layout is not None:
-            # The architecture description's active parameters (top-k of the routed experts, every shared expert
-            # and dense layer): per layer, the average over the layers (dense and MoE layers differ).
-            params = shape.moe.active_params
-            layer = (params - shape.layout.input_params - shape.layout.output_params) // layers
-        elif shape.experts and shape.experts_per_token:
-            expert = (3 if shape.gated_mlp else 2) * hidden * shape.ffn
-            idle = (shape.experts - shape.experts_per_token) * expert  # per layer, not met by a token
-            layer -= idle
-            params -= idle * layers
-        kv = shape.kv_heads * head_dim
+        params = active_params(model)  # a MoE model's: less the routed experts a token is not sent to
         split = expert_params(shape)
+        if shape.moe is not None and shape.layout is not None:
+            # the description's active count (dense and MoE layers differ): per layer, the average
+            layer = (params - shape.layout.input_params - shape.layout.output_params) // layers
+        elif split is not None:
+            layer -= (split.experts - split.experts_per_token) * split.expert_params  # per layer, not met
+        kv = shape.kv_heads * head_dim
         return cls(params, layer, layers, hidden, shape.heads * head_dim, kv, shape.ffn, shape.gated_mlp,
                    shape.vocab, (shape.experts_per_token or 1) if shape.experts else 1, shape.heads,
                    sum(split.moe_layers) if split is not None else 0)
