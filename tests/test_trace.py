@@ -149,7 +149,7 @@ def test_stage_3_shards_what_stage_0_replicates(config_path):
 
 def test_a_family_that_cannot_be_traced_is_an_input_error():
     with pytest.raises(InputError, match="cannot be traced"):
-        hf_config({"model_type": "bloom", "n_layer": 2}, None, "sdpa")
+        hf_config({"model_type": "mamba", "n_layer": 2}, None, "sdpa")
 
 
 def test_cli_tolerance_and_formats(cli, config_path):

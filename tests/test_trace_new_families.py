@@ -206,3 +206,27 @@ def test_falcon_at_micro_batch_two_equals_the_trace(tmp_path, stage, recompute, 
     # selective recompute at micro-batch 2: the trace is 4,096 bytes (0.1%) above, inside the recomputed kernel's
     # softmax backward; not derived
     assert abs(result.error) <= within, (result.trace["where"], result.trace["categories"])
+
+
+def test_layers_that_alternate_extrapolate_by_whole_periods():
+    # MoE every second layer: 4, 6 and 8 layers traced (whole periods), extrapolated to 10, equal to the whole trace
+    pytest.importorskip("transformers", reason="zeroplan trace needs the `trace` extra (transformers)")
+    from zeroplan.trace.engine import TraceSettings, layer_period, trace_peak
+
+    config = {**CONFIGS["qwen3_moe"], "num_hidden_layers": 10, "decoder_sparse_step": 2}
+    assert layer_period(config) == (0, 2)
+    settings = TraceSettings(world_size=4, stage=3, seq_len=SEQ)
+    extrapolated = trace_peak(config, settings, layers_to_trace=3)
+    assert extrapolated["layers_traced"] == [4, 6, 8]
+    assert extrapolated["peak_bytes"] == trace_peak(config, settings, layers_to_trace=None)["peak_bytes"]
+
+
+def test_a_pattern_without_three_periods_is_traced_whole():
+    # Gemma 3's five sliding layers per global one (transformers' default layer_types) in an 8-layer model
+    pytest.importorskip("transformers", reason="zeroplan trace needs the `trace` extra (transformers)")
+    from zeroplan.trace.engine import layer_period
+
+    config = {key: value for key, value in CONFIGS["gemma3_text"].items() if key != "layer_types"}
+    assert layer_period({**config, "num_hidden_layers": 62}) == (0, 6)
+    start, period = layer_period({**config, "num_hidden_layers": 8})
+    assert max(3, start) + (8 - max(3, start)) % period + 2 * period >= 8
