@@ -38,13 +38,20 @@ CONFIGS = {
 }
 SEQ = 32
 EAGER_ONLY = ("gpt_oss",)
-DERIVED = ("qwen3", "olmo2")
+DERIVED = ("qwen3", "olmo2", "qwen3_moe")
 
 
 def _applied(config: dict, seq: int = SEQ, flash: bool = True) -> tuple[str, str]:
     model = model_spec_from_hf_config(config, "tiny")
     return applied_implementation(model, ActivationConfig(seq_len=seq, flash_attention=flash,
                                                           implementation="transformers"))
+
+
+def test_qwen3_moe_variants_not_derived_fall_back_and_say_so():
+    for change, said in (({"mlp_only_layers": [0]}, "dense layers"), ({"output_router_logits": True}, "output_router"),
+                         ({"experts_implementation": "eager"}, "experts_implementation 'eager'")):
+        implementation, note = _applied({**CONFIGS["qwen3_moe"], **change})
+        assert implementation == "megatron" and said in note and "balanced routing" in note
 
 
 @pytest.mark.parametrize("family", DERIVED)
@@ -114,6 +121,9 @@ def test_a_composite_config_traces_its_text_model(traced, tmp_path):
     ("olmo2", 0, "mixed", "none", 4, 256, "sdpa"),  # 16 bits: each layer's own cast cos and sin
     ("olmo2", 0, "fp32", "none", 4, 256, "sdpa"),  # fp32: the rotary's cos and sin once
     ("olmo2", 2, "fp32", "selective", 8, 128, "sdpa"),
+    ("qwen3_moe", 0, "mixed", "none", 4, 256, "sdpa"),  # the routing weights in bf16 (transformers' default: not
+    ("qwen3_moe", 3, "mixed", "none", 64, 128, "sdpa"),  # normalised); the routing product's backward in bf16
+    ("qwen3_moe", 3, "mixed", "full", 8, 256, "sdpa"),
 ])
 def test_estimate_equals_the_trace_at_its_peak_moment(traced, family, stage, precision, recompute, gpus, seq,
                                                       attention):

@@ -156,6 +156,25 @@ class ActivationConfig:
 
 
 @dataclass(frozen=True)
+class MoETraits:
+    """What a qwen3_moe config.json sets beyond the shape that changes the bytes (or the derivation)."""
+
+    normalised: bool = False  # norm_topk_prob (transformers' default: False)
+    every_layer_sparse: bool = True  # no mlp_only_layers, decoder_sparse_step 1
+    experts_implementation: str = "grouped_mm"
+    router_logits_output: bool = False
+
+
+def _moe_traits(config: dict, family: str | None) -> MoETraits | None:
+    if family not in qk_norm.QK_NORM_MOE_FAMILIES:
+        return None
+    return MoETraits(normalised=bool(config.get("norm_topk_prob", False)),
+                     every_layer_sparse=not config.get("mlp_only_layers") and (config.get("decoder_sparse_step") or 1) == 1,
+                     experts_implementation=str(config.get("experts_implementation") or "grouped_mm"),
+                     router_logits_output=bool(config.get("output_router_logits", False)))
+
+
+@dataclass(frozen=True)
 class _Shape:
     layers: int
     hidden: int
@@ -174,6 +193,7 @@ class _Shape:
     position_rows: int = 0  # rows of a learned position table (GPT-2's n_positions); 0 for rotary positions
     gated: GatedTraits | None = None  # gemma, phi3, mixtral: what their config.json sets beyond the shape
     layernorm: layernorm_families.Layout | None = None  # gpt_neox, opt, falcon: what their config.json sets
+    moe_traits: MoETraits | None = None  # qwen3_moe: what its config.json sets beyond the shape
 
 
 def _shape(model: ModelSpec) -> _Shape:
@@ -193,7 +213,8 @@ def _shape(model: ModelSpec) -> _Shape:
         layernorm=(layernorm_families.layout({"model_type": shape.family, **(model.extra.get("hf_config") or {})},
                                              shape.hidden, shape.head_dim)
                    if shape.family in layernorm_families.FAMILIES else None),
-        gated=gated_traits(model.extra.get("hf_config") or {}, shape.family, shape.head_dim))
+        gated=gated_traits(model.extra.get("hf_config") or {}, shape.family, shape.head_dim),
+        moe_traits=_moe_traits(model.extra.get("hf_config") or {}, shape.family))
 
 
 def _position_rows(family: str | None, max_seq_len: int | None) -> int:
@@ -265,11 +286,24 @@ def _transformers_gap(shape: _Shape, config: ActivationConfig) -> str:
                 f"{', '.join(WINDOW_DERIVED)} without selective recompute only: Megatron's formula is used")
     if shape.gated is not None and (reason := gated.gap(shape.family or "", shape.gated)):
         return reason
+    if shape.moe_traits is not None and (reason := _moe_gap(shape.family or "", shape.moe_traits)):
+        return reason
     if shape.family in layernorm_families.FAMILIES:
         return layernorm_families.gap(_layernorm_layout(shape), config.flash_attention)
     if shape.family == "gpt2" and (shape.dropout or not config.flash_attention):
         return ("GPT-2 is derived for sdpa attention without dropout only (its config trains with dropout or eager "
                 "attention was asked): Megatron's formula is used")
+    return ""
+
+
+def _moe_gap(family: str, traits: MoETraits) -> str:
+    if not traits.every_layer_sparse:
+        return (f"{family} with dense layers (mlp_only_layers, decoder_sparse_step) is not derived: Megatron's formula "
+                "is used (balanced routing assumed)")
+    if traits.experts_implementation != "grouped_mm" or traits.router_logits_output:
+        return (f"{family}'s experts_implementation '{traits.experts_implementation}' or output_router_logits is not "
+                "derived (transformers' default grouped_mm without the load-balancing loss is): Megatron's formula is "
+                "used (balanced routing assumed)")
     return ""
 
 
@@ -350,6 +384,10 @@ def _transformers_layer_bytes(shape: _Shape, config: ActivationConfig) -> int:
         core = 2 * e * a * d + 2 * e * k * d + 4 * a
     else:
         core = 4 * e * a * d + a * seq * (4 + (e if e != 4 else 0))
+    if shape.family in qk_norm.QK_NORM_MOE_FAMILIES:
+        traits = shape.moe_traits or MoETraits()
+        return (tokens * (2 * norm + core + _qk_norm_bytes_per_token(shape, e))
+                + gated.moe_bytes(tokens, e, h, f, shape.experts, shape.experts_per_token, e, traits.normalised))
     return tokens * (2 * norm + core + _qk_norm_bytes_per_token(shape, e) + 4 * e * f) + _masked_sdpa_bytes(shape, config)
 
 
@@ -689,7 +727,11 @@ def transformers_peak_moments(model: ModelSpec, config: ActivationConfig) -> dic
     layer_at_backward = recomputed_layer if config.recompute == "full" else layer
     mlp_weights = h * f * e + (h * e if gpt2 else 0)  # the down projection's weight (and bias) gradient
     # Gemma's, Phi-3's and Mixtral's differ where their code does (core.memory.activations_gated_families)
-    family = gated.layer_moments(shape.family or "", tokens, e, h, f, shape.experts, shape.experts_per_token)
+    if shape.moe_traits is not None:  # qwen3_moe: the routing weights in the compute dtype
+        family = gated.layer_moments(shape.family or "", tokens, e, h, f, shape.experts, shape.experts_per_token, e,
+                                     shape.moe_traits.normalised)
+    else:
+        family = gated.layer_moments(shape.family or "", tokens, e, h, f, shape.experts, shape.experts_per_token)
     moments = [mlp_weights + tokens * h * e + 3 * tokens * f * e - tokens * f * e]
     if family.mlp_moment is not None:
         moments = [family.mlp_moment]

@@ -17,11 +17,17 @@ h hidden, a heads, k KV heads, d head_dim, f ffn.
   and sin in fp32; in 16 bits the mixed-precision policy casts every decoder layer's inputs (FSDP2's
   cast_forward_inputs), so each layer keeps its own cast cos and sin (2·d·e per token), full recompute's checkpoint
   too, and the fp32 originals are not kept; in fp32 they are (2·d·4 per token, once).
+- qwen3_moe (every layer sparse): qwen3's attention, and the router and grouped experts Mixtral's are derived for,
+  but the top-k weights are cast to the compute dtype (e per token-expert pair where Mixtral keeps 4) and normalised
+  only with norm_topk_prob (transformers' default: not). The moments inside the experts' backward are Mixtral's.
 """
 
 from __future__ import annotations
 
-QK_NORM_FAMILIES = ("qwen3", "olmo2")
+QK_NORM_FAMILIES = ("qwen3", "olmo2", "qwen3_moe")
+# qwen3's attention with transformers' grouped experts (core.memory.activations_gated_families.moe_bytes): the router's
+# top-k weights cast to the compute dtype, normalised only with norm_topk_prob
+QK_NORM_MOE_FAMILIES = ("qwen3_moe",)
 POST_NORM_FAMILIES = ("olmo2",)
 _FP32_BYTES = 4
 _LOGSUMEXP_BYTES = 4  # the fused attention kernels' fp32 softmax statistics, per head and token
@@ -29,7 +35,7 @@ _LOGSUMEXP_BYTES = 4  # the fused attention kernels' fp32 softmax statistics, pe
 
 def qk_norm_bytes_per_token(family: str | None, heads: int, kv_heads: int, head_dim: int, e: int) -> int:
     """What the query and key norms keep per token (0 for a family without them)."""
-    if family == "qwen3":  # per head: fp32 input, rsqrt, the normalised x cast to e
+    if family in ("qwen3", "qwen3_moe"):  # per head: fp32 input, rsqrt, the normalised x cast to e
         return (heads + kv_heads) * ((_FP32_BYTES + e) * head_dim + _FP32_BYTES)
     if family == "olmo2":  # over all heads: fp32 input, one rsqrt per token, fp32 normalised x
         return 2 * _FP32_BYTES * (heads + kv_heads) * head_dim + 2 * _FP32_BYTES
