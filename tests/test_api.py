@@ -90,3 +90,107 @@ def test_the_package_names_stay_callable_after_their_import():
 
     assert zeroplan.estimate(params="7B", gpus=8).params == 7 * 10**9
     assert zeroplan.check(str(DEEPSPEED / "good_zero2.json")).failed is False
+
+
+LAB_PRESETS = """gpus:
+  lab-l40:
+    description: L40 48GB
+    memory: 46068MiB
+    hbm_bandwidth: 864GB/s
+    bf16_tflops: 181
+    intra_node_link: {bandwidth: 31.5GB/s, latency_us: 10}
+    sources: [test]
+"""
+
+
+@pytest.mark.parametrize("keyword", ["presets", "presets_file"])
+def test_a_presets_file_is_used_for_the_call_and_a_missing_one_named(tmp_path, keyword):
+    lab = tmp_path / "lab.yaml"
+    lab.write_text(LAB_PRESETS)
+    result = zeroplan.estimate(params=7e9, gpus=4, gpu="lab-l40", **{keyword: str(lab)})
+    assert result.gpu == "lab-l40" and result.to_dict()["cluster"]["gpu_memory_bytes"] == 46068 * 2**20
+    assert zeroplan.plan(model="llama-2-7b", gpus=4, gpu="lab-l40", global_batch=8, **{keyword: lab}).gpus == 4
+    with pytest.raises(zeroplan.InputError, match="lab-l40"):  # only for that call
+        zeroplan.estimate(params=7e9, gpus=4, gpu="lab-l40")
+    with pytest.raises(zeroplan.InputError) as info:
+        zeroplan.estimate(params=7e9, gpus=4, **{keyword: str(tmp_path / "missing.yaml")})
+    assert info.value.input_name == keyword and "no such file" in info.value.problem
+    config = tmp_path / "ds_config.json"
+    config.write_text('{"train_micro_batch_size_per_gpu": 1, "zero_optimization": {"stage": 3}}')
+    assert not zeroplan.check(config, params=7e9, gpus=4, gpu="lab-l40", **{keyword: lab}).failed
+
+
+@pytest.mark.parametrize("keyword,value", [
+    ("model", 123), ("stage", True), ("stage", 3.0), ("gpus", "8"), ("flash_attention", "no"),
+    ("flash_attention", 0), ("zeropp", {"qwz": True}), ("precision", 16), ("cpu_memory", [512]),
+    ("buffer_factor", "1.5"), ("presets", 1),
+])
+def test_a_value_of_another_type_is_an_input_error_naming_the_keyword(keyword, value):
+    with pytest.raises(zeroplan.InputError) as info:
+        zeroplan.estimate(**{"model": "llama-2-7b", "gpus": 8, keyword: value})
+    assert info.value.input_name == keyword
+
+
+def _every_keyword(fields) -> list[str]:
+    from zeroplan.inputs.keywords import keyword_of
+    from zeroplan.inputs.sections import flag_of
+
+    return sorted({keyword_of(flag_of(section, name)) for section, names in fields.items() for name in names})
+
+
+def test_every_keyword_of_every_function_refuses_an_object_by_name():
+    """No keyword reaches the command's code with a type it does not read (an AttributeError or a silent
+    conversion): each refuses a value of no known type with an InputError naming it."""
+    from zeroplan.check.api import _fields
+    from zeroplan.inputs.estimate_inputs import FIELDS as ESTIMATE
+    from zeroplan.search.inputs import FIELDS as PLAN
+
+    for function, fields in ((zeroplan.estimate, ESTIMATE), (zeroplan.plan, PLAN)):
+        for keyword in _every_keyword(fields):
+            with pytest.raises(zeroplan.InputError) as info:
+                function(**{"model": "llama-2-7b", "gpus": 8, keyword: object()})
+            assert info.value.input_name == keyword, (function.__name__, keyword)
+    for keyword in _every_keyword(_fields()):
+        with pytest.raises(zeroplan.InputError) as info:
+            zeroplan.check(DEEPSPEED / "good_zero2.json", **{keyword: object()})
+        assert info.value.input_name == keyword
+    with pytest.raises(zeroplan.InputError) as info:
+        zeroplan.check(123)
+    assert info.value.input_name == "files"
+    with pytest.raises(zeroplan.InputError) as info:
+        zeroplan.check(DEEPSPEED / "good_zero2.json", strict="yes")
+    assert info.value.input_name == "strict"
+
+
+def test_the_types_the_docs_name_are_taken():
+    base = zeroplan.estimate(model="llama-2-7b", gpus=8, zeropp="qwz,hpz", stage=3)
+    as_list = zeroplan.estimate(model="llama-2-7b", gpus=8, zeropp=["qwz", "hpz"], stage=3)
+    assert as_list.options == base.options
+    assert zeroplan.estimate(model="llama-2-7b", gpus=8, precision=None).options == \
+        zeroplan.estimate(model="llama-2-7b", gpus=8).options  # None: not given, the default applies
+    config = Path(__file__).parent / "configs" / "llama-2-7b-hf.json"
+    assert zeroplan.estimate(model=config, gpus=8).params == zeroplan.estimate(model=str(config), gpus=8).params
+    off = zeroplan.estimate(model="llama-2-7b", gpus=8, flash_attention=False).option("ZeRO-3")
+    on = zeroplan.estimate(model="llama-2-7b", gpus=8, flash_attention=True).option("ZeRO-3")
+    assert off.gpu_bytes["activations"] > on.gpu_bytes["activations"]
+    assert zeroplan.plan(model="llama-2-7b", gpus=8, global_batch=64, tp=[1, 2], stages=(1, 3)).top
+
+
+def test_results_are_built_from_the_evaluation_not_a_json_round_trip(monkeypatch):
+    """A call renders no JSON document (a loop of estimates costs the evaluations); to_dict() builds it when
+    asked, and it is the command's (test_estimate_is_the_command)."""
+    from zeroplan.estimate import report as estimate_report
+    from zeroplan.search import report as plan_report
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("the API rendered the JSON document")
+
+    with monkeypatch.context() as patched:
+        patched.setattr(estimate_report, "to_json", refuse)
+        patched.setattr(plan_report, "to_json", refuse)
+        result = zeroplan.estimate(model="llama-2-7b", gpus=8)
+        planned = zeroplan.plan(model="llama-2-7b", gpus=8, global_batch=16)
+    document = result.to_dict()
+    assert [o.gpu_bytes for o in result.options] == [o["gpu_bytes"] for o in document["options"]]
+    assert [o.cpu_bytes_per_node for o in result.options] == [o["cpu_bytes_per_node"] for o in document["options"]]
+    assert [p.row for p in planned.top] == planned.to_dict()["top"]

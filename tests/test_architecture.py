@@ -178,11 +178,13 @@ def test_load_hf_config_reads_file_and_names_model() -> None:
     assert load_hf_config(CONFIGS / "gpt2.json").name == "gpt2"
 
 
-def test_load_hf_config_names_snapshot_folder(tmp_path: Path) -> None:
+def test_load_hf_config_names_a_config_json_by_its_path(tmp_path: Path) -> None:
+    """A file called config.json says nothing of its model: it is named by the path given (one folder of it
+    could be anything: path/to/config.json is not a model called "to"; issue 23)."""
     folder = tmp_path / "pythia-1b"
     folder.mkdir()
     (folder / "config.json").write_text((CONFIGS / "pythia-1b.json").read_text())
-    assert load_hf_config(folder / "config.json").name == "pythia-1b"
+    assert load_hf_config(folder / "config.json").name == str(folder / "config.json")
     with pytest.raises(InputError, match="is a directory") as caught:
         load_hf_config(folder)
     assert "config.json inside it" in str(caught.value)

@@ -220,3 +220,32 @@ def test_a_rank_that_never_gets_ready_is_named_as_not_started():
     state, rank, message = _watch(_FakeRanks([[1, 0]]), 0.2, 0.5)
     assert (state, rank) == ("failed", 1)
     assert message.startswith("rank 1 did not start within 0.5 s")
+
+
+def test_a_stopped_rank_ends_the_run_within_the_timeout(token):
+    """A rank stopped mid-run (SIGSTOP: it neither advances nor exits, and a SIGTERM waits for it) ends the run
+    after the no-progress timeout and the kill grace (issue 23, item 7: the run once went on 48 s past
+    --timeout 10); the stopped rank is killed too."""
+    import signal
+    import threading
+
+    stopped: list[int] = []
+
+    def stop_one() -> None:
+        deadline = time.monotonic() + STARTUP_ALLOWANCE_S
+        while time.monotonic() < deadline and not stopped:
+            ranks = sorted(_processes_with(token))
+            if len(ranks) >= 2:
+                time.sleep(1.0)  # both ready and ticking
+                os.kill(ranks[-1], signal.SIGSTOP)
+                stopped.append(ranks[-1])
+            time.sleep(0.05)
+
+    watcher = threading.Thread(target=stop_one)
+    watcher.start()
+    start = time.monotonic()
+    outcome = launch_local(_fake(steps=300, step_s=0.02, progress_timeout_s=2.0), _parsed)  # rank 0: 6 s
+    watcher.join()
+    assert stopped and outcome.exit_code == 1 and "made no progress for 2 s" in outcome.message
+    assert time.monotonic() - start < 2.0 + STARTUP_ALLOWANCE_S
+    assert all(_gone(pid) for pid in outcome.pids) and _processes_with(token) == []

@@ -43,7 +43,8 @@ def test_plan_search_dumps_what_plan_prints_without_its_timing(tmp_path):
 
 
 def test_the_other_scripts_import():
-    for name in ("startup", "fit_step_time", "trace_accuracy", "trace_budget", "bench_overhead"):
+    for name in ("startup", "fit_step_time", "trace_accuracy", "trace_budget", "bench_overhead", "api_per_call",
+                 "cluster_scaling"):
         _load(name)
 
 
@@ -90,17 +91,13 @@ def test_free_search_of_a_calibration_run_breaks_no_rule():
     assert row["free_s"] <= row["pinned_s"]  # the search is exhaustive: the published layout is one of its plans
 
 
-def test_model_types_checks_a_described_a_meta_only_and_a_composite_type():
-    import pytest
+def test_api_per_call_measures_the_call_and_the_evaluation():
+    found = _load("api_per_call").measure(1, params=13e9, gpus=8)
+    assert set(found) == {"api", "evaluation", "to_dict"} and all(value > 0 for value in found.values())
 
-    pytest.importorskip("torch")
-    pytest.importorskip("transformers")
-    types = _load("model_types")
-    released = types.released_configs()
-    rows = {name: types.check(name, released) for name in ("qwen3_moe", "mamba", "gemma3")}
-    assert (rows["qwen3_moe"]["description"], rows["qwen3_moe"]["with_meta"]) == ("exact", "exact")
-    assert (rows["mamba"]["description"], rows["mamba"]["with_meta"]) == ("refused", "exact")
-    assert rows["gemma3"]["description"] == "exact" and "vision tower" in rows["gemma3"]["note"]
+
+def test_cluster_scaling_times_an_estimate_in_a_convention():
+    assert _load("cluster_scaling").estimate_seconds("llama-2-7b", 8, "framework", {"framework": "torch"}, 1) > 0
 
 
 def test_published_moe_runs_count_their_models_and_run():
@@ -120,3 +117,16 @@ def test_published_moe_runs_count_their_models_and_run():
     assert outcome.refused is None and outcome.plan.ep == 8 and outcome.predicted > 0
     assert outcome.published == 512 * 4096 / (8213 * 64)
     assert runs.moe_predict(rows["deepseek_v3_techreport_pretrain"]).refused.startswith("not expressible")
+
+
+def test_model_types_checks_a_described_a_meta_only_and_a_composite_type():
+    import pytest
+
+    pytest.importorskip("torch")
+    pytest.importorskip("transformers")
+    types = _load("model_types")
+    released = types.released_configs()
+    rows = {name: types.check(name, released) for name in ("qwen3_moe", "mamba", "gemma3")}
+    assert (rows["qwen3_moe"]["description"], rows["qwen3_moe"]["with_meta"]) == ("exact", "exact")
+    assert (rows["mamba"]["description"], rows["mamba"]["with_meta"]) == ("refused", "exact")
+    assert rows["gemma3"]["description"] == "exact" and "vision tower" in rows["gemma3"]["note"]

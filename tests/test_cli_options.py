@@ -114,7 +114,7 @@ def test_a_choice_is_normalised_once_and_a_wrong_one_named(cli):
     assert json.loads(out)["inputs"]["offload_optimizer"] == "cpu"
     code, out, err = cli("estimate", "--params", "7e9", "--recompute", "sometimes")
     assert code == 2 and not out
-    assert err == "zeroplan: error: --recompute: unknown mode 'sometimes' (use none, selective or full)\n"
+    assert err == "zeroplan: error: --recompute: unknown mode 'sometimes' (use none, selective, full or selective-op)\n"
 
 
 def test_sections_build_from_flat_values_and_echo_them():

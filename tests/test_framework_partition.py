@@ -11,7 +11,8 @@ from hypothesis import strategies as st
 from zeroplan.core.model.families import architecture_from_hf_config
 from zeroplan.core.errors import InputError
 from zeroplan.core.memory.framework_partition import (
-    ParamSpec, framework_partition, params_from_architecture, params_from_shapes, unshardable_ranks, zero1_owners,
+    ParamSpec, framework_partition, most_loaded_rank_bytes, params_from_architecture, params_from_shapes,
+    unshardable_ranks, zero1_owners,
 )
 from zeroplan.core.memory.model_states import paper_model_states
 from zeroplan.core.options import Option
@@ -159,3 +160,48 @@ def test_architecture_shapes_match_transformers(name):
         model = transformers.AutoModelForCausalLM.from_config(transformers.AutoConfig.for_model(**config))
     real = Counter(tuple(p.shape) for p in model.parameters())
     assert Counter(p.shape for p in params_from_architecture(architecture_from_hf_config(config))) == real
+
+
+def _zero1_owners_by_scanning(params, world_size):
+    """ZeroRedundancyOptimizer's rule as torch writes it: a scan of every rank for the first minimum."""
+    order = sorted(range(len(params)), key=lambda i: params[i].numel, reverse=True)
+    totals, owners = [0] * world_size, [0] * len(params)
+    for index in order:
+        rank = totals.index(min(totals))
+        owners[index] = rank
+        totals[rank] += params[index].numel
+    return owners
+
+
+CASES = [(framework, stage, offload) for framework, stage, offload in (
+    ("ddp", None, False), ("torch-zero1", None, False), ("fsdp2-zero2", None, False), ("fsdp2-zero3", None, False),
+    ("fsdp2-zero2", None, True), ("fsdp2-zero3", None, True), ("deepspeed-zero12", 1, False),
+    ("deepspeed-zero12", 2, False), ("deepspeed-zero3", None, False))]
+
+
+def _same_as_every_rank(params, world, per, step_bytes):
+    for framework, stage, offload in CASES:
+        partition = framework_partition(params, world, per, framework, stage=stage, offload=offload,
+                                        per_tensor_state_bytes=step_bytes)
+        rank, held = most_loaded_rank_bytes(params, world, per, framework, stage=stage, offload=offload,
+                                            per_tensor_state_bytes=step_bytes)
+        assert (rank, held) == (partition.most_loaded_rank, partition.rank(partition.most_loaded_rank)), framework
+
+
+@settings(max_examples=80, deadline=None)
+@given(shapes, st.integers(1, 40), st.sampled_from(["fp32", "mixed"]), st.sampled_from(["adam", "sgd", "sgd-momentum"]),
+       st.integers(0, 8))
+def test_the_most_loaded_rank_computed_directly_is_the_one_every_rank_gives(dims, world, precision, optimizer,
+                                                                            step_bytes):
+    params = [ParamSpec(f"p{i}", tuple(d)) for i, d in enumerate(dims)]
+    assert zero1_owners(params, world) == _zero1_owners_by_scanning(params, world)
+    _same_as_every_rank(params, world, bytes_per_param(precision, optimizer), step_bytes)
+
+
+@pytest.mark.parametrize("path", ["gpt2.json", "mixtral-8x7b-v0.1.json", "falcon-7b.json"])
+def test_the_most_loaded_rank_of_real_models_at_uneven_world_sizes(path):
+    with open(CONFIG_DIR / path, encoding="utf-8") as handle:
+        params = params_from_architecture(architecture_from_hf_config(json.load(handle)))
+    assert zero1_owners(params, 1000) == _zero1_owners_by_scanning(params, 1000)
+    for world in (3, 8, 100, 1000):
+        _same_as_every_rank(params, world, MIXED_ADAM, 4)

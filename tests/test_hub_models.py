@@ -78,6 +78,7 @@ def test_only_config_json_is_ever_requested(monkeypatch, tmp_path):
         return str(CONFIGS / "qwen2-7b.json")
 
     monkeypatch.setattr("huggingface_hub.hf_hub_download", fake_download)
+    monkeypatch.setattr(hub, "hub_unreachable", lambda: None)  # the Hub answers (with fake_download)
     model = load_model("Qwen/Qwen2-7B@v1.0")
     assert asked == [("Qwen/Qwen2-7B", "config.json", "v1.0")]
     assert model.name == "Qwen/Qwen2-7B" and model.params > 7e9
@@ -105,6 +106,7 @@ def test_hub_errors_become_input_errors(monkeypatch, name, status, said):
         raise error
 
     monkeypatch.setattr("huggingface_hub.hf_hub_download", fail)
+    monkeypatch.setattr(hub, "hub_unreachable", lambda: None)  # the Hub answers (with these errors)
     with pytest.raises(InputError) as caught:
         load_model("someone/some-model")
     assert caught.value.input_name == "model" and said in str(caught.value)
@@ -114,3 +116,48 @@ def test_without_huggingface_hub_the_fix_is_named(monkeypatch):
     monkeypatch.setitem(sys.modules, "huggingface_hub", None)
     with pytest.raises(InputError, match=r'pip install "zeroplan\[hub\]"'):
         load_model("meta-llama/Llama-3.1-8B")
+
+
+def _offline_network(monkeypatch, tmp_path):
+    """No route to the Hub (a socket twin that refuses at once), an empty cache here, no proxy, no
+    HF_HUB_OFFLINE; huggingface_hub's download must not be reached (its retries took 25 s)."""
+    import socket
+
+    from huggingface_hub import constants
+
+    def unreachable(*args, **kwargs):
+        raise OSError(101, "Network is unreachable")
+
+    def no_download(*args, **kwargs):
+        raise AssertionError("hf_hub_download was called with the Hub unreachable")
+
+    monkeypatch.setattr(socket, "create_connection", unreachable)
+    monkeypatch.setattr(constants, "HF_HUB_CACHE", str(tmp_path / "hub"))
+    monkeypatch.setattr("huggingface_hub.hf_hub_download", no_download)
+    for name in ("HF_HUB_OFFLINE", *hub._PROXY_VARIABLES):
+        monkeypatch.delenv(name, raising=False)
+
+
+def test_an_unreachable_hub_is_one_fast_line_naming_hf_hub_offline(monkeypatch, tmp_path):
+    import time
+
+    _offline_network(monkeypatch, tmp_path)
+    started = time.perf_counter()
+    with pytest.raises(InputError) as info:
+        hub.fetch_config("Qwen/Qwen2.5-72B")
+    assert time.perf_counter() - started < 5
+    assert "Network is unreachable" in info.value.problem and "HF_HUB_OFFLINE=1" in info.value.fix
+
+
+def test_an_unreachable_hub_still_reads_the_cache(monkeypatch, tmp_path):
+    _offline_network(monkeypatch, tmp_path)
+    _cache(tmp_path, "meta-llama/Llama-2-7b-hf", CONFIGS / "llama-2-7b-hf.json")
+    assert load_model("meta-llama/Llama-2-7b-hf").params == 6_738_415_616
+
+
+def test_behind_a_proxy_the_download_decides(monkeypatch):
+    import socket
+
+    monkeypatch.setattr(socket, "create_connection", lambda *a, **k: (_ for _ in ()).throw(OSError("no route")))
+    monkeypatch.setenv("HTTPS_PROXY", "http://proxy.example:3128")
+    assert hub.hub_unreachable() is None

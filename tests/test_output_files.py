@@ -220,3 +220,42 @@ def test_output_onto_a_socket_is_refused(tmp_path):
         assert os.path.exists(path)
     finally:
         server.close()
+
+
+LAB_PRESETS = """gpus:
+  lab-l40:
+    description: L40 48GB
+    memory: 46068MiB
+    hbm_bandwidth: 864GB/s
+    bf16_tflops: 181
+    intra_node_link: {bandwidth: 31.5GB/s, latency_us: 10}
+    sources: [test]
+"""
+
+
+@pytest.mark.parametrize("option", ["-o", "--plot", "--write-deepspeed"])
+def test_no_output_replaces_the_presets_file_given(cli, tmp_path, option):
+    presets_file = tmp_path / ("lab.svg" if option == "--plot" else "lab.yaml")  # --plot takes .png/.svg only
+    presets_file.write_text(LAB_PRESETS)
+    command = ("plan", "--model", "llama-2-7b", "--gpus", "4", "--global-batch", "8", "--no-progress") \
+        if option == "--write-deepspeed" else ("estimate", "--params", "7e9", "--gpus", "4")
+    code, _, err = cli(*command, "--gpu", "lab-l40", "--presets", str(presets_file), option, str(presets_file))
+    assert code == 2 and "would replace the input" in err
+    assert presets_file.read_text() == LAB_PRESETS
+
+
+def test_no_output_replaces_the_users_own_presets_yaml(cli, tmp_path, monkeypatch):
+    from zeroplan.inputs import presets
+
+    config_dir = tmp_path / "config"
+    config_dir.mkdir()
+    own = config_dir / "presets.yaml"
+    own.write_text(LAB_PRESETS)
+    monkeypatch.setattr(presets, "user_config_dir", lambda: config_dir)
+    code, _, err = cli("estimate", "--params", "7e9", "--gpus", "4", "-o", str(own))
+    assert code == 2 and "would replace the input" in err and own.read_text() == LAB_PRESETS
+    # read earlier in this process (its entries cached): still this run's input
+    code, _, err = cli("export", "deepspeed", "--params", "7e9", "--gpus", "4", "--gpu", "lab-l40", "-o", str(own))
+    assert code == 2 and own.read_text() == LAB_PRESETS
+    code, _, _ = cli("estimate", "--params", "7e9", "--gpus", "4", "-o", str(tmp_path / "report.txt"))
+    assert code == 0  # another file is written as ever

@@ -146,18 +146,22 @@ def test_bad_input_is_one_line_and_exit_2(cli, args, needle):
 
 
 def test_progress_bar_appears_only_after_a_moment(monkeypatch):
-    from zeroplan.search import run
+    import sys
 
-    monkeypatch.setattr(run.sys.stderr, "isatty", lambda: True, raising=False)
-    monkeypatch.setattr(run, "PROGRESS_AFTER_S", 0.0)
-    bar = run._LateProgress(enabled=True)
+    from zeroplan.render.terminal import LateProgress
+
+    monkeypatch.setattr(sys.stderr, "isatty", lambda: True, raising=False)
+    bar = LateProgress("searching layouts", enabled=True, after_s=0.0)
     bar(1, 3)
     assert bar.bar is not None
     bar(3, 3)
     bar.close()
-    quiet = run._LateProgress(enabled=False)
+    quiet = LateProgress("searching layouts", enabled=False, after_s=0.0)
     quiet(1, 3)
     assert quiet.bar is None
+    late = LateProgress("searching layouts", enabled=True, after_s=3600)
+    late(1, 3)
+    assert late.bar is None  # a quick run never draws one
 
 
 def test_comm_overlap_framework_rule_changes_exposed_communication_only(cli):

@@ -77,3 +77,39 @@ def test_pre_commit_runs_the_hook_from_a_clone(tmp_path):
                             env=env, timeout=900)
     assert failed.returncode == 1 and "Failed" in failed.stdout
     assert "ds_config_bad.json" in failed.stdout and "ZP002" in failed.stdout
+
+
+def _documented_hook_configs() -> list[tuple[str, dict]]:
+    """Every .pre-commit-config.yaml entry the docs show (README, docs/*.md, the hook file's own comment)."""
+    import re
+
+    yaml = pytest.importorskip("yaml")
+    found = []
+    for path in (ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))):
+        for block in re.findall(r"```yaml\n(.*?)```", path.read_text(encoding="utf-8"), flags=re.S):
+            data = yaml.safe_load(block)
+            if "zeroplan-check" in block and isinstance(data, dict) and "repos" in data:
+                found += [(path.name, repo) for repo in data["repos"]]
+    comment = [line[2:] for line in (ROOT / ".pre-commit-hooks.yaml").read_text().splitlines()
+               if line.startswith("#  ") or line.startswith("#   ")]
+    found += [(".pre-commit-hooks.yaml", repo) for repo in yaml.safe_load("\n".join(comment))["repos"]]
+    return found
+
+
+def test_documented_hook_snippets_name_a_rev_that_exists_and_the_dependencies_a_hub_id_needs():
+    """The snippets' rev resolves in this repository (v0.1.0 was never tagged), and a hook whose --model is
+    a Hub id (ORG/NAME) installs huggingface_hub into the hook's environment."""
+    from zeroplan.inputs.hub import looks_like_hub_id
+
+    snippets = _documented_hook_configs()
+    assert len(snippets) >= 3
+    for name, repo in snippets:
+        if shutil.which("git") is not None and (ROOT / ".git").exists():
+            resolved = subprocess.run(["git", "rev-parse", "--verify", "--quiet", f"{repo['rev']}^{{commit}}"],
+                                      cwd=ROOT, capture_output=True, text=True)
+            assert resolved.returncode == 0, f"{name}: rev {repo['rev']} is not in this repository"
+        for hook in repo["hooks"]:
+            args = [str(a) for a in hook.get("args", [])]
+            model = args[args.index("--model") + 1] if "--model" in args else None
+            if model is not None and looks_like_hub_id(model):
+                assert "huggingface_hub" in hook.get("additional_dependencies", []), name

@@ -129,3 +129,23 @@ def test_a_user_presets_file_is_validated_with_yaml_and_pydantic(tmp_path):
         "    sources: [lab]\n", encoding="utf-8")
     line = _fresh_process(["estimate", "--params", "1e9", "--gpus", "8", "--gpu", "lab-gpu"], tmp_path)
     assert line == "PROBE status=0 yaml=True pydantic=True"
+
+
+def test_the_regenerator_after_a_plain_install_says_what_it_needs(tmp_path):
+    """`python -m zeroplan.inputs.preset_schema` from an installed copy (the package without presets/ beside
+    it) is one line naming what is missing and what to run instead, exit 2: never a traceback."""
+    import shutil
+    import subprocess
+    import sys
+
+    site = tmp_path / "site-packages"
+    shutil.copytree(Path(preset_schema.__file__).resolve().parents[1], site / "zeroplan",
+                    ignore=shutil.ignore_patterns("__pycache__"))
+    done = subprocess.run([sys.executable, "-m", "zeroplan.inputs.preset_schema"], cwd=tmp_path, text=True,
+                          capture_output=True, env={"PYTHONPATH": str(site), "PATH": "/usr/bin:/bin"})
+    assert done.returncode == 2 and "Traceback" not in done.stderr
+    assert len(done.stderr.splitlines()) == 1 and "zeroplan presets validate" in done.stderr
+    done = subprocess.run([sys.executable, "-m", "zeroplan.inputs.preset_schema", "--source",
+                           str(preset_schema.source_dir())], cwd=tmp_path, text=True, capture_output=True,
+                          env={"PYTHONPATH": str(site), "PATH": "/usr/bin:/bin"})
+    assert done.returncode == 0, done.stderr

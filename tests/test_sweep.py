@@ -11,6 +11,7 @@ import pytest
 
 from zeroplan.planning.estimate_plan import build_plan
 from zeroplan.inputs.estimate_inputs import EstimateInputs
+from zeroplan.core.options import Option
 
 GRID = ["sweep", "--model", "llama-2-7b", "--params", "13e9", "--gpus", "1,2,8", "--gpu", "a100-80g,h100-80g"]
 
@@ -42,7 +43,9 @@ def test_rows_agree_with_estimate():
         by_stage = {e.option.key: e for e in plan.estimates}
         estimate = by_stage[f"zero{row['stage']}/opt_none/params_none"]
         assert row["gpu_bytes_total"] == estimate.gpu_bytes["total"]
-        assert row["recommended"] == plan.recommendation.option.option.key
+        chosen = plan.recommendation.option.option
+        assert row["recommended_option"] == chosen.label
+        assert row["recommended"] is (chosen == Option(row["stage"]))  # True/False, as estimate's column
 
         def fits(gpus: int) -> bool:
             only = EstimateInputs.of(gpus=gpus, model="llama-2-13b", stage=row["stage"], offload_optimizer="none",
@@ -112,3 +115,40 @@ def test_plot_errors(cli, tmp_path, monkeypatch):
 def test_bad_input(cli, args, needle):
     code, out, err = cli("sweep", *args)
     assert code == 2 and out == "" and needle in err and err.count("\n") == 1
+
+
+def test_recommended_column_reads_as_estimates(cli):
+    """The same column name holds the same kind of value in estimate's CSV and sweep's: True or False."""
+    code, out, _ = cli("sweep", "--model", "llama-2-7b", "--gpus", "8,16", "-f", "csv")
+    assert code == 0
+    rows = list(csv.DictReader(io.StringIO(out)))
+    assert {row["recommended"] for row in rows} <= {"True", "False"}
+    code, estimate_out, _ = cli("estimate", "--model", "llama-2-7b", "--gpus", "8", "-f", "csv")
+    chosen = [row for row in csv.DictReader(io.StringIO(estimate_out)) if row["recommended"] == "True"]
+    (sweep_chosen,) = [row for row in rows if row["gpus"] == "8" and row["recommended"] == "True"]
+    assert sweep_chosen["stage"] == chosen[0]["stage"] and chosen[0]["offload_optimizer"] == "none"
+
+
+def test_a_long_sweep_shows_progress_on_a_terminal_only(cli, monkeypatch):
+    """Progress on stderr, cell by cell, when stderr is a terminal and the sweep takes more than a moment;
+    never on stdout, never with --no-progress, never into a pipe (issue 23, item 10)."""
+    import functools
+    import sys
+
+    from zeroplan.cli import sweep_cmd
+    from zeroplan.estimate.sweep import SweepInputs, sweep_rows
+    from zeroplan.render.terminal import LateProgress
+
+    seen = []
+    sweep_rows(SweepInputs.of(models="llama-2-7b,llama-2-13b", gpus="8,16,32"), lambda done, total: seen.append(
+        (done, total)))
+    assert seen == [(done, 6) for done in range(1, 7)]
+    monkeypatch.setattr(sweep_cmd, "LateProgress", functools.partial(LateProgress, after_s=0.0))
+    args = ("sweep", "--model", "llama-2-7b,llama-2-13b", "--gpus", "8,16,32", "-f", "csv")
+    code, out, err = cli(*args)
+    assert code == 0 and err == ""  # not a terminal: nothing
+    monkeypatch.setattr(sys.stderr, "isatty", lambda: True, raising=False)
+    code, out, err = cli(*args)
+    assert code == 0 and "sweeping the grid" in err and "\r" in err and "sweeping" not in out
+    code, out, err = cli(*args, "--no-progress")
+    assert code == 0 and err == ""

@@ -15,6 +15,7 @@ from zeroplan.deepspeed.findings import ERROR, WARNING, Finding, Skipped
 from zeroplan.core.memory.activations import MOE_DROPLESS_ALLOWANCE
 from zeroplan.core.model.experts import model_expert_params
 from zeroplan.core.parallel.grid import ParallelDims
+from zeroplan.core.units import shown
 
 BATCH_KEYS = ("train_batch_size", "train_micro_batch_size_per_gpu", "gradient_accumulation_steps")
 
@@ -115,23 +116,41 @@ def deprecated(view: ConfigView) -> Iterator[Finding]:
                       ("optimizer", "params", "max_grad_norm"))
 
 
-def unknown_keys(view: ConfigView) -> Iterator[Finding]:
-    """ZP008: keys outside DeepSpeed's schema, with the closest known key."""
+# ZP008 lists this many unknown keys of one block, then one finding for the rest: a file of 10,000 stray keys
+# is one mistake (the wrong file, a generated dump), and each listed key costs a closest-match search.
+MAX_UNKNOWN_KEYS_LISTED = 50
+# A key longer than this gets no closest-match search (its cost grows with the key's length) and is shown cut.
+MAX_KEY_CHARS_MATCHED = 100
+
+
+def _unknown_by_block(view: ConfigView) -> Iterator[tuple[tuple[str, ...], frozenset, bool, list[str]]]:
+    """(block path, its known keys, whether DeepSpeed rejects unknown ones, the unknown keys in file order)."""
     for where, (known, rejected) in ds_keys.KEY_SETS.items():
         block = view.raw(*where) if where else view.data
-        if not isinstance(block, dict):
-            continue
-        for key in block:
-            path = (*where, key)
-            if key in known or path in ds_keys.DEPRECATED:
-                continue
-            close = difflib.get_close_matches(key, sorted(known), n=1, cutoff=0.6)
-            place = ".".join(where) or "the top level"
-            consequence = ("DeepSpeed rejects unknown keys here and stops at start-up" if rejected
-                           else "DeepSpeed ignores it silently")
-            yield Finding("ZP008", ERROR if rejected else WARNING, f"unknown key {key!r} in {place}: {consequence}",
+        if isinstance(block, dict):
+            yield where, known, rejected, [key for key in block
+                                           if key not in known and (*where, key) not in ds_keys.DEPRECATED]
+
+
+def unknown_keys(view: ConfigView) -> Iterator[Finding]:
+    """ZP008: keys outside DeepSpeed's schema, with the closest known key."""
+    for where, known, rejected, unknown in _unknown_by_block(view):
+        place = ".".join(where) or "the top level"
+        consequence = ("DeepSpeed rejects unknown keys here and stops at start-up" if rejected
+                       else "DeepSpeed ignores it silently")
+        for key in unknown[:MAX_UNKNOWN_KEYS_LISTED]:
+            close = (difflib.get_close_matches(key, sorted(known), n=1, cutoff=0.6)
+                     if len(key) <= MAX_KEY_CHARS_MATCHED else [])
+            name = repr(key) if len(key) <= MAX_KEY_CHARS_MATCHED else f"{shown(key)!r} ({len(key):,} characters)"
+            yield Finding("ZP008", ERROR if rejected else WARNING, f"unknown key {name} in {place}: {consequence}",
                           f"did you mean {close[0]!r}?" if close else "remove it (see DeepSpeed's config-json docs)",
-                          path)
+                          (*where, key))
+        rest = unknown[MAX_UNKNOWN_KEYS_LISTED:]
+        if rest:
+            yield Finding("ZP008", ERROR if rejected else WARNING,
+                          f"{len(rest):,} more unknown keys in {place} (not listed): {consequence}",
+                          "check that this is the DeepSpeed config; remove the unknown keys",
+                          (*where, rest[0]))
 
 
 def parallel(view: ConfigView, skipped: list[Skipped]) -> Iterator[Finding]:
@@ -247,8 +266,11 @@ def refusals(view: ConfigView, reported: list[Finding]) -> Iterator[Finding]:
 
     A key another rule already reports as an error (ZP002, ZP006, ZP007, ZP008) is not reported twice."""
     covered = {finding.path for finding in reported if finding.severity == ERROR}
+    # ZP008 counts the unknown keys it does not list: DeepSpeed's "extra inputs" refusal of each is that one
+    unlisted = {(*where, key) for where, _, rejected, unknown in _unknown_by_block(view) if rejected
+                for key in unknown[MAX_UNKNOWN_KEYS_LISTED:]}
     for path, message in startup_model.refusals(view.data):
-        if path in covered:
+        if path in covered or (path in unlisted and "Extra inputs" in message):
             continue
         covered.add(path)
         where = ".".join(path) or "the config"

@@ -23,10 +23,12 @@ def _where(finding) -> str:
 def render_table(reports: list[FileReport], console, show_assumptions: bool = False) -> None:
     for report in reports:
         title = report.file if report.checked_file == report.file else f"{report.file} → {report.checked_file}"
+        repeated = (f" ({report.repeated} finding{'' if report.repeated == 1 else 's'} as reported above for "
+                    f"{report.checked_file})") if report.repeated else ""
         if not report.findings:
-            console.print(f"{title}: no findings")
+            console.print(f"{title}: no {'other ' if repeated else ''}findings{repeated}")
         else:
-            table = Table(["Rule", "Level", "Line", "Finding and fix"], title=f"{title} ({report.kind})",
+            table = Table(["Rule", "Level", "Line", "Finding and fix"], title=f"{title} ({report.kind}){repeated}",
                           wrap=("Finding and fix",))
             for finding in report.findings:
                 text = finding.message + ("\nfix: " + finding.fix if finding.fix else "")

@@ -247,4 +247,27 @@ def check_files(files: Sequence[str | Path], context: CheckContext, plan: str | 
     if plan is not None:
         context = context.under(from_plan(validate_plan(loaders.load(plan))))
     reports = [check_file(path, context) for path in files]
+    _drop_repeats(reports)
     return reports, any(report.failed(strict) for report in reports)
+
+
+def _drop_repeats(reports: list[FileReport]) -> None:
+    """A DeepSpeed config checked twice in one run (given itself and through the accelerate config or plan
+    file that points at it, or named twice) has each finding reported once: a later report leaves out the
+    findings already reported for the same file on the same line, and counts them (report.repeated)."""
+    seen: dict[Path, set[tuple]] = {}
+    for report in reports:
+        try:
+            key = Path(report.checked_file).resolve()
+        except (OSError, RuntimeError):
+            continue
+        shown = seen.setdefault(key, set())
+        kept = []
+        for finding in report.findings:
+            identity = (finding.rule, finding.severity, finding.message, finding.fix, finding.line, finding.column)
+            if identity in shown:
+                report.repeated += 1
+            else:
+                shown.add(identity)
+                kept.append(finding)
+        report.findings = kept

@@ -123,7 +123,46 @@ def _error_line(exc: BaseException) -> tuple[str, int]:
         return " ".join(exc.format_message().split()) + " (see --help)", 2 if exc.exit_code == 2 else exc.exit_code
     if isinstance(exc, KeyboardInterrupt) or type(exc).__name__ == "Abort":
         return "interrupted", 130
+    if isinstance(exc, FileNotFoundError) and not _cwd_exists():
+        return "the working directory no longer exists (cd to a directory that exists and run it again)", 2
+    if isinstance(exc, OSError) and exc.strerror:  # the machine's answer, not a bug: say what and where
+        where = f"{exc.filename}: " if exc.filename else ""
+        return f"{where}{exc.strerror} (errno {exc.errno})", 1
     return f"internal error: {type(exc).__name__}: {exc} (rerun with --debug and report it)", 1
+
+
+def _cwd_exists() -> bool:
+    try:
+        os.getcwd()
+    except OSError:
+        return False
+    return True
+
+
+def _stderr_line(text: str) -> None:
+    """One line on stderr, if there is a stderr: a closed one never changes the exit status."""
+    stream = sys.stderr
+    if stream is None:
+        return
+    try:
+        stream.write(text)
+        stream.flush()
+    except (OSError, ValueError):
+        pass
+
+
+def _quiet_broken_pipe() -> None:
+    """The reader of stdout went away (`zeroplan ... | head -1`): what is left unwritten is dropped, as a
+    Unix filter does, with no message and no error at interpreter exit (stdout pointed at /dev/null)."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError, AttributeError):
+        pass
+
+
+# A run whose stdout reader closed the pipe ends as a filter killed by SIGPIPE does in a shell: 128 + 13.
+BROKEN_PIPE_STATUS = 141
 
 
 def _run(args: list[str], only: str | None, help_requested: bool) -> Any:
@@ -144,7 +183,10 @@ def _run(args: list[str], only: str | None, help_requested: bool) -> Any:
 
 
 def main(argv: list[str] | None = None) -> None:
+    from zeroplan.render.sink import forget_inputs
+
     make_streams_safe()
+    forget_inputs()  # the files a run reads are its own
     args = list(sys.argv[1:] if argv is None else argv)
     debug = "--debug" in args
     if debug:
@@ -162,7 +204,12 @@ def main(argv: list[str] | None = None) -> None:
                       or any(key.startswith("_ZEROPLAN_COMPLETE") for key in os.environ))
     try:
         returned = _run(args, only, help_requested)
+        if sys.stdout is not None:
+            sys.stdout.flush()  # here, not at exit: a failure is this run's error line
     except BaseException as exc:  # noqa: BLE001 - the one place every error becomes one line
+        if isinstance(exc, BrokenPipeError) or type(exc).__name__ == "ReaderGone":
+            _quiet_broken_pipe()
+            sys.exit(BROKEN_PIPE_STATUS)
         if isinstance(exc, SystemExit):
             raise
         if type(exc).__name__ == "Exit" and hasattr(exc, "exit_code"):  # --help, --version, typer.Exit
@@ -172,7 +219,9 @@ def main(argv: list[str] | None = None) -> None:
         if debug:
             raise
         message, status = _error_line(exc)
-        sys.stderr.write(f"zeroplan: error: {message}\n")
+        from zeroplan.render.encoding import visible
+
+        _stderr_line(f"zeroplan: error: {visible(message)}\n")
         sys.exit(status)
     sys.exit(returned if isinstance(returned, int) else 0)
 

@@ -2,13 +2,11 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 from zeroplan.cli.options import command, uses
 from zeroplan.core.errors import InputError
 from zeroplan.inputs.estimate_inputs import FIELDS, EstimateInputs
 from zeroplan.inputs.sections import OutputInputs
-from zeroplan.render.sink import check_format, write_text
+from zeroplan.render.sink import check_format, distinct_outputs, write_text
 
 
 @command(*(uses(section, *names) for section, names in FIELDS.items()),
@@ -24,8 +22,7 @@ def estimate(output: OutputInputs, **sections) -> None:
                          "use --explain with --format table, markdown or json")
     inputs = EstimateInputs(units=output.units, **sections)
     plot = output.plot
-    if plot is not None and output.output is not None and Path(plot).resolve() == Path(output.output).resolve():
-        raise InputError("--plot", f"{plot} is also the --output file", "give the picture and the table different files")
+    distinct_outputs({"--output": output.output, "--plot": plot})
     plan = build_plan(inputs)
     read = (inputs.model.model, inputs.hardware.calibration)  # the files this run reads: -o never replaces one
     if plot is not None:

@@ -3,12 +3,11 @@ mode for the fastest plans that fit, and say why the rest do not."""
 
 from __future__ import annotations
 
-from pathlib import Path
+import typer
 
 from zeroplan.cli.options import command, uses
-from zeroplan.core.errors import InputError
 from zeroplan.inputs.sections import TIMING, HardwareInputs, OutputInputs
-from zeroplan.render.sink import canvas_for, check_format, write_text
+from zeroplan.render.sink import canvas_for, check_format, distinct_outputs, write_text
 from zeroplan.search.inputs import FIELDS, PlanInputs
 
 
@@ -22,33 +21,30 @@ def plan(output: OutputInputs, **sections) -> None:
     from zeroplan.search.run import run_plan
 
     output_format = check_format(output.output_format, ("table", "json", "csv"))
-    write_deepspeed = output.write_deepspeed
-    if (write_deepspeed is not None and output.output is not None
-            and Path(write_deepspeed).resolve() == Path(output.output).resolve()):
-        raise InputError("--write-deepspeed", f"{write_deepspeed} is also the --output file",
-                         "give the DeepSpeed config and the report different files")
+    write_deepspeed, plot = output.write_deepspeed, output.plot
+    distinct_outputs({"--output": output.output, "--plot": plot, "--write-deepspeed": write_deepspeed})
     inputs = PlanInputs(units=output.units, **sections)
-    plot = output.plot
-    if plot is not None and output.output is not None and Path(plot).resolve() == Path(output.output).resolve():
-        raise InputError("--plot", f"{plot} is also the --output file", "give the picture and the report different files")
     read = (inputs.model.model, inputs.hardware.calibration)  # the files this run reads: -o never replaces one
     outcome = run_plan(inputs, show_progress=output.progress)
     if plot is not None:
         from zeroplan.search.plot import plot_plans
 
         plot_plans(outcome, plot, read)
+    wrote: list[str] = []
     if write_deepspeed is not None:
         from zeroplan.search.export_top import write_deepspeed_config
 
-        write_deepspeed_config(outcome, write_deepspeed, read)
+        wrote = write_deepspeed_config(outcome, write_deepspeed, read)
     if output_format == "table":
         from zeroplan.search.table import render
 
         console = canvas_for(output.output)
         render(outcome, console)
         write_text(console.text(), output.output, read)
-        return
-    from zeroplan.search import report
+    else:
+        from zeroplan.search import report
 
-    write_text(report.to_json(outcome) if output_format == "json" else report.to_csv(outcome), output.output,
-               read)
+        write_text(report.to_json(outcome) if output_format == "json" else report.to_csv(outcome), output.output,
+                   read)
+    for line in wrote:  # after the report: stderr, so a report on stdout stays clean
+        typer.echo(line, err=True)

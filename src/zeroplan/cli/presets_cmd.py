@@ -70,9 +70,8 @@ def validate_presets(path: Annotated[str, typer.Argument(help="A presets YAML fi
     from pathlib import Path
 
     from zeroplan.inputs import presets
-    from zeroplan.inputs.preset_schema import validate_file
 
-    entries = validate_file(Path(path).expanduser(), presets.builtin())
+    entries = presets.validate(Path(path).expanduser())
     lines = [f"{path}: valid"]
     for category in presets.CATEGORIES:
         for name in entries.get(category, {}):

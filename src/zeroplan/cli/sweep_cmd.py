@@ -3,17 +3,15 @@ GPU types and ZeRO stages, for capacity planning. CSV by default; --plot draws m
 
 from __future__ import annotations
 
-from pathlib import Path
-
 from zeroplan.cli.options import command, uses
-from zeroplan.core.errors import InputError
 from zeroplan.estimate.sweep import FIELDS, SweepInputs
 from zeroplan.inputs.sections import OutputInputs
-from zeroplan.render.sink import canvas_for, check_format, write_text
+from zeroplan.render.terminal import LateProgress
+from zeroplan.render.sink import canvas_for, check_format, distinct_outputs, write_text
 
 
 @command(*(uses(section, *names) for section, names in FIELDS.items()),
-         uses(OutputInputs, "output_format", "output", "units", "plot"), formats=("csv", "json", "table"))
+         uses(OutputInputs, "output_format", "output", "units", "progress", "plot"), formats=("csv", "json", "table"))
 def sweep(output: OutputInputs, **sections) -> None:
     """Capacity planning over a grid: one row per model, GPU type, GPU count and ZeRO stage."""
     from zeroplan.estimate.sweep import sweep_rows
@@ -21,11 +19,14 @@ def sweep(output: OutputInputs, **sections) -> None:
 
     output_format = check_format(output.output_format, ("csv", "json", "table"))
     plot = output.plot
-    if plot is not None and output.output is not None and Path(plot).resolve() == Path(output.output).resolve():
-        raise InputError("--plot", f"{plot} is also the --output file", "give the plot and the table different files")
+    distinct_outputs({"--output": output.output, "--plot": plot})
     inputs = SweepInputs(units=output.units, **sections)
     models = list(inputs.grid.models or ())  # presets, or config.json paths: inputs, never overwritten
-    rows, assumptions = sweep_rows(inputs)
+    progress = LateProgress("sweeping the grid", enabled=output.progress)
+    try:
+        rows, assumptions = sweep_rows(inputs, progress)
+    finally:
+        progress.close()
     if plot is not None:
         from zeroplan.estimate.sweep_plot import plot_sweep
 

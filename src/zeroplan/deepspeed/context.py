@@ -6,12 +6,15 @@ Every field is optional; a rule that needs a missing one is skipped and says whi
 from __future__ import annotations
 
 import dataclasses
+import shlex
 from dataclasses import dataclass, field
 
 from zeroplan.deepspeed.plan_file import PlanFile
 from zeroplan.core.errors import InputError
 from zeroplan.inputs.sections import as_count
 from zeroplan.core.units import parse_bytes
+from zeroplan.core.memory.activations import RECOMPUTE_MODES
+from zeroplan.inputs.training import recompute_choices
 
 
 @dataclass
@@ -56,8 +59,8 @@ class CheckContext:
                 raise InputError(flag, f"{value} is beyond any real setup")
         if self.units not in ("iec", "si"):
             raise InputError("units", f"unknown units '{self.units}'", "use iec (GiB) or si (GB)")
-        if self.recompute is not None and self.recompute not in ("none", "selective", "full"):
-            raise InputError("recompute", f"unknown mode '{self.recompute}'", "use none, selective or full")
+        if self.recompute is not None and self.recompute not in RECOMPUTE_MODES:
+            raise InputError("recompute", f"unknown mode '{self.recompute}'", f"use {recompute_choices()}")
         if self.params is not None:
             as_count(self.params, "params")
         for flag, size in (("cpu_memory", self.cpu_memory), ("nvme", self.nvme), ("gpu_memory", self.gpu_memory)):
@@ -125,6 +128,31 @@ def from_plan(plan: PlanFile) -> CheckContext:
         flash_attention=training.flash_attention)
     context.origin = {f.name: "plan" for f in dataclasses.fields(context) if f.name not in ("units", "origin")}
     return context
+
+
+# The context's fields as `zeroplan check` flags, in the order a command line names them.
+_CHECK_FLAGS = (("model", "--model"), ("params", "--params"), ("hidden", "--hidden"),
+                ("largest_layer_params", "--largest-layer-params"), ("gpus", "--gpus"), ("cluster", "--cluster"),
+                ("gpu", "--gpu"), ("gpus_per_node", "--gpus-per-node"), ("gpu_memory", "--gpu-memory"),
+                ("cpu_memory", "--cpu-memory"), ("nvme", "--nvme"), ("tp", "--tp"), ("pp", "--pp"),
+                ("seq_len", "--seq-len"), ("recompute", "--recompute"))
+
+
+def check_command(path: str, context: CheckContext, presets_file: str | None = None) -> str:
+    """The `zeroplan check` command line that judges the DeepSpeed config at `path` with this context: what a
+    ds_config.json cannot hold (the model, the hardware, tp and pp, the step's shape) given as flags."""
+    words = ["zeroplan", "check", path]
+    for name, flag in _CHECK_FLAGS:
+        value = getattr(context, name)
+        if value is not None:
+            words += [flag, str(value)]
+    if context.flash_attention is False:
+        words.append("--no-flash-attention")
+    if presets_file is not None:
+        words += ["--presets", presets_file]
+    if context.units != "iec":
+        words += ["--units", context.units]
+    return shlex.join(words)
 
 
 def _positive_int(data: dict, key: str, file: str) -> int | None:

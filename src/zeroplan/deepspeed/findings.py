@@ -103,6 +103,7 @@ class FileReport:
     findings: list[Finding] = field(default_factory=list)
     skipped: list[Skipped] = field(default_factory=list)
     assumptions: list[str] = field(default_factory=list)
+    repeated: int = 0  # findings left out: the same ones on the same lines, reported above for checked_file
 
     def count(self, severity: str) -> int:
         return sum(1 for f in self.findings if f.severity == severity)
@@ -114,6 +115,7 @@ class FileReport:
         return {"file": self.file, "kind": self.kind, "checked_file": self.checked_file,
                 "findings": [f.to_dict() for f in self.findings],
                 "skipped": [s.to_dict() for s in self.skipped], "assumptions": list(self.assumptions),
+                "repeated": self.repeated,
                 "summary": {s + "s": self.count(s) for s in SEVERITIES}}
 
 

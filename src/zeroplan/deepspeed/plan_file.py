@@ -8,7 +8,7 @@ Schema (every section but model and cluster is optional; unknown keys are reject
     cluster:      {gpus: 16, preset: dgx-a100 | gpu: a100-80g, gpus_per_node: 8, cpu_memory: 1TB, nvme: 15TB}
     parallel:     {tp: 1, pp: 1}
     training:     {precision: bf16|fp16|fp32, optimizer: adam, micro_batch: 4, grad_accum: 8,
-                   global_batch: 512, seq_len: 4096, recompute: none|selective|full, flash_attention: true}
+                   global_batch: 512, seq_len: 4096, recompute: none|selective|full|selective-op, flash_attention: true}
     zero:         {stage: 0-3, offload_optimizer: none|cpu|nvme, offload_params: none|cpu|nvme,
                    nvme_path: /local_nvme}
     deepspeed_config: ds_config.json # optional: the DeepSpeed config this plan describes (relative path)
@@ -73,7 +73,7 @@ class PlanTraining(_Strict):
     grad_accum: Optional[int] = Field(default=None, ge=1)
     global_batch: Optional[int] = Field(default=None, ge=1)
     seq_len: Optional[int] = Field(default=None, ge=1)
-    recompute: Optional[Literal["none", "selective", "full"]] = None
+    recompute: Optional[Literal["none", "selective", "full", "selective-op"]] = None
     flash_attention: Optional[bool] = None
     capacity_factor: Optional[float] = Field(default=None, ge=1)  # MoE expert capacity; None: dropless
 

@@ -6,16 +6,16 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
-from zeroplan.inputs.keywords import refuse_unknown
 from zeroplan.estimate import report
-from zeroplan.planning.estimate_plan import build_plan
 from zeroplan.inputs.estimate_inputs import FIELDS, EstimateInputs
+from zeroplan.inputs.keywords import api_values, presets_layer
+from zeroplan.planning.estimate_plan import build_plan
+from zeroplan.inputs.sections import OutputInputs
 
 
 @dataclass(frozen=True)
 class EstimateOption:
     """One ZeRO stage and offload tier, as a row of the estimate table (bytes per GPU, CPU/NVMe per node)."""
-
     key: str
     label: str
     stage: int
@@ -37,7 +37,6 @@ class EstimateOption:
 @dataclass(frozen=True)
 class Recommendation:
     """The option to use and why; `label` is None when nothing fits (then `fewest_gpus` may say how many would)."""
-
     label: str | None
     key: str | None
     reason: str
@@ -54,11 +53,11 @@ class EstimateResult:
     options: tuple[EstimateOption, ...]
     recommendation: Recommendation
     assumptions: tuple[str, ...]
-    _document: dict[str, Any] = field(repr=False, compare=False)
+    _plan: Any = field(repr=False, compare=False)
 
     def to_dict(self) -> dict[str, Any]:
-        """The JSON document `zeroplan estimate -f json` prints for the same inputs."""
-        return json.loads(json.dumps(self._document))
+        """The JSON document `zeroplan estimate -f json` prints for the same inputs (built on demand)."""
+        return json.loads(report.to_json(self._plan))
 
     def option(self, label: str) -> EstimateOption:
         """The row labelled e.g. "ZeRO-3" or "ZeRO-3 + optimizer→cpu"."""
@@ -69,24 +68,29 @@ class EstimateResult:
 
 
 def estimate(*, units: str = "iec", **options: Any) -> EstimateResult:
-    """`zeroplan estimate`: what every GPU holds at each ZeRO stage and offload tier, and what to use."""
-    refuse_unknown(options, {name for names in FIELDS.values() for name in names}, "estimate")
-    result = build_plan(EstimateInputs.of(units=units, **options))
-    document = json.loads(report.to_json(result))
-    chosen = document["recommendation"]
-    labels = {row["key"]: row["label"] for row in document["options"]}
+    """`zeroplan estimate`: what every GPU holds at each ZeRO stage and offload tier, and what to use.
+    Keywords and their types: zeroplan.inputs.keywords (None = not given)."""
+    values = api_values({"units": units, **options}, {**FIELDS, OutputInputs: ("units",)}, "estimate")
+    units = values.pop("units", "iec")
+    with presets_layer(values.get("presets_file"), "presets_file" if "presets_file" in options else "presets"):
+        plan = build_plan(EstimateInputs.of(units=units, **values))
+    return result_of(plan)
+
+
+def result_of(plan: Any) -> EstimateResult:
+    """The typed result of an evaluated estimate, read from the plan itself (no JSON round trip: a loop of
+    estimates costs what the evaluations cost)."""
+    request, recommendation = plan.request, plan.recommendation
     rows = tuple(EstimateOption(
-        key=row["key"], label=row["label"], stage=row["stage"], offload_optimizer=row["offload_optimizer"],
-        offload_params=row["offload_params"], gpu_bytes=dict(row["gpu_bytes"]),
-        cpu_bytes_per_node=row["cpu_bytes_per_node"], nvme_bytes_per_node=row["nvme_bytes_per_node"],
-        comm_bytes_per_gpu_per_step=row["comm_bytes_per_gpu_per_step"],
-        comm_seconds_per_step=row["comm_seconds_per_step"], fits=row["fits"], limits=tuple(row["limits"]))
-        for row in document["options"])
+        key=e.option.key, label=e.option.label, stage=e.option.stage, offload_optimizer=e.option.offload_optimizer,
+        offload_params=e.option.offload_params, gpu_bytes=dict(e.gpu_bytes), cpu_bytes_per_node=e.cpu_bytes_per_node,
+        nvme_bytes_per_node=e.nvme_bytes_per_node, comm_bytes_per_gpu_per_step=e.comm_bytes_per_gpu_per_step,
+        comm_seconds_per_step=e.comm_seconds_per_step, fits=e.fits, limits=tuple(e.limits))
+        for e in plan.estimates)
+    chosen = recommendation.option
     return EstimateResult(
-        model=document["model"]["name"], params=document["model"]["params"], world=document["parallel"]["world"],
-        gpu=document["cluster"]["gpu"], convention=document["convention"], options=rows,
-        recommendation=Recommendation(labels.get(chosen["key"]), chosen["key"], chosen["reason"],
-                                      chosen["fewest_gpus"]),
-        assumptions=tuple(document["assumptions"]), _document=document)
-
-
+        model=request.model.name, params=request.model.params, world=request.parallel.world,
+        gpu=request.cluster.gpu.name, convention=request.convention, options=rows,
+        recommendation=Recommendation(chosen.option.label if chosen else None, chosen.option.key if chosen else None,
+                                      recommendation.reason, recommendation.fewest_gpus),
+        assumptions=tuple(plan.assumptions), _plan=plan)

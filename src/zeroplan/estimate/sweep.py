@@ -8,7 +8,7 @@ from __future__ import annotations
 import dataclasses
 from math import lcm
 from dataclasses import dataclass, field
-from typing import Any, ClassVar
+from typing import Any, Callable, ClassVar
 
 from zeroplan.core.errors import InputError, ref
 from zeroplan.core.evaluate.estimate import EstimateRequest, evaluate_options
@@ -74,8 +74,10 @@ def _fewest(request: EstimateRequest, option: Option | None) -> int | None:
     return None if found is None else found[0]
 
 
-def sweep_rows(inputs: SweepInputs) -> tuple[list[dict[str, Any]], list[str]]:
-    """Every row, and the assumptions shared by all of them."""
+def sweep_rows(inputs: SweepInputs, progress: Callable[[int, int], None] | None = None
+               ) -> tuple[list[dict[str, Any]], list[str]]:
+    """Every row, and the assumptions shared by all of them; progress(done, total) after each grid cell
+    (a model × GPU type × GPU count)."""
     grid = inputs.grid
     counts = grid.gpus
     stages = grid.stages or (0, 1, 2, 3)
@@ -83,7 +85,9 @@ def sweep_rows(inputs: SweepInputs) -> tuple[list[dict[str, Any]], list[str]]:
     rows: list[dict[str, Any]] = []
     assumptions: list[str] = []
     fewest_cache: dict[tuple, int | None] = {}
-    for label, model_fields in _models(inputs):
+    models = _models(inputs)
+    total, done = len(models) * len(gpu_types) * len(counts), 0
+    for label, model_fields in models:
         model = ModelInputs(**model_fields)
         # The step's shape goes only with a shaped model (a bare count has no activations to size).
         step = (inputs.step if resolve_model(model).shape is not None
@@ -95,6 +99,9 @@ def sweep_rows(inputs: SweepInputs) -> tuple[list[dict[str, Any]], list[str]]:
                     parallel=inputs.parallel, step=step, budget=inputs.budget, units=inputs.units))
                 assumptions.extend(note for note in plan.assumptions if note not in assumptions)
                 rows.extend(_rows_for(plan, label, stages, fewest_cache))
+                done += 1
+                if progress is not None:
+                    progress(done, total)
     return rows, assumptions
 
 
@@ -125,7 +132,9 @@ def _rows_for(plan, label: str, stages: tuple[int, ...], fewest_cache: dict) -> 
                    gpu_capacity_bytes=cluster.gpu.memory_bytes,
                    fits="" if estimate is None else "gpu" not in estimate.limits,
                    min_gpus_stage=fewest_cache[(key, stage)] or "",
-                   recommended=recommended.option.key if recommended else "",
+                   # as estimate's column: whether this row's option is the one estimate recommends
+                   recommended=recommended is not None and recommended.option == option,
+                   recommended_option=recommended.option.label if recommended else "",
                    recommended_gpu_bytes=recommended.gpu_bytes["total"] if recommended else "",
                    min_gpus_any_option=fewest_cache[(key, None)] or "",
                    note="" if estimate is not None else "DeepSpeed's pipeline engine runs ZeRO stages 0-1 only")

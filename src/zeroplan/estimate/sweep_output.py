@@ -31,15 +31,13 @@ def to_json(rows: list[dict[str, Any]], assumptions: list[str], inputs: dict[str
     return json.dumps(document, indent=2, ensure_ascii=False) + "\n"
 
 
-def _short_key(key: str) -> str:
-    """'zero3/opt_cpu/params_none' -> '3 +cpu'; '' -> 'nothing fits'."""
-    if not key:
+def _short_label(label: str) -> str:
+    """'ZeRO-3 + optimizer→cpu' -> '3 +cpu'; '' -> 'nothing fits'."""
+    if not label:
         return "nothing fits"
-    stage, optimizer, params = (part.split("_", 1)[-1] for part in key.split("/"))
-    text = stage.removeprefix("zero")
-    if optimizer != "none":
-        text += f" +{optimizer}" + (f"/{params}" if params != "none" else "")
-    return text
+    stage, *offloads = label.removeprefix("ZeRO-").split(" + ")
+    tiers = [offload.split("→", 1)[1] for offload in offloads]
+    return stage + (f" +{'/'.join(tiers)}" if tiers else "")
 
 
 def render(rows: list[dict[str, Any]], assumptions: list[str], console, units: str) -> None:
@@ -50,7 +48,7 @@ def render(rows: list[dict[str, Any]], assumptions: list[str], console, units: s
         table.add_row(row["model"], row["gpu"], str(row["gpus"]), str(row["stage"]),
                       "–" if total == "" else format_bytes(total, units),
                       "–" if row["fits"] == "" else ("yes" if row["fits"] else "no"),
-                      str(row["min_gpus_stage"] or "never"), _short_key(row["recommended"]))
+                      str(row["min_gpus_stage"] or "never"), _short_label(row["recommended_option"]))
     console.print(table)
     console.print("per GPU: the stage without offload; fewest: GPUs at which that stage fits; recommended: what "
                   "`zeroplan estimate` picks on that many GPUs (stage [+optimizer offload[/parameter offload]])")

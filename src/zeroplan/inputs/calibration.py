@@ -18,7 +18,7 @@ from zeroplan.core.timing.collectives import (
 )
 from zeroplan.core.errors import InputError
 from zeroplan.inputs.text_files import read_user_text
-from zeroplan.inputs.yaml_text import YamlSyntaxError, load_with_nodes
+from zeroplan.inputs.yaml_text import YamlSyntaxError, YamlTooLarge, load_with_nodes
 from zeroplan.core.hardware import Link
 from zeroplan.render.sink import write_text
 
@@ -151,6 +151,8 @@ def load_calibration(path: str | Path) -> Calibration:
     text = read_user_text(source, "write one with `zeroplan bench --save-calibration FILE`")
     try:
         raw, root = load_with_nodes(text)
+    except YamlTooLarge as exc:
+        raise InputError(name, exc.problem, "check that this is the calibration profile") from None
     except YamlSyntaxError as exc:
         where = f"line {exc.line}, column {exc.column}: " if exc.line else ""
         raise InputError(name, f"{where}malformed YAML ({exc.problem})", "fix the calibration file") from None

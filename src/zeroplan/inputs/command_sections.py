@@ -51,7 +51,8 @@ class SearchInputs(Section):
     offload: bool = flag("--offload/--no-offload", help="Also try CPU/NVMe offload tiers.", panel=SEARCH, kind=bool,
                          default=True)
     recompute: tuple[str, ...] | None = option(flag_of(StepInputs, "recompute").variant(
-        help="Recompute modes to try (default none,selective,full).", panel=SEARCH, parse=recompute_modes))
+        help="Recompute modes to try (default none,selective,full,selective-op).", panel=SEARCH,
+        parse=recompute_modes))
     sequence_parallel: str = option(flag_of(StepInputs, "sequence_parallel").variant(
         help="search (both), on or off (with tp > 1).", panel=SEARCH, kind=str,
         parse=one_of(SequenceParallelSearch)), "search")

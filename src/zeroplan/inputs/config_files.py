@@ -15,8 +15,8 @@ from pathlib import Path
 
 from zeroplan.core.errors import InputError
 from zeroplan.inputs.text_files import read_user_text
-from zeroplan.inputs.yaml_text import YamlSyntaxError, load_with_nodes
-from zeroplan.inputs.hjson import ConfigParseError, read_with_marks
+from zeroplan.inputs.yaml_text import YamlSyntaxError, YamlTooLarge, load_with_nodes
+from zeroplan.inputs.hjson import ConfigParseError, TooManyValues, read_with_marks
 
 
 @dataclass
@@ -51,6 +51,11 @@ class Source:
         return self._marks.get(tuple(path))
 
 
+# The work a config may ask for, beside its bytes (inputs.text_files.MAX_INPUT_BYTES): a DeepSpeed config holds
+# a few hundred values; parsing and checking 20,000 takes well under a second.
+MAX_CONFIG_VALUES = 20_000
+
+
 def read_text(path: Path, what: str = "config") -> str:
     """The file's text, bounded in size and refused unless it is a regular UTF-8 file (inputs.text_files)."""
     return read_user_text(path, f"give the {what} file's path (a .json or .yaml file)")
@@ -59,7 +64,10 @@ def read_text(path: Path, what: str = "config") -> str:
 def parse_json(path: Path, text: str) -> Source:
     """A DeepSpeed config, parsed as DeepSpeed parses it (hjson); duplicate keys are kept for ZP017."""
     try:
-        parsed = read_with_marks(text)
+        parsed = read_with_marks(text, max_values=MAX_CONFIG_VALUES)
+    except TooManyValues:
+        raise InputError(str(path), f"holds more than {MAX_CONFIG_VALUES:,} values, far beyond any DeepSpeed config "
+                         "(a few hundred)", "check that this is the DeepSpeed config") from None
     except ConfigParseError as exc:
         raise InputError(str(path), f"DeepSpeed cannot parse it at line {exc.line}, column {exc.col}: {exc.msg}",
                          "fix the syntax (DeepSpeed reads configs with hjson: JSON plus comments and trailing "
@@ -74,6 +82,8 @@ def parse_json(path: Path, text: str) -> Source:
 def parse_yaml(path: Path, text: str) -> Source:
     try:
         data, node = load_with_nodes(text)
+    except YamlTooLarge as exc:
+        raise InputError(str(path), exc.problem, "check that this is the config file") from None
     except YamlSyntaxError as exc:
         where = f" at line {exc.line}, column {exc.column}" if exc.line else ""
         raise InputError(str(path), f"malformed YAML{where}: {exc.problem}", "fix the syntax") from None

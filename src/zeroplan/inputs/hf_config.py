@@ -17,14 +17,18 @@ from zeroplan.inputs.text_files import parse_json_text, read_user_text
 
 
 def _display_name(config: dict, path: Path) -> str:
-    """The hub id the file records (e.g. meta-llama/Llama-2-7b-hf), else a name from the path."""
+    """The hub id the file records (e.g. meta-llama/Llama-2-7b-hf); the repository of a Hugging Face cache
+    snapshot (models--ORG--NAME/snapshots/REV/config.json); a file named after its model by its stem (gpt2.json);
+    a config.json by the path as given (never one folder of it: path/to/config.json is no model called "to")."""
     recorded = config.get("_name_or_path")
     if isinstance(recorded, str) and recorded.strip() and not Path(recorded).is_absolute():
         return recorded.strip()
-    # A snapshot's file is always called config.json, so its folder says which model it is.
-    if path.name == "config.json" and path.parent.name:
-        return path.parent.name
-    return path.stem
+    parts = path.parts
+    if len(parts) >= 4 and parts[-3] == "snapshots" and parts[-4].startswith("models--"):
+        return parts[-4][len("models--"):].replace("--", "/")
+    if path.name != "config.json":  # a file named after its model (gpt2.json)
+        return path.stem
+    return str(path)
 
 
 def read_hf_config(path: str | Path) -> dict:

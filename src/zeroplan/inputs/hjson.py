@@ -44,10 +44,25 @@ _CHUNK_RE = re.compile(r"(.*?)(['\"\\\x00-\x1f])", re.VERBOSE | re.MULTILINE | r
 _ESC = {'"': '"', "'": "'", "\\": "\\", "/": "/", "b": "\b", "f": "\f", "n": "\n", "r": "\r", "t": "\t"}
 
 
+class TooManyValues(ValueError):
+    """More values than the caller's budget (read_with_marks(max_values=...)): hjson would go on; zeroplan
+    stops, so a file's cost is bounded by the work it takes, not only by its bytes."""
+
+    def __init__(self, limit):
+        super().__init__(f"more than {limit:,} values")
+        self.limit = limit
+
+
 class _Parser:
 
-    def __init__(self, s, collect_duplicates=False):
+    def __init__(self, s, collect_duplicates=False, max_values=None):
         self.s = s
+        self.max_values = max_values
+        self.values = 0
+        # The last (position, line, position of the newline before it) a key was placed at: keys come in file
+        # order, so each one's line and column is counted from the last, not from the start (linear, not
+        # quadratic, in the number of keys).
+        self._last = (0, 1, -1)
         # Where each key sits: key path -> (line, column) of its first occurrence; the path of a key
         # inside a list holds the item's index as text.
         self.path: list[str] = []
@@ -56,6 +71,19 @@ class _Parser:
         # so a checker can report every duplicate; the last value wins, as without DeepSpeed's hook.
         self.collect_duplicates = collect_duplicates
         self.duplicates: list[tuple[tuple[str, ...], tuple[int, int]]] = []
+
+    def linecol(self, pos):
+        """_linecol(self.s, pos), counted on from the previous key's position when it is not behind it."""
+        last_pos, line, newline = self._last
+        if pos < last_pos:
+            found_line, col = _linecol(self.s, pos)
+            return found_line, col
+        pos = min(pos, len(self.s))
+        line += self.s.count("\n", last_pos, pos)
+        found = self.s.rfind("\n", last_pos, pos)
+        newline = found if found >= 0 else newline
+        self._last = (pos, line, newline)
+        return line, pos - newline
 
     def err(self, msg, pos, fatal=False):
         # hjson's errmsg replaces %r with repr of the char at pos
@@ -272,6 +300,9 @@ class _Parser:
 
     def value(self, idx):
         s = self.s
+        self.values += 1
+        if self.max_values is not None and self.values > self.max_values:
+            raise TooManyValues(self.max_values)
         if idx < 0 or idx >= len(s):
             raise self.err("Expecting value", idx)
         ch = s[idx]
@@ -298,7 +329,9 @@ class _Parser:
             if ch != ":":
                 raise self.err("Expecting ':' delimiter", end)
             ch, end = self.next(end + 1)
-            self.marks.setdefault((*self.path, k), _linecol(self.s, key_pos))
+            key_path = (*self.path, k)
+            if key_path not in self.marks:
+                self.marks[key_path] = self.linecol(key_pos)
             self.path.append(k)
             v, end = self.value(end)
             self.path.pop()
@@ -379,7 +412,7 @@ class _Parser:
         except ConfigParseError as e:
             if e.fatal:
                 raise
-            self.path, self.marks, self.duplicates = [], {}, []
+            self.path, self.marks, self.duplicates, self.values, self._last = [], {}, [], 0, (0, 1, -1)
             try:  # single value (true/false/null/number/string)
                 return self.value(idx)
             except Exception:
@@ -401,8 +434,8 @@ def _normalise(text):
     return text.replace("\r\n", "\n").replace("\r", "\n")  # DeepSpeed opens the file in text mode
 
 
-def _parse(text, collect_duplicates):
-    p = _Parser(text, collect_duplicates)
+def _parse(text, collect_duplicates, max_values=None):
+    p = _Parser(text, collect_duplicates, max_values)
     obj, end = p.document()
     ch, end = p.next(end)
     if end != len(text):
@@ -420,11 +453,12 @@ def read_deepspeed_config(text):
     return _parse(_normalise(text), False)[0]
 
 
-def read_with_marks(text) -> ParsedConfig:
+def read_with_marks(text, max_values=None) -> ParsedConfig:
     """Like read_deepspeed_config, but duplicate keys are collected (ParsedConfig.duplicates), not raised.
 
-    A file with duplicates is still one DeepSpeed refuses: the caller reports them.
+    A file with duplicates is still one DeepSpeed refuses: the caller reports them. max_values: raise
+    TooManyValues past that many values (keys' values, array items, the root).
     """
     text = _normalise(text)
-    data, parser = _parse(text, True)
+    data, parser = _parse(text, True, max_values)
     return ParsedConfig(data, parser.marks, parser.duplicates)

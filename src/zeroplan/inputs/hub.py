@@ -8,8 +8,12 @@ only when an id is given.
 
 from __future__ import annotations
 
+import contextlib
+import os
 import re
+import socket
 from pathlib import Path
+from urllib.parse import urlsplit
 
 from zeroplan.core.errors import InputError, ref
 
@@ -25,6 +29,54 @@ def looks_like_hub_id(text: str) -> bool:
             and not repo_id.endswith(".json") and not Path(text).exists())
 
 
+# How long the reachability check waits for the Hub's host before calling it unreachable.
+PROBE_SECONDS = 3.0
+_PROXY_VARIABLES = ("HTTPS_PROXY", "https_proxy", "HTTP_PROXY", "http_proxy", "ALL_PROXY", "all_proxy")
+
+
+def offline_mode() -> bool:
+    """HF_HUB_OFFLINE as huggingface_hub reads it (1, true, yes, on)."""
+    return os.environ.get("HF_HUB_OFFLINE", "").strip().lower() in ("1", "true", "yes", "on")
+
+
+def hub_unreachable() -> str | None:
+    """Why the Hub's host cannot be reached (None when it can, or when a proxy decides: then huggingface_hub
+    tries). One TCP connection with a short timeout, where huggingface_hub would retry with back-off for
+    about 25 seconds, printing a warning each time."""
+    if any(os.environ.get(name) for name in _PROXY_VARIABLES):
+        return None
+    from huggingface_hub import constants
+
+    endpoint = urlsplit(constants.ENDPOINT)
+    host = endpoint.hostname or "huggingface.co"
+    port = endpoint.port or (443 if endpoint.scheme == "https" else 80)
+    try:
+        socket.create_connection((host, port), timeout=PROBE_SECONDS).close()
+    except OSError as error:
+        return f"{host}: {error.strerror or error}"
+    return None
+
+
+def _cached_config(repo_id: str, revision: str | None) -> Path | None:
+    from huggingface_hub import try_to_load_from_cache
+
+    found = try_to_load_from_cache(repo_id, "config.json", revision=revision)
+    return Path(found) if isinstance(found, str) else None
+
+
+@contextlib.contextmanager
+def _quiet_hub():
+    """huggingface_hub's retry warnings off while config.json is fetched (an error becomes zeroplan's one line)."""
+    from huggingface_hub.utils import logging as hub_logging
+
+    previous = hub_logging.get_verbosity()
+    hub_logging.set_verbosity_error()
+    try:
+        yield
+    finally:
+        hub_logging.set_verbosity(previous)
+
+
 def fetch_config(model_id: str) -> Path:
     """The local path of ORG/NAME's config.json (from the cache, or downloaded into it)."""
     repo_id, _, revision = model_id.partition("@")
@@ -37,8 +89,19 @@ def fetch_config(model_id: str) -> Path:
     except ImportError:
         raise InputError("model", f"'{model_id}' is a Hugging Face Hub id, and reading one needs huggingface_hub",
                          'pip install "zeroplan[hub]", or give the path of a local config.json') from None
+    unreachable = None if offline_mode() else hub_unreachable()
+    if unreachable is not None:  # no retries with back-off (25 s of warnings): the cache, or one line now
+        cached = _cached_config(repo_id, revision or None)
+        if cached is not None:
+            return cached
+        raise InputError("model", f"{repo_id}'s config.json is not in the local Hugging Face cache and the Hub "
+                         f"cannot be reached ({unreachable})",
+                         f"run once with network access (`hf download {repo_id} config.json`), give the path of a "
+                         "local config.json, or set HF_HUB_OFFLINE=1 to use only the cache without trying the "
+                         "network")
     try:
-        return Path(hf_hub_download(repo_id, "config.json", revision=revision or None))
+        with _quiet_hub():
+            return Path(hf_hub_download(repo_id, "config.json", revision=revision or None))
     except hub_errors.GatedRepoError:
         raise InputError("model", f"{repo_id} is gated and this token has no access to it",
                          f"accept its licence on https://huggingface.co/{repo_id} and set HF_TOKEN "
@@ -52,7 +115,7 @@ def fetch_config(model_id: str) -> Path:
             from None
     except (hub_errors.LocalEntryNotFoundError, hub_errors.OfflineModeIsEnabled):
         raise InputError("model", f"{repo_id}'s config.json is not in the local Hugging Face cache and the Hub "
-                         "cannot be reached (offline, or HF_HUB_OFFLINE=1)",
+                         "cannot be reached (HF_HUB_OFFLINE=1, or the network is down)",
                          f"run once with network access (`hf download {repo_id} config.json`), "
                          "or give the path of a local config.json") from None
     except hub_errors.EntryNotFoundError:

@@ -10,11 +10,12 @@ Sizes are written with units ("81920MiB", "2039GB/s", "400Gb/s") and parsed exac
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import os
 import sys
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 import difflib
 
 from zeroplan.core.errors import InputError
@@ -22,11 +23,15 @@ from zeroplan.core.hardware import ClusterSpec, GpuSpec, Link
 from zeroplan.core.model.spec import ModelShape, ModelSpec, ParamLayout
 from zeroplan.core.units import parse_bytes, parse_rate
 from zeroplan.inputs.presets_data import CLUSTERS, GPUS, MODELS
+from zeroplan.render.sink import note_input
 
 CATEGORIES = ("gpus", "clusters", "models")
 USER_FILE_NAME = "presets.yaml"
 # PCIe x16 per direction, after encoding overhead (Gen3 15.75, Gen4 31.5, Gen5 63 GB/s).
 PCIE_X16_BYTES_PER_S = {3: 15_750_000_000, 4: 31_500_000_000, 5: 63_000_000_000}
+
+
+Entries = dict[str, dict[str, dict]]  # category -> name -> fields (the merged presets, or a file's being validated)
 
 
 class PresetError(InputError):
@@ -74,6 +79,22 @@ def use_presets_file(path: str | None) -> None:
     _presets_file = path
 
 
+@contextlib.contextmanager
+def _layered(before: str | None) -> Iterator[None]:
+    global _presets_file
+    try:
+        yield
+    finally:
+        _presets_file = before
+
+
+def layered(path: str | None) -> contextlib.AbstractContextManager[None]:
+    """This presets file layered (checked now, as use_presets_file), then the one in place before."""
+    before = _presets_file
+    use_presets_file(path)
+    return _layered(before)
+
+
 def user_files() -> tuple[Path, ...]:
     """The user's presets files in the order they apply: the config directory's, then --presets."""
     files = []
@@ -82,6 +103,8 @@ def user_files() -> tuple[Path, ...]:
         files.append(configured)
     if _presets_file is not None:
         files.append(Path(_presets_file).expanduser())
+    for path in files:  # read now or earlier in this process (cached): either way no output replaces it
+        note_input(path)
     return tuple(files)
 
 
@@ -90,12 +113,23 @@ def _merged(files: tuple[Path, ...]) -> dict[str, dict[str, PresetEntry]]:
     base = builtin()
     merged = {category: dict(base[category]) for category in CATEGORIES}
     for path in files:
-        from zeroplan.inputs.preset_schema import validate_file  # YAML and pydantic: only for user files
-
-        for category, entries in validate_file(path, merged).items():
+        for category, entries in validate(path, merged).items():
             merged[category].update(entries)
     return {category: {name: PresetEntry(fields) for name, fields in entries.items()}
             for category, entries in merged.items()}
+
+
+def validate(path: Path, base: Entries | None = None) -> Entries:
+    """A user presets file's entries, validated over `base` (the built-in ones by default) and each built as
+    every command builds it (gpu(), cluster(), model()), so what validation accepts, every command can use."""
+    from zeroplan.inputs.preset_schema import validate_file  # YAML and pydantic: only for user files
+
+    return validate_file(path, builtin() if base is None else base, build)
+
+
+def build(category: str, name: str, entries: Entries) -> object:
+    """The preset `name` of `category` made from `entries` as the commands make it."""
+    return {"gpus": gpu, "clusters": cluster, "models": model}[category](name, entries)
 
 
 def _load_category(category: str) -> dict[str, PresetEntry]:
@@ -110,11 +144,12 @@ def names(category: str) -> list[str]:
     return sorted(_load_category(category))
 
 
-def entry(category: str, name: str) -> PresetEntry:
-    entries = _load_category(category)
+def entry(category: str, name: str, entries_by_category: Entries | None = None) -> PresetEntry:
+    entries = _load_category(category) if entries_by_category is None else entries_by_category[category]
     key = name.strip().lower()
     if key in entries:
-        return entries[key]
+        found = entries[key]
+        return found if isinstance(found, PresetEntry) else PresetEntry(found)
     flag = {"gpus": "gpu", "clusters": "cluster", "models": "model"}[category]
 
     close = difflib.get_close_matches(key, entries, n=3, cutoff=0.5)
@@ -127,8 +162,10 @@ def _link(bandwidth: str, latency_us: float, what: str) -> Link:
     return Link(bandwidth_bytes_per_s=parse_rate(bandwidth, what), latency_s=latency_us * 1e-6, source="preset")
 
 
-def gpu(name: str) -> GpuSpec:
-    e = entry("gpus", name)
+def gpu(name: str, entries: Entries | None = None) -> GpuSpec:
+    """The GPU preset as every command uses it (presets validate builds each entry of a file through here too,
+    so a file it accepts is one every command can use)."""
+    e = entry("gpus", name, entries)
     return GpuSpec(
         name=name.strip().lower(),
         memory_bytes=parse_bytes(e.memory, f"gpu preset {name}: memory"),
@@ -141,11 +178,11 @@ def gpu(name: str) -> GpuSpec:
     )
 
 
-def cluster(name: str) -> ClusterSpec:
-    e = entry("clusters", name)
+def cluster(name: str, entries: Entries | None = None) -> ClusterSpec:
+    e = entry("clusters", name, entries)
     return ClusterSpec(
         name=name.strip().lower(),
-        gpu=gpu(e.gpu),
+        gpu=gpu(e.gpu, entries),
         gpus_per_node=e.gpus_per_node,
         inter_node_link=_link(e.inter_node_bandwidth_per_gpu, e.inter_node_latency_us,
                               f"cluster preset {name}: inter_node_bandwidth_per_gpu"),
@@ -187,24 +224,27 @@ def _hf_config(e: PresetEntry) -> dict[str, Any]:
     return config
 
 
-def model(name: str) -> ModelSpec:
+def model(name: str, entries: Entries | None = None) -> ModelSpec:
     """A model preset with its full shape; rebuilt through core.model.families where the family is supported."""
     from zeroplan.core.model.families import DESCRIBED_FAMILIES, model_spec_from_hf_config
 
-    e = entry("models", name)
+    e = entry("models", name, entries)
     key = name.strip().lower()
     if e.family in DESCRIBED_FAMILIES:
         spec = model_spec_from_hf_config(_hf_config(e), key, source=f"model preset {key}")
         if (spec.params, spec.largest_layer_params) != (e.params, e.largest_layer_params):
             raise PresetError("model", f"preset '{key}' says {e.params} parameters (largest layer "
                               f"{e.largest_layer_params}) but its shape gives {spec.params} ({spec.largest_layer_params})",
-                              "fix presets/models.yaml")
+                              "fix the preset's params, largest_layer_params or shape fields")
         return spec
     # Families core.model.families does not build (e.g. bloom): the shape fields as given, with the
     # layout derived from them (token embedding in, untied head out).
     embedding = e.vocab * e.hidden
     output = 0 if e.tied_embeddings else embedding
     layer_params = (e.params - embedding - output) // e.layers
+    if layer_params < 1:
+        raise PresetError("model", f"preset '{key}' says {e.params} parameters, fewer than its embeddings "
+                          f"({embedding + output}) and {e.layers} layers hold", "fix params or the shape fields")
     shape = ModelShape.of(
         layers=e.layers, hidden=e.hidden, heads=e.heads, kv_heads=e.kv_heads, ffn=e.ffn, vocab=e.vocab,
         experts=e.experts, experts_per_token=e.experts_per_token, max_seq_len=e.max_seq_len,

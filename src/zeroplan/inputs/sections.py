@@ -72,6 +72,7 @@ class Recompute(str, Enum):
     NONE = "none"
     SELECTIVE = "selective"
     FULL = "full"
+    SELECTIVE_OP = "selective-op"  # what `zeroplan plan` recommends; core.memory.activations.RECOMPUTE_MODES
 
 
 class ActivationCode(str, Enum):
@@ -351,8 +352,8 @@ class StepInputs(Section):
                                panel=STEP, kind=int)
     micro_batch: int | None = flag("--micro-batch", help="Sequences per GPU per micro-batch (default 1).",
                                    panel=STEP, kind=int)
-    recompute: str | None = flag("--recompute", help="Activation recompute: none, selective or full (default "
-                                 "none).", panel=STEP, parse=one_of(Recompute))
+    recompute: str | None = flag("--recompute", help="Activation recompute: none, selective, full or "
+                                 "selective-op (default none).", panel=STEP, parse=one_of(Recompute))
     activations: str | None = flag(
         "--activations", help="Whose code keeps the activations: transformers (Hugging Face, default) or megatron "
         "(Megatron-LM's theoretical memory).", panel=STEP, parse=one_of(ActivationCode, validate=False))

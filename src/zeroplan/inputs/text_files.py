@@ -12,6 +12,7 @@ import stat
 from pathlib import Path
 
 from zeroplan.core.errors import InputError
+from zeroplan.render.sink import note_input
 
 # Far above any real config (the largest config.json on the Hub are a few hundred KB).
 MAX_INPUT_BYTES = 16 * 2**20
@@ -36,6 +37,7 @@ def read_user_text(path: str | Path, fix: str, max_bytes: int = MAX_INPUT_BYTES)
             data = file.read(max_bytes + 1)
     except OSError as error:
         raise InputError(where, f"cannot be read: {error.strerror or error}", fix) from None
+    note_input(path)  # no output of this run replaces it
     if len(data) > max_bytes:
         raise InputError(where, f"is larger than {max_bytes // 2**20} MiB, far beyond any config", fix)
     try:

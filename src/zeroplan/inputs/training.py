@@ -62,7 +62,7 @@ def resolve_activations(inputs: StepInputs, model: ModelSpec, parallel: Parallel
                              f"use {ref('model')} with a preset or a config.json")
         return None
     if inputs.recompute is not None and inputs.recompute not in RECOMPUTE_MODES:
-        raise InputError("recompute", f"unknown mode '{inputs.recompute}'", "use none, selective or full")
+        raise InputError("recompute", f"unknown mode '{inputs.recompute}'", f"use {recompute_choices()}")
     seq_len = inputs.seq_len
     if seq_len is None:
         context = model.shape.max_seq_len or DEFAULT_SEQ_LEN_CAP
@@ -102,6 +102,11 @@ def resolve_activations(inputs: StepInputs, model: ModelSpec, parallel: Parallel
                             tp=parallel.tp, pp=parallel.pp, num_micro_batches=accumulation,
                             dtype_bytes=activation_dtype_bytes(inputs.precision), implementation=implementation,
                             ep=parallel.ep, capacity_factor=inputs.capacity_factor)
+
+
+def recompute_choices() -> str:
+    """The recompute modes, as an error's fix names them."""
+    return ", ".join(RECOMPUTE_MODES[:-1]) + " or " + RECOMPUTE_MODES[-1]
 
 
 def activation_dtype_bytes(precision: str) -> int:

@@ -15,11 +15,46 @@ class YamlSyntaxError(ValueError):
         self.problem, self.line, self.column = problem, line, column
 
 
-def load_with_nodes(text: str) -> tuple[Any, Any]:
-    """(data, node) of a single-document YAML text (both None for an empty one)."""
+# The values a YAML file zeroplan reads may hold (configs, plan files, presets, calibration profiles: hundreds
+# to a few thousand): the file is refused before any is built beyond this, so its cost is bounded by the work
+# it takes, not only by its bytes (a 16 MiB flow list of 8 million numbers took two minutes and 3 GB).
+MAX_YAML_VALUES = 100_000
+
+
+class YamlTooLarge(YamlSyntaxError):
+    """More values than MAX_YAML_VALUES."""
+
+    def __init__(self, limit: int) -> None:
+        super().__init__(f"holds more than {limit:,} values, far beyond any file zeroplan reads")
+
+
+def _count_values(yaml: Any, loader_class: Any, text: str, limit: int) -> None:
+    """Raise YamlTooLarge once the text has more than `limit` scalars and collections (events, one at a time:
+    nothing is built)."""
+    count = 0
+    loader = loader_class(text)
+    try:
+        while loader.check_event():
+            event = loader.get_event()
+            if isinstance(event, (yaml.ScalarEvent, yaml.MappingStartEvent, yaml.SequenceStartEvent, yaml.AliasEvent)):
+                count += 1
+                if count > limit:
+                    raise YamlTooLarge(limit)
+    finally:
+        loader.dispose()
+
+
+def load_with_nodes(text: str, max_values: int = MAX_YAML_VALUES) -> tuple[Any, Any]:
+    """(data, node) of a single-document YAML text (both None for an empty one); YamlTooLarge past max_values
+    values."""
     import yaml
 
-    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)(text)
+    loader_class = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+    try:
+        _count_values(yaml, loader_class, text, max_values)
+    except yaml.YAMLError:
+        pass  # the syntax error is reported below, with its place
+    loader = loader_class(text)
     try:
         node = loader.get_single_node()
         data = loader.construct_document(node) if node is not None else None

@@ -3,6 +3,7 @@ through render.sink's atomic writer, so a failed write never leaves half a pictu
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Any
 
@@ -31,11 +32,17 @@ def check_plot_path(path: str) -> Path:
 
 
 def pyplot() -> Any:
+    # zeroplan draws files with Agg whatever MPLBACKEND says (matplotlib.use below), and matplotlib refuses to
+    # import at all under an MPLBACKEND it does not know: the variable is set aside while it loads.
+    backend = os.environ.pop("MPLBACKEND", None)
     try:
         import matplotlib
     except ImportError:
         raise InputError("--plot", "needs matplotlib, which is not installed",
                          "pip install 'zeroplan[plot]' (or pip install matplotlib)") from None
+    finally:
+        if backend is not None:
+            os.environ["MPLBACKEND"] = backend
     matplotlib.use("Agg")  # files only, never a window
     matplotlib.rcParams["svg.fonttype"] = "none"  # SVG text stays text: searchable, selectable, smaller
     import matplotlib.pyplot as plt

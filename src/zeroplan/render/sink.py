@@ -24,7 +24,7 @@ import threading
 from collections.abc import Callable, Iterable
 from pathlib import Path
 
-from zeroplan.core.errors import InputError
+from zeroplan.core.errors import InputError, RunFailed
 from zeroplan.render.terminal import Canvas
 
 FORMATS = ("table", "json", "csv", "markdown")
@@ -39,27 +39,93 @@ def check_format(name: str, allowed: tuple[str, ...] = FORMATS) -> str:
 
 InputPaths = Iterable["str | Path | None"]
 
+# Every file this run has read (inputs.text_files.read_user_text notes each one, inputs.presets the presets
+# files in use, the config directory's presets.yaml included): no output replaces one, whether or not the
+# command listed it. zeroplan.cli.app.main starts each run with none.
+_READ: set[str] = set()
+
+
+def note_input(path: str | Path) -> None:
+    """A file this run reads: write_file refuses to replace it."""
+    with contextlib.suppress(OSError, ValueError):
+        _READ.add(os.path.realpath(path))
+
+
+def forget_inputs() -> None:
+    _READ.clear()
+
 
 def write_text(text: str, output: str | None, inputs: InputPaths = (), option: str = "-o") -> None:
     """`text` to stdout, or atomically to `output` (never over one of `inputs`)."""
     if output is None:
-        sys.stdout.write(text)
+        write_stdout(text)
         return
     write_file(output, lambda temporary: Path(temporary).write_text(text, encoding="utf-8"), inputs, option)
+
+
+def distinct_outputs(outputs: dict[str, "str | Path | None"]) -> None:
+    """InputError (exit 2) before any work when two outputs of one command name the same file (--plot and
+    --write-deepspeed on one name: the second write would replace the first); `outputs` maps option -> path."""
+    seen: dict[str, str] = {}
+    for option, path in outputs.items():
+        if path is None or str(path) == "-":
+            continue
+        key = real_path(path, option)
+        if key in seen:
+            raise InputError(f"{option} {path}", f"is also the {seen[key]} file", "give each output its own file")
+        seen[key] = option
+
+
+class ReaderGone(RunFailed):
+    """stdout's reader closed the pipe (`| head -1`): the run ends quietly, as a filter killed by SIGPIPE does in
+    a shell (status 128 + 13). Not an OSError, so no framework turns it into its own exit status on the way out."""
+
+    STATUS = 141
+
+    def __init__(self) -> None:
+        super().__init__("stdout's reader closed the pipe", self.STATUS)
+
+
+def write_stdout(text: str) -> None:
+    """The command's data on stdout, flushed now, so a failure is this command's one-line error rather than
+    a lost write at exit: stdout closed, or on a full device, is an InputError naming stdout (exit 2); a reader
+    that went away (`| head -1`) raises ReaderGone, which zeroplan.cli.app ends quietly."""
+    stream = sys.stdout
+    if stream is None:
+        raise InputError("stdout", "is closed: the report has nowhere to go", "leave stdout open or give -o FILE")
+    try:
+        stream.write(text)
+        stream.flush()
+    except BrokenPipeError:
+        raise ReaderGone() from None
+    except (OSError, ValueError) as exc:  # ValueError: a stream closed in this process
+        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else "it is closed"
+        raise InputError("stdout", f"cannot write: {reason}; the report is lost",
+                         "write it with -o FILE to a device with space") from None
+
+
+def real_path(path: str | Path, option: str) -> str:
+    """os.path.realpath, or InputError when a relative path cannot be resolved (the working directory was
+    deleted under the shell)."""
+    try:
+        return os.path.realpath(path)
+    except FileNotFoundError:
+        raise InputError(f"{option} {path}", "the working directory no longer exists",
+                         "cd to a directory that exists, or give an absolute path") from None
 
 
 def refuse_inputs(output: str | Path, inputs: InputPaths, option: str = "-o") -> None:
     """InputError (exit 2) when `output` is one of `inputs`: the same path, a symlink to it or a hard link.
 
     Call it before the work when the output is known early; write_file calls it again."""
-    target = Path(output)
-    for given in inputs:
+    target = Path(real_path(output, option))
+    for given in [*inputs, *sorted(_READ)]:
         if given is None or str(given) == "-":
             continue
         source = Path(given)
         if not source.is_file():  # a preset name, or nothing there to destroy
             continue
-        same = os.path.realpath(target) == os.path.realpath(source)
+        same = str(target) == real_path(source, option)
         if not same:
             with contextlib.suppress(OSError):
                 same = target.exists() and os.path.samefile(target, source)
@@ -77,7 +143,10 @@ def write_file(output: str | Path, write: Callable[[str], object], inputs: Input
     (`ulimit -f`) is ignored while writing, so an oversized write fails with EFBIG instead of killing zeroplan.
     """
     refuse_inputs(output, inputs, option)
-    target = Path(os.path.realpath(output))
+    if str(output).endswith(("/", os.sep)) and not os.path.isdir(output):
+        raise InputError(f"{option} {output}", "names a directory (it ends with /), and there is none",
+                         "give a file name, e.g. ds_config.json")
+    target = Path(real_path(output, option))
     try:
         mode = target.stat().st_mode
     except OSError:

@@ -15,6 +15,9 @@ import textwrap
 import time
 from typing import TextIO
 
+from zeroplan.render.encoding import visible
+
+_OWN_ESCAPE = "\ue000"  # stands for ESC in the canvas's own colour sequences until text()
 _STYLES = {"bold": "1", "red": "31", "green": "32", "yellow": "33", "cyan": "36", "bold cyan": "1;36",
            "bold red": "1;31", "dim": "2"}
 
@@ -42,9 +45,11 @@ class Canvas:
         return cls(max(_terminal_width(stream), min_width), color=False)
 
     def style(self, text: str, style: str | None) -> str:
+        """The text in a colour: marked with a private-use character that text() turns into ESC once every
+        control character that came in with the text has been escaped (a user's own ESC never passes)."""
         if not style or not self.color:
             return text
-        return f"\033[{_STYLES[style]}m{text}\033[0m"
+        return f"{_OWN_ESCAPE}[{_STYLES[style]}m{text}{_OWN_ESCAPE}[0m"
 
     def line(self, text: str = "") -> None:
         self.lines.append(text)
@@ -68,7 +73,9 @@ class Canvas:
             self.lines.extend(self.style(piece, style) for piece in pieces)
 
     def text(self) -> str:
-        return "\n".join(self.lines) + "\n"
+        """The lines, with any control character that came in with the text (a preset name from a file, a
+        model's recorded name) shown as an escape; the canvas's own colour kept."""
+        return visible("\n".join(self.lines)).replace(_OWN_ESCAPE, "\033") + "\n"
 
 
 class Table:
@@ -243,3 +250,28 @@ def grid_width(headers: list[str], rows: list[list[tuple[str, str | None]]]) -> 
         for index, (text, _) in enumerate(row):
             widths[index] = max(widths[index], len(text))
     return 1 + sum(widths) + 2 * (len(widths) - 1)
+
+
+class LateProgress:
+    """A ProgressLine on stderr for long work that appears only after `after_s` seconds and only on a terminal
+    (a quick run, a pipe or a file never sees it); call it with (done, total), then close()."""
+
+    def __init__(self, label: str, enabled: bool = True, after_s: float = 0.3, stream: TextIO | None = None) -> None:
+        self.stream = stream or sys.stderr
+        self.enabled = enabled and _isatty(self.stream)
+        self.label, self.after_s = label, after_s
+        self.start = time.perf_counter()
+        self.bar: ProgressLine | None = None
+
+    def __call__(self, done: int, total: int) -> None:
+        if not self.enabled:
+            return
+        if self.bar is None:
+            if time.perf_counter() - self.start < self.after_s or done >= total:
+                return
+            self.bar = ProgressLine(self.label, total, stream=self.stream)
+        self.bar.update(done)
+
+    def close(self) -> None:
+        if self.bar is not None:
+            self.bar.close()

@@ -6,16 +6,17 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
-from zeroplan.inputs.keywords import refuse_unknown
+from zeroplan.inputs.keywords import api_values, presets_layer
 from zeroplan.search import report
 from zeroplan.search.inputs import FIELDS, PlanInputs
+from zeroplan.search.report import top_entries
 from zeroplan.search.run import run_plan
+from zeroplan.inputs.sections import OutputInputs
 
 
 @dataclass(frozen=True)
 class PlanSummary:
     """One of the fastest plans that fit: layout, ZeRO option, step shape, predicted time and memory."""
-
     rank: int
     label: str
     dp: int
@@ -38,25 +39,25 @@ class PlanResult:
     gpus: int
     top: tuple[PlanSummary, ...]
     assumptions: tuple[str, ...]
-    _document: dict[str, Any] = field(repr=False, compare=False)
+    _outcome: Any = field(repr=False, compare=False)
 
     def to_dict(self) -> dict[str, Any]:
-        """The JSON document `zeroplan plan -f json` prints for the same inputs."""
-        return json.loads(json.dumps(self._document))
+        """The JSON document `zeroplan plan -f json` prints for the same inputs (built on demand)."""
+        return json.loads(report.to_json(self._outcome))
 
 
 def plan(*, units: str = "iec", **options: Any) -> PlanResult:
-    """`zeroplan plan`: the fastest DP×TP×PP×ZeRO plans that fit, with predicted step time."""
-    refuse_unknown(options, {name for names in FIELDS.values() for name in names}, "plan")
-    outcome = run_plan(PlanInputs.of(units=units, **options), show_progress=False)
-    document = json.loads(report.to_json(outcome))
+    """`zeroplan plan`: the fastest DP×TP×PP×ZeRO plans that fit, with predicted step time.
+    Keywords and their types: zeroplan.inputs.keywords (None = not given)."""
+    values = api_values({"units": units, **options}, {**FIELDS, OutputInputs: ("units",)}, "plan")
+    units = values.pop("units", "iec")
+    with presets_layer(values.get("presets_file"), "presets_file" if "presets_file" in options else "presets"):
+        outcome = run_plan(PlanInputs.of(units=units, **values), show_progress=False)
     top = tuple(PlanSummary(
         rank=row["rank"], label=row["label"], dp=row["dp"], tp=row["tp"], pp=row["pp"], stage=row["stage"],
         micro_batch=row["micro_batch"], grad_accum=row["grad_accum"], recompute=row["recompute"],
         step_seconds=row["step_seconds"], gpu_total_bytes=row["gpu_bytes_total"], row=row, ep=row["ep"],
         etp=row["etp"])
-        for row in document["top"])
-    return PlanResult(model=document["model"]["name"], gpus=outcome.inputs.hardware.gpus, top=top,
-                      assumptions=tuple(document["assumptions"]), _document=document)
-
-
+        for row in top_entries(outcome))
+    return PlanResult(model=outcome.resolved.request.model.name, gpus=outcome.inputs.hardware.gpus, top=top,
+                      assumptions=tuple(outcome.resolved.assumptions), _outcome=outcome)

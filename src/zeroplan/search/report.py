@@ -43,7 +43,7 @@ def plan_row(outcome: PlanOutcome, plan: PlanRecord) -> dict[str, Any]:
     return row
 
 
-def _top_entries(outcome: PlanOutcome) -> list[dict[str, Any]]:
+def top_entries(outcome: PlanOutcome) -> list[dict[str, Any]]:
     entries = []
     for rank, plan in enumerate(outcome.top, start=1):
         entry = {"rank": rank, "label": plan.option.label, **plan_row(outcome, plan),
@@ -79,7 +79,7 @@ def plan_document(outcome: PlanOutcome) -> dict[str, Any]:
                    "plans_fitting": len(result.feasible), "seconds": result.seconds,
                    "plans_per_second": len(result.plans) / result.seconds if result.seconds else None,
                    "summary": search_line(result)},
-        "top": _top_entries(outcome),
+        "top": top_entries(outcome),
         "infeasible": {"plans_by_limit": result.infeasible_by_limit(), "layouts_by_reason": result.rejected_layouts,
                        "not_evaluated_by_reason": result.skipped, "summary": infeasible_summary(result)},
         "assumptions": resolved.assumptions,

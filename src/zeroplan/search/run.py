@@ -2,17 +2,14 @@
 
 from __future__ import annotations
 
-import sys
-import time
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
 
 from zeroplan.core.layout.search import PlanRecord, SearchResult, search
 from zeroplan.core.timing.step_time import FlopModel
 from zeroplan.search.inputs import PlanInputs, ResolvedPlan, resolve
 from zeroplan.search.metrics import Throughput, throughput
 from zeroplan.search.reasons import rank_reason
-from zeroplan.render.terminal import ProgressLine
+from zeroplan.render.terminal import LateProgress
 
 PROGRESS_AFTER_S = 0.3  # searches shorter than this never draw a bar
 
@@ -48,37 +45,9 @@ class PlanOutcome:
                            self.inputs.units)
 
 
-if TYPE_CHECKING:
-    from zeroplan.render.terminal import ProgressLine
-
-
-class _LateProgress:
-    """A progress line on stderr (render.terminal.ProgressLine) that appears only after PROGRESS_AFTER_S and only
-    on a terminal."""
-
-    def __init__(self, enabled: bool) -> None:
-        self.enabled = enabled and sys.stderr.isatty()
-        self.start = time.perf_counter()
-        self.bar: ProgressLine | None = None
-
-    def __call__(self, done: int, total: int) -> None:
-        if not self.enabled:
-            return
-        if self.bar is None:
-            if time.perf_counter() - self.start < PROGRESS_AFTER_S or done >= total:
-                return
-
-            self.bar = ProgressLine("searching layouts", total)
-        self.bar.update(done)
-
-    def close(self) -> None:
-        if self.bar is not None:
-            self.bar.close()
-
-
 def run_plan(inputs: PlanInputs, show_progress: bool = True) -> PlanOutcome:
     resolved = resolve(inputs)
-    progress = _LateProgress(show_progress)
+    progress = LateProgress("searching layouts", enabled=show_progress, after_s=PROGRESS_AFTER_S)
     try:
         result = search(resolved.request, progress)
     finally:

@@ -84,6 +84,55 @@ def fake_world(world_size: int):
         dist.destroy_process_group()
 
 
+class RankChunks:
+    """torch.chunk(tensor, num_chunks, dim) padded with empty tensors to num_chunks entries, as FSDP2's
+    _chunk_with_empty returns, but each chunk made when it is read: FSDP2 reads two of them (its own rank's and
+    chunk 0), and making all of them costs num_chunks tensors per parameter — the one part of a trace that grew
+    with the world size (16,384 ranks: ~17 million fake tensors for Llama-2-70B). A chunk is the narrow() view
+    torch.chunk makes (same size, stride and offset); one past torch.chunk's last is chunk 0's new_empty(0)."""
+
+    def __init__(self, tensor: torch.Tensor, num_chunks: int, dim: int) -> None:
+        self.tensor, self.num_chunks, self.dim = tensor, num_chunks, dim
+        self.size = tensor.size(dim)
+        self.step = -(-self.size // num_chunks)
+        self.made = -(-self.size // self.step)  # how many chunks torch.chunk returns
+
+    def __len__(self) -> int:
+        return self.num_chunks
+
+    def __getitem__(self, index: int) -> torch.Tensor:
+        if not -self.num_chunks <= index < self.num_chunks:
+            raise IndexError(index)
+        index %= self.num_chunks
+        if index < self.made:
+            start = index * self.step
+            return self.tensor.narrow(self.dim, start, min(self.step, self.size - start))
+        return self[0].new_empty(0)
+
+    def __iter__(self):
+        return (self[index] for index in range(self.num_chunks))
+
+
+@contextlib.contextmanager
+def chunks_on_demand():
+    """FSDP2's chunking of each parameter with RankChunks while the trace runs (torch's own function for a
+    zero-size dimension, where torch.chunk's answer differs)."""
+    from torch.distributed.fsdp._fully_shard import _fsdp_param
+
+    original = _fsdp_param._chunk_with_empty
+
+    def chunk_with_empty(tensor: torch.Tensor, num_chunks: int, dim: int):
+        if tensor.size(dim) == 0:
+            return original(tensor, num_chunks, dim)
+        return RankChunks(tensor, num_chunks, dim)
+
+    _fsdp_param._chunk_with_empty = chunk_with_empty
+    try:
+        yield
+    finally:
+        _fsdp_param._chunk_with_empty = original
+
+
 def sharding_for(settings: TraceSettings) -> Sharding:
     """The trace's sharding: rank 0 of a fake world, the stage-3 root kept unsharded after forward (torchtitan)."""
     return Sharding(stage=settings.stage, precision=settings.precision, recompute=settings.recompute, world="rank0",
@@ -148,7 +197,7 @@ def trace_once(config: dict, settings: TraceSettings, num_layers: int | None = N
     layers = layer_count(config) if num_layers is None else num_layers
     owned = None
     warnings.filterwarnings("ignore")
-    with fake_world(settings.world_size), real_masking(), grouped_mm_any_dtype():
+    with fake_world(settings.world_size), real_masking(), grouped_mm_any_dtype(), chunks_on_demand():
         model = sharded_model(config, settings, layers, "cpu")
         with FakeTensorMode(allow_non_fake_inputs=True):
             optimizer, ids, labels = prepare_step(model, settings, "cpu")

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 from dataclasses import asdict, dataclass
 
 from zeroplan.core.errors import InputError
@@ -108,14 +109,33 @@ def build_config(*, stage: str, shape: TinyShape, precision: str, optimizer: str
         perturb_bytes=perturb_bytes)
 
 
-def check_world(config: ValidateConfig, world_size: int, backend: str) -> None:
-    """Checks that need the world size and the resolved backend; still before any rank starts."""
+def host_memory_bytes() -> int | None:
+    """This machine's physical memory (None where the platform does not say)."""
+    try:
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (AttributeError, ValueError, OSError):
+        return None
+
+
+def check_world(config: ValidateConfig, world_size: int, backend: str, local_ranks: int | None = None) -> None:
+    """Checks that need the world size and the resolved backend; still before any rank starts.
+    local_ranks: the ranks this machine runs (each builds the whole model in fp32 on the host first)."""
+    memory = host_memory_bytes()
+    params = config.shape.params
+    # At least: the fp32 model each rank builds, and the fp32 weights, gradients and Adam's two states that
+    # stage 0 (DDP) keeps whole on every rank; sharded stages keep a 1/world share of the last three.
+    held = 16 * params if 0 in config.stages else 4 * params + -(-12 * params // world_size)
+    if memory is not None and local_ranks and held * local_ranks > memory:
+        raise InputError("--hidden", f"{local_ranks} ranks of this {params:,}-parameter model hold at least "
+                         f"{held * local_ranks / 2**30:,.1f} GiB (fp32 model, gradients and optimizer states), more "
+                         f"than this machine's {memory / 2**30:,.1f} GiB",
+                         "use a smaller shape, fewer ranks (--nproc) or only sharded stages")
     if config.cpu_offload and backend != "nccl":
         raise InputError("--cpu-offload", "offload moves states from the GPU to host memory; this run has no GPU",
                          "run it on CUDA (nccl), or drop --cpu-offload")
-    params = config.shape.param_specs()
+    specs = config.shape.param_specs()
     for framework in config.frameworks:
-        idle = unshardable_ranks(params, world_size, framework)
+        idle = unshardable_ranks(specs, world_size, framework)
         if idle:
             raise InputError("--nproc", f"the model is too small to shard over {world_size} ranks with {framework}: "
                              f"rank {idle[0]} would hold none of it", "use fewer ranks or a larger model")

@@ -5,7 +5,7 @@ Imports torch (validate paths only)."""
 from __future__ import annotations
 
 import json
-import sys
+import os
 from dataclasses import replace
 
 from zeroplan.core.errors import InputError
@@ -54,12 +54,21 @@ def _meta(config: ValidateConfig, world: int, backend: str, torch) -> dict:
 
 def _emit(reports, config: ValidateConfig, meta: dict) -> None:
     if config.output_format == "json":
-        sys.stdout.write(to_json(meta, reports))
+        write_text(to_json(meta, reports), None)
         return
 
     console = canvas_for(None)
     render(meta, reports, console)
     write_text(console.text(), None)
+
+
+def joined_local_ranks() -> int:
+    """Ranks a launcher starts on this machine (torchrun's LOCAL_WORLD_SIZE, SLURM's tasks per node)."""
+    for name in ("LOCAL_WORLD_SIZE", "SLURM_NTASKS_PER_NODE"):
+        value = os.environ.get(name, "")
+        if value.isdigit() and int(value) > 0:
+            return int(value)
+    return 1
 
 
 def run_validate(config: ValidateConfig, *, pids: list[int] | None = None) -> None:
@@ -75,7 +84,7 @@ def run_validate(config: ValidateConfig, *, pids: list[int] | None = None) -> No
         world = joined.world_size
     else:
         world = local_world(config.nproc, backend, torch.cuda.device_count() if backend == "nccl" else 0, "sharding")
-    check_world(config, world, backend)
+    check_world(config, world, backend, local_ranks=world if joined is None else joined_local_ranks())
     if joined is not None:
         from zeroplan.validate.worker import run_rank
 

@@ -21,6 +21,9 @@ MIN_HEAD_DIM = 8
 
 
 MAX_DIMENSION = 1_000_000  # validate trains real tensors on this machine's memory
+# The whole tiny model, checked before any rank starts: every rank builds it in fp32 on the host first, so
+# 10^10 parameters is 40 GB per rank already (trace, not validate, measures large models).
+MAX_PARAMS = 10**10
 
 
 @dataclass(frozen=True)
@@ -52,6 +55,16 @@ class TinyShape:
         if self.heads % self.kv_heads or (self.style == "gpt2" and self.kv_heads != self.heads):
             raise InputError("--kv-heads", f"{self.kv_heads} key/value heads with {self.heads} heads",
                              "use a divisor of --heads (llama style; gpt2 style uses --heads)")
+        params = self.params
+        if params > MAX_PARAMS:
+            raise InputError("--hidden", f"this shape has {params:,} parameters, too many for a validation run "
+                             f"(at most {MAX_PARAMS:,}: every rank trains it for real)",
+                             "lower --hidden, --layers, --ffn or --vocab; `zeroplan trace` measures large models")
+
+    @property
+    def params(self) -> int:
+        """Every parameter of the tiny model (tied embeddings once), from its parameter list."""
+        return sum(spec.numel for spec in self.param_specs() if spec.tied_to is None)
 
     @property
     def head_dim(self) -> int:

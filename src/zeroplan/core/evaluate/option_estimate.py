@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cached_property
 
 from zeroplan.core.options import Option
 
@@ -27,7 +28,22 @@ class OptionEstimate:
 
     def part(self, prefix: str) -> int:
         """Sum of every breakdown entry under a path prefix ("gpu/buffers" adds all buffers)."""
-        return sum(v for k, v in self.breakdown.items() if k == prefix or k.startswith(prefix + "/"))
+        return self._prefix_sums.get(prefix, 0)
+
+    @cached_property
+    def _prefix_sums(self) -> dict[str, int]:
+        """Every path prefix's sum, in one pass over the breakdown (an entry counts under each of its leading
+        paths: "gpu/buffers/reduce_bucket" under "gpu", "gpu/buffers" and itself). The breakdown is complete
+        when the estimate is made, and every report reads several parts of it."""
+        sums: dict[str, int] = {}
+        for key, value in self.breakdown.items():
+            end = key.find("/")
+            while end != -1:
+                prefix = key[:end]
+                sums[prefix] = sums.get(prefix, 0) + value
+                end = key.find("/", end + 1)
+            sums[key] = sums.get(key, 0) + value
+        return sums
 
     @property
     def gpu_bytes(self) -> dict[str, int]:

@@ -273,6 +273,9 @@ def applied_implementation(model: ModelSpec, config: ActivationConfig) -> tuple[
 
 def _transformers_gap(shape: _Shape, config: ActivationConfig) -> str:
     """Why the transformers formula does not cover this case ("" when it does)."""
+    if config.recompute == "selective-op":
+        return ("op-level selective checkpointing (selective-op) is not derived for transformers' layers: "
+                "Megatron's formula with its op-level rows is used")
     if shape.family not in TRANSFORMERS_FAMILIES:
         return (f"transformers' {shape.family or 'unknown'} layers are not derived yet: Megatron's formula is used "
                 f"(derived: {', '.join(TRANSFORMERS_FAMILIES)})")

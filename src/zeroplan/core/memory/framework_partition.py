@@ -26,6 +26,7 @@ scalar per parameter; DeepSpeed steps one flat partition per rank). "gpu" is the
 
 from __future__ import annotations
 
+import heapq
 from dataclasses import dataclass
 from math import prod
 from typing import Iterable, Mapping, Sequence
@@ -101,13 +102,18 @@ def _check(params: Sequence[ParamSpec], world_size: int, framework: str) -> list
 
 
 def zero1_owners(params: Sequence[ParamSpec], world_size: int) -> list[int]:
-    """ZeroRedundancyOptimizer's rank for each parameter (input order)."""
+    """ZeroRedundancyOptimizer's rank for each parameter (input order).
+
+    Each parameter goes to the rank with the smallest total so far, the lowest such rank on a tie: the least
+    (total, rank) pair, kept in a heap (log N per parameter, not a scan of every rank). Ranks that own
+    nothing yet all have total 0, so only the first min(N, parameters) ranks can ever be chosen."""
     order = sorted(range(len(params)), key=lambda i: params[i].numel, reverse=True)  # stable, as torch's
-    totals, owners = [0] * world_size, [0] * len(params)
+    owners = [0] * len(params)
+    heap = [(0, rank) for rank in range(min(world_size, len(params)))]  # already a heap: sorted
     for index in order:
-        rank = totals.index(min(totals))  # the first minimum: ties go to the lowest rank
+        total, rank = heapq.heappop(heap)
         owners[index] = rank
-        totals[rank] += params[index].numel
+        heapq.heappush(heap, (total + params[index].numel, rank))
     return owners
 
 
@@ -148,14 +154,8 @@ def _elements(params: list[ParamSpec], world_size: int, framework: str, rank: in
     return {"params": ("gpu", part, 0), "gradients": ("gpu", part, 0), "optimizer_states": ("gpu", part, 1)}
 
 
-def framework_partition(params: Sequence[ParamSpec], world_size: int, per_param: BytesPerParam, framework: str,
-                        *, stage: int | None = None, offload: bool = False,
-                        per_tensor_state_bytes: int = 0) -> FrameworkPartition:
-    """Per-rank bytes of params, gradients and optimizer states, and the most loaded rank.
-
-    stage: 1 or 2, required for deepspeed-zero12 only. offload: FSDP2's CPUOffloadPolicy (fsdp2-* only).
-    The most loaded rank holds the most on its device (then in host memory); ties go to the lowest rank.
-    """
+def _checked(params: Sequence[ParamSpec], world_size: int, framework: str, stage: int | None, offload: bool,
+             per_tensor_state_bytes: int) -> list[ParamSpec]:
     owned = _check(params, world_size, framework)
     if framework == "deepspeed-zero12" and stage not in (1, 2):
         raise InputError("stage", f"deepspeed-zero12 needs stage 1 or 2, got {stage}",
@@ -166,22 +166,73 @@ def framework_partition(params: Sequence[ParamSpec], world_size: int, per_param:
     if isinstance(per_tensor_state_bytes, bool) or not isinstance(per_tensor_state_bytes, int) \
             or per_tensor_state_bytes < 0:
         raise InputError("per_tensor_state_bytes", f"must be a whole number of bytes, got {per_tensor_state_bytes!r}")
+    return owned
+
+
+def _rank_bytes(owned: list[ParamSpec], world_size: int, per_param: BytesPerParam, framework: str, rank: int,
+                stage: int | None, offload: bool, per_tensor_state_bytes: int, owners: Sequence[int]) -> dict[str, int]:
+    """One rank's "tier/component" -> bytes, every tier and component present."""
     element_bytes = {"params": per_param.params, "gradients": per_param.gradients,
                      "optimizer_states": per_param.optimizer_states}
+    held = {f"{tier}/{component}": 0 for tier in TIERS for component in COMPONENTS}
+    for component, (tier, elements, tensors) in _elements(owned, world_size, framework, rank, stage, offload,
+                                                          owners).items():
+        held[f"{tier}/{component}"] = (elements * element_bytes[component]
+                                       + tensors * per_tensor_state_bytes * (component == "optimizer_states"))
+    return held
+
+
+def framework_partition(params: Sequence[ParamSpec], world_size: int, per_param: BytesPerParam, framework: str,
+                        *, stage: int | None = None, offload: bool = False,
+                        per_tensor_state_bytes: int = 0) -> FrameworkPartition:
+    """Per-rank bytes of params, gradients and optimizer states, and the most loaded rank: every rank
+    listed (what validate compares rank by rank); most_loaded_rank_bytes gives the most loaded one alone.
+
+    stage: 1 or 2, required for deepspeed-zero12 only. offload: FSDP2's CPUOffloadPolicy (fsdp2-* only).
+    The most loaded rank holds the most on its device (then in host memory); ties go to the lowest rank.
+    """
+    owned = _checked(params, world_size, framework, stage, offload, per_tensor_state_bytes)
     breakdown: dict[str, int] = {}
     owners = zero1_owners(owned, world_size) if framework == "torch-zero1" else ()
     for rank in range(world_size):
-        for tier in TIERS:
-            for component in COMPONENTS:
-                breakdown[f"rank{rank}/{tier}/{component}"] = 0
-        for component, (tier, elements, tensors) in _elements(owned, world_size, framework, rank, stage,
-                                                              offload, owners).items():
-            breakdown[f"rank{rank}/{tier}/{component}"] = (elements * element_bytes[component]
-                                                           + tensors * per_tensor_state_bytes * (
-                                                               component == "optimizer_states"))
+        for key, value in _rank_bytes(owned, world_size, per_param, framework, rank, stage, offload,
+                                      per_tensor_state_bytes, owners).items():
+            breakdown[f"rank{rank}/{key}"] = value
     partition = FrameworkPartition(framework, world_size, breakdown, 0)
     loads = [(partition.rank_total(r, "gpu"), partition.rank_total(r, "cpu"), -r) for r in range(world_size)]
     return FrameworkPartition(framework, world_size, breakdown, -max(loads)[2])
+
+
+def most_loaded_rank_bytes(params: Sequence[ParamSpec], world_size: int, per_param: BytesPerParam, framework: str,
+                           *, stage: int | None = None, offload: bool = False,
+                           per_tensor_state_bytes: int = 0) -> tuple[int, dict[str, int]]:
+    """(the most loaded rank, its "tier/component" -> bytes): framework_partition's most_loaded_rank and that
+    rank's entries, without visiting every rank (an estimate at 16,384 GPUs costs what one at 8 does).
+
+    - ddp, deepspeed-zero12, deepspeed-zero3: every rank holds the same bytes, so rank 0 (ties: lowest).
+    - fsdp2: every rank's padded chunk is the same; its real rows max(0, min(chunk, rows − rank·chunk)) never
+      grow with the rank, so neither does any tier's total: rank 0.
+    - torch-zero1: parameters and gradients are whole everywhere; ranks differ in the optimizer states they
+      own. One pass over the owners sums each rank's elements and tensors; ranks that own nothing all hold
+      the least, so the busiest is among the owners (or rank 0 when some rank owns nothing and all tie).
+    tests/test_framework_partition.py checks this against framework_partition rank by rank."""
+    owned = _checked(params, world_size, framework, stage, offload, per_tensor_state_bytes)
+    owners: Sequence[int] = ()
+    rank = 0
+    if framework == "torch-zero1":
+        owners = zero1_owners(owned, world_size)
+        elements: dict[int, int] = {}
+        tensors: dict[int, int] = {}
+        for param, owner in zip(owned, owners):
+            elements[owner] = elements.get(owner, 0) + param.numel
+            tensors[owner] = tensors.get(owner, 0) + 1
+        loads = {owner: elements[owner] * per_param.optimizer_states + tensors[owner] * per_tensor_state_bytes
+                 for owner in elements}
+        if len(loads) < world_size:
+            loads.setdefault(min(set(range(len(loads) + 1)) - set(loads)), 0)  # the lowest rank owning nothing
+        rank = min(loads, key=lambda r: (-loads[r], r))
+    return rank, _rank_bytes(owned, world_size, per_param, framework, rank, stage, offload, per_tensor_state_bytes,
+                             owners)
 
 
 def unshardable_ranks(params: Sequence[ParamSpec], world_size: int, framework: str) -> list[int]:

@@ -1,7 +1,7 @@
 """Model states as a real framework partitions them (the "framework" convention, docs/formulas.md §6).
 
 The paper splits Ψ evenly; frameworks split tensors. This maps each ZeRO stage to what implements it
-and reads the most loaded rank off core.memory.framework_partition:
+and reads the most loaded rank off core.memory.framework_partition (computed directly, not by visiting every rank):
 - deepspeed: DDP-like stage 0, the flat 2·N-aligned buffer of ZeRO-1/2, per-parameter padding of ZeRO-3,
   with the precision's bytes per parameter (mixed: 16-bit weights and gradients, fp32 master + states).
 - torch: DDP, ZeroRedundancyOptimizer, FSDP2 without and with resharding. torch keeps fp32 weights and
@@ -13,7 +13,7 @@ Offload tiers stay in the paper convention: this one evaluates stages 0-3 on the
 from __future__ import annotations
 
 from zeroplan.core.errors import InputError, ref
-from zeroplan.core.memory.framework_partition import ParamSpec, framework_partition
+from zeroplan.core.memory.framework_partition import ParamSpec, most_loaded_rank_bytes
 from zeroplan.core.options import Option
 from zeroplan.core.precision import BytesPerParam, bytes_per_param
 
@@ -37,9 +37,8 @@ def framework_model_states(option: Option, parameters: tuple[ParamSpec, ...], dp
     if framework == "torch":
         step_bytes = TORCH_STEP_TENSOR_BYTES.get(per_param.optimizer, 0)
         per_param = bytes_per_param("fp32", per_param.optimizer)
-    partition = framework_partition(parameters, dp, per_param, name,
-                                    stage=option.stage if name == "deepspeed-zero12" else None,
-                                    per_tensor_state_bytes=step_bytes)
-    rank = partition.most_loaded_rank
-    return {f"gpu/{component}": partition.breakdown[f"rank{rank}/gpu/{component}"]
+    rank, held = most_loaded_rank_bytes(parameters, dp, per_param, name,
+                                        stage=option.stage if name == "deepspeed-zero12" else None,
+                                        per_tensor_state_bytes=step_bytes)
+    return {f"gpu/{component}": held[f"gpu/{component}"]
             for component in ("params", "gradients", "optimizer_states")} | {"framework/most_loaded_rank": rank}
