@@ -4,6 +4,7 @@ per-layer activations equal the transformers formula, estimate within 3% of the 
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 
 import pytest
 
@@ -117,7 +118,7 @@ def test_estimate_equals_the_trace_at_the_moments_of_gpt2_the_root_and_eager(tmp
     assert result.estimate["total"] == result.trace["peak_bytes"], (result.estimate, result.trace["categories"])
 
 
-def test_a_sliding_window_as_long_as_the_sequence_falls_back_to_megatron():
+def test_a_sliding_window_no_longer_than_the_sequence_is_derived_but_for_selective_recompute():
     from zeroplan.core.memory.activations import applied_implementation
     from zeroplan.core.model.spec import ModelShape, ModelSpec
 
@@ -128,8 +129,10 @@ def test_a_sliding_window_as_long_as_the_sequence_falls_back_to_megatron():
 
     short = ActivationConfig(seq_len=SEQ, flash_attention=True, implementation="transformers")
     assert applied_implementation(mistral(SEQ + 1), short) == ("transformers", "")
-    implementation, note = applied_implementation(mistral(SEQ), short)
-    assert implementation == "megatron" and "sliding attention window" in note
+    assert applied_implementation(mistral(SEQ), short) == ("transformers", "")
+    implementation, note = applied_implementation(mistral(SEQ), replace(short, recompute="selective"))
+    assert implementation == "megatron"
+    assert f"sliding attention window ({SEQ}) no longer than the sequence ({SEQ})" in note
 
 
 @pytest.mark.parametrize("stage", [0, 1])
@@ -146,7 +149,7 @@ def test_stage_3_shards_what_stage_0_replicates(config_path):
 
 def test_a_family_that_cannot_be_traced_is_an_input_error():
     with pytest.raises(InputError, match="cannot be traced"):
-        hf_config({"model_type": "bloom", "n_layer": 2}, None, "sdpa")
+        hf_config({"model_type": "mamba", "n_layer": 2}, None, "sdpa")
 
 
 def test_cli_tolerance_and_formats(cli, config_path):

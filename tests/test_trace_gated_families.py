@@ -52,10 +52,9 @@ def test_an_activation_of_more_than_one_op_is_not_derived():
 
 
 @pytest.mark.parametrize("family", ["phi3", "mixtral"])
-def test_a_sliding_window_as_long_as_the_sequence_falls_back_to_megatron(family):
+def test_a_sliding_window_no_longer_than_the_sequence_is_derived_with_sdpa(family):
     assert _applied({**CONFIGS[family], "sliding_window": SEQ + 1})[0] == "transformers"
-    implementation, note = _applied({**CONFIGS[family], "sliding_window": SEQ})
-    assert implementation == "megatron" and "sliding attention window" in note
+    assert _applied({**CONFIGS[family], "sliding_window": SEQ})[0] == "transformers"
 
 
 # --- against traces of transformers' code (needs the `trace` extra) ---

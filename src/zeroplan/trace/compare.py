@@ -51,6 +51,7 @@ class TraceResult:
     activation_note: str
     real_peak_bytes: int | None = None
     assumptions: list[str] = field(default_factory=list)
+    activations_freed_at_peak: int = 0  # estimate's activations (backward start) not alive at its peak moment
 
     @property
     def error(self) -> float:
@@ -122,8 +123,22 @@ def run(request: TraceRequest) -> TraceResult:
     if request.real:
         real_peak = real_peak_bytes(config, settings)
     trace = trace_peak(config, settings, request.layers_to_trace or None)
+    estimate, freed = estimate_parts_at_peak(row.gpu_bytes)
     return TraceResult(request, model.name, (model.shape.family if model.shape else None) or str(config.get("model_type")), activations.seq_len,
-                       trace, row.gpu_bytes, implementation, note, real_peak, assumptions)
+                       trace, estimate, implementation, note, real_peak, assumptions, freed)
+
+
+def estimate_parts_at_peak(parts: dict[str, int]) -> tuple[dict[str, int], int]:
+    """(the estimate's parts as the comparison shows them, the activation bytes moved). estimate counts the
+    activations of the backward start and its buffers as the peak moment's excess over them, which is negative where
+    the peak comes after the activations are freed (the optimizer step, the end of backward): then the activations
+    shown are the ones alive at the peak and the buffers none below zero (the total unchanged)."""
+    shown = dict(parts)
+    freed = max(0, -shown.get("buffers", 0))
+    if freed:
+        shown["activations"] -= freed
+        shown["buffers"] = 0
+    return shown, freed
 
 
 def to_dict(result: TraceResult) -> dict[str, Any]:
@@ -145,4 +160,5 @@ def to_dict(result: TraceResult) -> dict[str, Any]:
         "ratio": result.estimate["total"] / trace["peak_bytes"],
         "error": result.error,
         "real_max_memory_allocated": result.real_peak_bytes,
+        "estimate_activations_freed_at_peak": result.activations_freed_at_peak,
     }

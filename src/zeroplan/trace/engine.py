@@ -28,10 +28,13 @@ import torch.distributed as dist
 
 from zeroplan.core.errors import InputError, RunFailed
 from zeroplan.core.model.adapters import LORA_TARGETS
+from zeroplan.core.model.families import architecture_from_hf_config
 from zeroplan.distributed.sharding import (
     ADAM_STEP_BYTES, PRECISIONS, RECOMPUTES, STAGES, Sharding, make_optimizer, shard_model, zero1_most_loaded_owned,
 )
-from zeroplan.trace.hf_model import build_model, decoder_layers, grouped_mm_any_dtype, layer_count, real_masking
+from zeroplan.trace.hf_model import (
+    build_model, decoder_layers, grouped_mm_any_dtype, hf_config, layer_count, real_masking,
+)
 from zeroplan.trace.tracker import CATEGORIES, snapshot_categories, tracker_class
 
 if TYPE_CHECKING:
@@ -315,6 +318,11 @@ def _extrapolate(points: dict[int, dict], target: int) -> tuple[dict, dict, dict
     k1, k2 = ks[0], ks[1]
 
     def line(v1: int, v2: int, k: int) -> int | None:
+        """v1 + (v2 - v1)·(k - k1)/(k2 - k1), exact: whole periods of the layer pattern (k2 - k1 layers each), or
+        a whole slope per layer."""
+        steps, rest = divmod(k - k1, k2 - k1)
+        if not rest:
+            return v1 + (v2 - v1) * steps
         slope, rest = divmod(v2 - v1, k2 - k1)
         return None if rest else v1 + slope * (k - k1)
 
@@ -349,20 +357,43 @@ def trace_peak(config: dict, settings: TraceSettings, layers_to_trace: int | Non
     phase holding the peak passed the check on the third point; if it did not, the three counts slide up by one,
     at most MAX_WINDOW_SLIDES times); None, or a model too small for the window, is traced whole."""
     total = layer_count(config)
-    if layers_to_trace is None or layers_to_trace + 2 >= total:
+    start, period = layer_period(config)
+    first = max(layers_to_trace or 0, start)
+    first += (total - first) % period  # whole periods from the first count to the model's
+    if layers_to_trace is None or first + 2 * period >= total:
         return trace_once(config, settings)
     started = time.perf_counter()
-    points = {k: trace_once(config, settings, num_layers=k) for k in range(layers_to_trace, layers_to_trace + 3)}
+    points = {k: trace_once(config, settings, num_layers=k) for k in range(first, first + 3 * period, period)}
     for slide in range(MAX_WINDOW_SLIDES + 1):
         ks = sorted(points)[-3:]
         result = _extrapolated({k: copy.deepcopy(points[k]) for k in ks}, config, settings, total)
         if isinstance(result, dict):
             result["wall_s"] = round(time.perf_counter() - started, 3)
             return result
-        if slide == MAX_WINDOW_SLIDES or ks[-1] + 1 >= total:
+        if slide == MAX_WINDOW_SLIDES or ks[-1] + period >= total:
             break
-        points[ks[-1] + 1] = trace_once(config, settings, num_layers=ks[-1] + 1)
+        points[ks[-1] + period] = trace_once(config, settings, num_layers=ks[-1] + period)
     raise TraceFailed(f"{result} over {ks} layers; trace the whole model (--layers-to-trace 0) or more layers")
+
+
+def layer_period(config: dict) -> tuple[int, int]:
+    """(the first layer from which the layer pattern repeats, its period) in the architecture description: (0, 1)
+    where every layer is alike; DeepSeek-V3's dense first layers (k, 1); Llama 4's MoE every second layer (0, 2);
+    Gemma 3's five sliding layers per global one (0, 6). A model the description does not read: (0, 1)."""
+    try:
+        described = architecture_from_hf_config(config).description.layers
+    except (InputError, ValueError):
+        return 0, 1
+    # transformers' own per-layer attention kinds, where its config class fills them in (Gemma 3's default pattern
+    # of five sliding layers per global one when config.json leaves layer_types out)
+    kinds = getattr(hf_config(config, None, "sdpa"), "layer_types", None)
+    kinds = kinds if isinstance(kinds, list) and len(kinds) == len(described) else [None] * len(described)
+    layers = list(zip(described, kinds))
+    count = len(layers)
+    found = [(start, period) for start in range(count) for period in range(1, count - start)
+             if all(layers[i] == layers[i + period] for i in range(start, count - period))]
+    # the cheapest three traced counts: the shortest prefix and period together (no repeat: the whole model)
+    return min(found, key=lambda pair: pair[0] + 3 * pair[1], default=(0, count))
 
 
 def _extrapolated(points: dict[int, dict], config: dict, settings: TraceSettings, total: int) -> dict | str:
@@ -380,7 +411,8 @@ def _extrapolated(points: dict[int, dict], config: dict, settings: TraceSettings
     return {"peak_bytes": phases[best]["peak_bytes"], "categories": phases[best]["categories"],
             "where": phases[best]["where"], "forward_end": forward_end, "phases": phases, "layers": total,
             "layers_traced": ks, "extrapolated": True, "linear_check": checks,
-            "per_layer": {c: points[ks[1]]["categories"][c] - points[ks[0]]["categories"][c] for c in CATEGORIES},
+            "per_layer": {c: (points[ks[1]]["categories"][c] - points[ks[0]]["categories"][c]) // (ks[1] - ks[0])
+                          for c in CATEGORIES}, "layers_per_step": ks[1] - ks[0],
             "settings": asdict(settings)}
 
 

@@ -12,17 +12,21 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from zeroplan.core.errors import InputError
+from zeroplan.core.model.families import DESCRIBED_FAMILIES, text_model_config
 
 if TYPE_CHECKING:
     from transformers import PreTrainedModel
 
-# Families whose transformers code runs under FakeTensorMode (traced and checked in tests/benchmarks).
-TRACEABLE_FAMILIES = ("llama", "mistral", "qwen2", "mixtral", "gemma", "phi3", "gpt2", "gpt_neox", "opt", "falcon")
+# Families whose transformers code runs under FakeTensorMode: every model_type the architecture description reads
+# (a composite vision + text config traces its text model); benchmarks/trace_accuracy.py and tests/test_trace*.py
+# trace them.
+TRACEABLE_FAMILIES = DESCRIBED_FAMILIES
 _DROPPED_KEYS = ("architectures", "transformers_version", "torch_dtype", "dtype", "quantization_config",
                  "auto_map", "_name_or_path")
 
 
 def layer_count(config: dict) -> int:
+    config = text_model_config(config, "--model")
     for key in ("num_hidden_layers", "n_layer", "num_layers"):
         if key in config:
             return int(config[key])
@@ -31,6 +35,8 @@ def layer_count(config: dict) -> int:
 
 
 def hf_config(config: dict, num_layers: int | None, attn_implementation: str):
+    """transformers' config of the causal LM a trace builds: a composite (vision + text) config's text model."""
+    config = text_model_config(config, "--model")
     fields = {k: v for k, v in config.items() if k not in _DROPPED_KEYS}
     model_type = fields.pop("model_type", None)
     if model_type not in TRACEABLE_FAMILIES:
@@ -144,8 +150,15 @@ def build_model(config: dict, num_layers: int | None, attn_implementation: str, 
     selective_interface = recompute == "selective" and not direct
     implementation = _checkpointed_attention(attn_implementation) if selective_interface else attn_implementation
     cfg = hf_config(config, num_layers, implementation)
-    with torch.device("meta"):
-        model = AutoModelForCausalLM.from_config(cfg, attn_implementation=implementation, dtype=dtype)
+    try:
+        with torch.device("meta"):
+            model = AutoModelForCausalLM.from_config(cfg, attn_implementation=implementation, dtype=dtype)
+    except ValueError as error:
+        if "scaled_dot_product_attention" not in str(error):
+            raise
+        raise InputError("--attention", f"transformers' {config.get('model_type')} code has no sdpa attention "
+                         "(gpt-oss's attention sinks, Gemma 2's logit soft-capping, BLOOM's alibi run eager only)",
+                         "use --attention eager") from None
     model.config.use_cache = False
     model.train()
     if direct and recompute == "selective":

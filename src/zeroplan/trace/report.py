@@ -45,6 +45,9 @@ def to_table(result: TraceResult, units: str = "iec") -> str:
                  f"({result.error:+.1%})")
     where = trace["where"]
     lines.append(f"  peak: {where.get('phase')} of {where.get('module')} ({where.get('op')})")
+    if result.activations_freed_at_peak:
+        lines.append(f"  estimate's peak moment comes after {format_bytes(result.activations_freed_at_peak, units, 2)} "
+                     "of the backward start's activations are freed: activations shown as alive then")
     note = f" ({result.activation_note})" if result.activation_note else ""
     lines.append(f"  activations estimated with the {result.activation_model} implementation{note}")
 

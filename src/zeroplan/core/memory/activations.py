@@ -45,6 +45,8 @@ from typing import Any
 
 from zeroplan.core.memory import activations_gated_families as gated
 from zeroplan.core.memory import activations_layernorm_families as layernorm_families
+from zeroplan.core.memory import activations_qk_norm_families as qk_norm
+from zeroplan.core.memory.activations_qk_norm_families import QK_NORM_FAMILIES
 from zeroplan.core.errors import InputError, ref
 from zeroplan.core.parallel.rules import MAX_SEQ_LEN
 from zeroplan.core.model.spec import ModelSpec
@@ -60,10 +62,12 @@ from zeroplan.core.units import ceil_div
 # activation functions, dropout, residual adds) are recomputed in backward from the layer input (_op_saved_bytes).
 RECOMPUTE_MODES = ("none", "selective", "full", "selective-op")
 IMPLEMENTATIONS = ("transformers", "megatron")
-# Families whose transformers decoder layer is derived to the byte (RMSNorm + rotary + SwiGLU; GPT-2's block;
+# Families whose sliding window is derived where it makes transformers build a mask (every layer windowed).
+WINDOW_DERIVED = ("mistral", "mixtral", "phi3")
+# Families whose transformers decoder layer is derived to the byte (RMSNorm + rotary + SwiGLU, qwen3's qk-norm; GPT-2's block;
 # Gemma, Phi-3 and Mixtral in core.memory.activations_gated_families; GPT-NeoX, OPT and Falcon in
 # core.memory.activations_layernorm_families).
-LLAMA_STYLE_FAMILIES = ("llama", "mistral", "qwen2")
+LLAMA_STYLE_FAMILIES = ("llama", "mistral", "qwen2") + QK_NORM_FAMILIES
 TRANSFORMERS_FAMILIES = LLAMA_STYLE_FAMILIES + ("gpt2",) + GATED_FAMILIES + layernorm_families.FAMILIES
 DEFAULT_SEQ_LEN_CAP = 4096  # the default sequence length: the model's context, at most this
 
@@ -152,6 +156,25 @@ class ActivationConfig:
 
 
 @dataclass(frozen=True)
+class MoETraits:
+    """What a qwen3_moe config.json sets beyond the shape that changes the bytes (or the derivation)."""
+
+    normalised: bool = False  # norm_topk_prob (transformers' default: False)
+    every_layer_sparse: bool = True  # no mlp_only_layers, decoder_sparse_step 1
+    experts_implementation: str = "grouped_mm"
+    router_logits_output: bool = False
+
+
+def _moe_traits(config: dict, family: str | None) -> MoETraits | None:
+    if family not in qk_norm.QK_NORM_MOE_FAMILIES:
+        return None
+    return MoETraits(normalised=bool(config.get("norm_topk_prob", False)),
+                     every_layer_sparse=not config.get("mlp_only_layers") and (config.get("decoder_sparse_step") or 1) == 1,
+                     experts_implementation=str(config.get("experts_implementation") or "grouped_mm"),
+                     router_logits_output=bool(config.get("output_router_logits", False)))
+
+
+@dataclass(frozen=True)
 class _Shape:
     layers: int
     hidden: int
@@ -170,6 +193,7 @@ class _Shape:
     position_rows: int = 0  # rows of a learned position table (GPT-2's n_positions); 0 for rotary positions
     gated: GatedTraits | None = None  # gemma, phi3, mixtral: what their config.json sets beyond the shape
     layernorm: layernorm_families.Layout | None = None  # gpt_neox, opt, falcon: what their config.json sets
+    moe_traits: MoETraits | None = None  # qwen3_moe: what its config.json sets beyond the shape
 
 
 def _shape(model: ModelSpec) -> _Shape:
@@ -189,7 +213,8 @@ def _shape(model: ModelSpec) -> _Shape:
         layernorm=(layernorm_families.layout({"model_type": shape.family, **(model.extra.get("hf_config") or {})},
                                              shape.hidden, shape.head_dim)
                    if shape.family in layernorm_families.FAMILIES else None),
-        gated=gated_traits(model.extra.get("hf_config") or {}, shape.family, shape.head_dim))
+        gated=gated_traits(model.extra.get("hf_config") or {}, shape.family, shape.head_dim),
+        moe_traits=_moe_traits(model.extra.get("hf_config") or {}, shape.family))
 
 
 def _position_rows(family: str | None, max_seq_len: int | None) -> int:
@@ -222,7 +247,7 @@ def _sliding_window(config: dict) -> int | None:
     family = config.get("model_type")
     if family == "mistral":
         return config.get("sliding_window", 4096)
-    if family == "qwen2" and config.get("use_sliding_window"):
+    if family in ("qwen2", "qwen3") and config.get("use_sliding_window"):
         return config.get("sliding_window", 4096)
     if family in ("mixtral", "phi3"):  # no window unless the config sets one (Phi-3-mini-4k: 2047)
         return config.get("sliding_window")
@@ -258,11 +283,13 @@ def _transformers_gap(shape: _Shape, config: ActivationConfig) -> str:
         return "transformers runs no tensor or pipeline parallelism: Megatron's formula is used with --tp/--pp"
     if config.ep > 1:
         return "transformers runs no expert parallelism: Megatron's formula is used with --ep"
-    if shape.sliding_window is not None and config.seq_len >= shape.sliding_window:
-        return (f"a sliding attention window ({shape.sliding_window}) no shorter than the sequence makes transformers "
-                "build an explicit mask, and sdpa then keeps the attention probabilities on CPU kernels (not derived): "
-                "Megatron's formula is used")
+    if _windowed(shape, config) and (shape.family not in WINDOW_DERIVED or config.recompute == "selective"):
+        return (f"a sliding attention window ({shape.sliding_window}) no longer than the sequence ({config.seq_len}) "
+                f"makes transformers build an explicit mask; {shape.family} with it is derived for "
+                f"{', '.join(WINDOW_DERIVED)} without selective recompute only: Megatron's formula is used")
     if shape.gated is not None and (reason := gated.gap(shape.family or "", shape.gated)):
+        return reason
+    if shape.moe_traits is not None and (reason := _moe_gap(shape.family or "", shape.moe_traits)):
         return reason
     if shape.family in layernorm_families.FAMILIES:
         return layernorm_families.gap(_layernorm_layout(shape), config.flash_attention)
@@ -270,6 +297,41 @@ def _transformers_gap(shape: _Shape, config: ActivationConfig) -> str:
         return ("GPT-2 is derived for sdpa attention without dropout only (its config trains with dropout or eager "
                 "attention was asked): Megatron's formula is used")
     return ""
+
+
+def _moe_gap(family: str, traits: MoETraits) -> str:
+    if not traits.every_layer_sparse:
+        return (f"{family} with dense layers (mlp_only_layers, decoder_sparse_step) is not derived: Megatron's formula "
+                "is used (balanced routing assumed)")
+    if traits.experts_implementation != "grouped_mm" or traits.router_logits_output:
+        return (f"{family}'s experts_implementation '{traits.experts_implementation}' or output_router_logits is not "
+                "derived (transformers' default grouped_mm without the load-balancing loss is): Megatron's formula is "
+                "used (balanced routing assumed)")
+    return ""
+
+
+def _windowed(shape: _Shape, config: ActivationConfig) -> bool:
+    """Whether transformers builds an explicit attention mask for the sliding window: a window no longer than the
+    sequence (masking_utils skips the mask only while every key is inside the window)."""
+    return shape.sliding_window is not None and config.seq_len >= shape.sliding_window
+
+
+def _masked_sdpa_bytes(shape: _Shape, config: ActivationConfig) -> int:
+    """What sdpa keeps beyond its causal (maskless) case when transformers gives it a window's explicit mask, per
+    layer and micro-batch (0 without one, or with eager attention, whose mask is counted once on the embedding side).
+    With a mask transformers repeats the KV heads itself (use_gqa_in_sdpa: only maskless calls use enable_gqa, on
+    CUDA as on CPU), so k and v are kept over all a heads (2·e·(a - k)·d more per token), and the fused kernel keeps
+    the (b, 1, s, s) mask converted to the compute dtype (b·s²·e): CUDA's memory-efficient kernel, the one that
+    takes a mask, saves the converted bias as the CPU kernel does. The bool mask itself lives through the forward
+    (with full recompute, every checkpoint keeps it: b·s², once)."""
+    if not _windowed(shape, config) or not config.flash_attention:
+        return 0
+    e, tokens, a, k, d = config.dtype_bytes, config.seq_len * config.micro_batch, shape.heads, shape.kv_heads, shape.head_dim
+    mask = config.micro_batch * config.seq_len ** 2 * e
+    if shape.family == "phi3" and k < a:
+        # Phi-3's maskless sdpa keeps the rotated k and the fused qkv (v is its view); the repeated k and v replace both
+        return tokens * e * (2 * a * d - k * d - (a + 2 * k) * d) + mask
+    return 2 * e * (a - k) * d * tokens + mask
 
 
 def _layernorm_layout(shape: _Shape) -> layernorm_families.Layout:
@@ -284,6 +346,8 @@ def _norm_bytes_per_token(shape: _Shape, e: int) -> int:
     h = shape.hidden
     if shape.family in GATED_FAMILIES:  # Gemma's keeps its fp32 normalised x and a cast output instead
         return gated.norm_bytes_per_token(shape.family or "", h, e)
+    if shape.family in qk_norm.POST_NORM_FAMILIES:  # OLMo-2's fp32 normalised x; its cast output (the head's input)
+        return qk_norm.olmo2_norm_bytes_per_token(h) + e * h
     return 2 * e * h + 2 * e if shape.family == "gpt2" else 4 * h + 4 + 2 * e * h
 
 
@@ -305,11 +369,14 @@ def _transformers_layer_bytes(shape: _Shape, config: ActivationConfig) -> int:
     if shape.family in layernorm_families.FAMILIES:
         return layernorm_families.layer_bytes(_layernorm_layout(shape), config.seq_len, config.micro_batch, e, h, a, k,
                                               d, f, config.recompute)
+    if shape.family in qk_norm.POST_NORM_FAMILIES:
+        return qk_norm.post_norm_layer_bytes(tokens, seq, e, h, a, k, d, f, config.recompute, config.flash_attention)
     if config.recompute == "full":
         return tokens * e * h
     if shape.family in GATED_FAMILIES:
         return gated.layer_bytes(shape.family or "", tokens, seq, e, h, a, k, d, f, shape.experts,
-                                 shape.experts_per_token, config.recompute, config.flash_attention)
+                                 shape.experts_per_token, config.recompute, config.flash_attention) \
+            + _masked_sdpa_bytes(shape, config)
     norm = _norm_bytes_per_token(shape, e)
     if shape.family == "gpt2":
         core = 4 * e * h + (4 * a if config.recompute == "none" else 0)
@@ -320,7 +387,16 @@ def _transformers_layer_bytes(shape: _Shape, config: ActivationConfig) -> int:
         core = 2 * e * a * d + 2 * e * k * d + 4 * a
     else:
         core = 4 * e * a * d + a * seq * (4 + (e if e != 4 else 0))
-    return tokens * (2 * norm + core + 4 * e * f)
+    if shape.family in qk_norm.QK_NORM_MOE_FAMILIES:
+        traits = shape.moe_traits or MoETraits()
+        return (tokens * (2 * norm + core + _qk_norm_bytes_per_token(shape, e))
+                + gated.moe_bytes(tokens, e, h, f, shape.experts, shape.experts_per_token, e, traits.normalised))
+    return tokens * (2 * norm + core + _qk_norm_bytes_per_token(shape, e) + 4 * e * f) + _masked_sdpa_bytes(shape, config)
+
+
+def _qk_norm_bytes_per_token(shape: _Shape, e: int) -> int:
+    """What the query and key norms keep per token (core.memory.activations_qk_norm_families; 0 without them)."""
+    return qk_norm.qk_norm_bytes_per_token(shape.family, shape.heads, shape.kv_heads, shape.head_dim, e)
 
 
 def _transformers_terms(shape: _Shape, config: ActivationConfig) -> dict[str, int]:
@@ -345,7 +421,8 @@ def _transformers_terms(shape: _Shape, config: ActivationConfig) -> dict[str, in
                                                                                        shape.hidden, e)
             embedding += scale
             d = shape.gated.rotary_dim
-        embedding += 2 * tokens * d * e  # rotary cos and sin, shared by all layers
+        if shape.family not in qk_norm.POST_NORM_FAMILIES or e == _FP32_BYTES:  # OLMo-2's 16-bit: in the layers
+            embedding += 2 * tokens * d * e  # rotary cos and sin, shared by all layers
         if not config.flash_attention:
             embedding += b * seq * seq * e  # the eager causal mask
     loss = _loss_temporaries(tokens, v)
@@ -679,7 +756,11 @@ def transformers_peak_moments(model: ModelSpec, config: ActivationConfig) -> dic
     layer_at_backward = recomputed_layer if config.recompute == "full" else layer
     mlp_weights = h * f * e + (h * e if gpt2 else 0)  # the down projection's weight (and bias) gradient
     # Gemma's, Phi-3's and Mixtral's differ where their code does (core.memory.activations_gated_families)
-    family = gated.layer_moments(shape.family or "", tokens, e, h, f, shape.experts, shape.experts_per_token)
+    if shape.moe_traits is not None:  # qwen3_moe: the routing weights in the compute dtype
+        family = gated.layer_moments(shape.family or "", tokens, e, h, f, shape.experts, shape.experts_per_token, e,
+                                     shape.moe_traits.normalised)
+    else:
+        family = gated.layer_moments(shape.family or "", tokens, e, h, f, shape.experts, shape.experts_per_token)
     moments = [mlp_weights + tokens * h * e + 3 * tokens * f * e - tokens * f * e]
     if family.mlp_moment is not None:
         moments = [family.mlp_moment]
@@ -693,10 +774,12 @@ def transformers_peak_moments(model: ModelSpec, config: ActivationConfig) -> dic
         if config.recompute == "selective":
             # the layer's q, k and v kept (k, v: KV heads) and the core recomputed: its fp32 softmax output and,
             # with grouped-query attention, its repeat_kv'd k
-            kept = tokens * (_norm_bytes_per_token(shape, e) + e * a * d + 2 * e * shape.kv_heads * d)
+            kept = tokens * (_norm_bytes_per_token(shape, e) + _qk_norm_bytes_per_token(shape, e) + e * a * d
+                             + 2 * e * shape.kv_heads * d)
             kept += probabilities + (tokens * e * a * d if shape.kv_heads < a else 0)
         else:
-            kept = tokens * (_norm_bytes_per_token(shape, e) + 2 * e * a * d) + probabilities
+            kept = tokens * (_norm_bytes_per_token(shape, e) + _qk_norm_bytes_per_token(shape, e) + 2 * e * a * d)
+            kept += probabilities
             if config.recompute == "full" and norm_reads_checkpoint:
                 kept -= tokens * h * e  # the first norm's fp32 input is the checkpoint, not recomputed
         # the MLP's, the post-attention norm's, o_proj's
@@ -711,6 +794,11 @@ def transformers_peak_moments(model: ModelSpec, config: ActivationConfig) -> dic
         forward_locals = 0 if norm_reads_checkpoint or config.recompute == "full" else tokens * h * e
     # the root's unsharded gradients (compute dtype): embedding (and head, untied), learned positions, final norm
     root_gradients = (v * h * (1 if shape.tied else 2) + shape.position_rows * h + norm_params) * e
+    # a sliding window's explicit bool mask (b·s²): kept by full recompute's checkpoints all step, else alive in the
+    # decoder's forward only
+    window_mask = config.micro_batch * seq * seq if _windowed(shape, config) and config.flash_attention else 0
+    window_mask_kept = window_mask if config.recompute == "full" else 0
+    forward_locals += window_mask - window_mask_kept
     moments_of = {"loss_forward_beyond_backward_start": loss_forward - 3 * _FP32_BYTES * tokens * v,
                   "layer": layer, "layers": shape.layers, "output_and_loss": terms["activations/output_and_loss"],
                   "layer_backward_moments": moments, "head_gradients": (v * h + norm_params) * e,
@@ -729,7 +817,7 @@ def transformers_peak_moments(model: ModelSpec, config: ActivationConfig) -> dic
                   # unless the checkpoints of full recompute keep it
                   "eager_mask": (0 if config.flash_attention or config.recompute == "full"
                                  else config.micro_batch * seq ** 2 * e),
-                  "kept_position_ids": positions if config.recompute != "none" else 0,
+                  "kept_position_ids": (positions if config.recompute != "none" else 0) + window_mask_kept,
                   "recomputed_layer": recomputed_layer}
     if layernorm:  # their own moments inside a layer's backward, positions and buffers (the rest is the same code)
         moments_of.update(layernorm_families.peak_moments(

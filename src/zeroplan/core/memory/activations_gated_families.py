@@ -143,7 +143,7 @@ class LayerMoments:
 
 
 def layer_moments(family: str, tokens: int, e: int, hidden: int, ffn: int, experts: int,
-                  experts_per_token: int) -> LayerMoments:
+                  experts_per_token: int, routing_weight_bytes: int = _FP32_BYTES, normalised: bool = True) -> LayerMoments:
     """The terms of a decoder layer's backward moments where these families differ from llama.
 
     Each moment: the layer's weight gradients alive, its gradient temporaries (the residual gradient T·h·e
@@ -160,6 +160,9 @@ def layer_moments(family: str, tokens: int, e: int, hidden: int, ffn: int, exper
       weights' gradient; freed the down output and routing weight, the product, inv_perm. The
       post-attention norm's backward has the router's weight gradient (E·h·e) beside the experts' and frees
       the whole sparse block.
+    - qwen3_moe (the same experts, routing_weight_bytes = e): the routing weights in the compute dtype keep the
+      product with the down output in it too, so (b) holds the two product gradients and the un-permuted one in e
+      bytes (3·S·h·e, inv_perm still alive), read off its traces.
     """
     h, f, t = hidden, ffn, tokens
     if family == "gemma":
@@ -168,26 +171,33 @@ def layer_moments(family: str, tokens: int, e: int, hidden: int, ffn: int, exper
     if family == "phi3":
         gate_up_backward = 3 * h * f * e + 2 * t * h * e + 2 * t * f * e - 4 * t * f * e
         return LayerMoments(3 * h * f * e, other_moments=(gate_up_backward,))
-    if family != "mixtral":
+    if family not in ("mixtral", "qwen3_moe"):
         return LayerMoments(3 * h * f * e)
-    pairs, weights = tokens * experts_per_token, experts * 3 * f * h * e
-    routing_product = t * h * e + pairs * h * (3 * _FP32_BYTES + (e if e < _FP32_BYTES else 0)) - pairs * _INDEX_BYTES
-    products = (experts * h * f * e + t * h * e + pairs * (3 * f * e + _FP32_BYTES)
-                - pairs * (e * h + _FP32_BYTES + e * f + _INDEX_BYTES))
+    pairs, weights, w = tokens * experts_per_token, experts * 3 * f * h * e, routing_weight_bytes
+    if w == _FP32_BYTES:
+        routing_product = (t * h * e + pairs * h * (3 * _FP32_BYTES + (e if e < _FP32_BYTES else 0))
+                           - pairs * _INDEX_BYTES)
+    else:
+        routing_product = t * h * e + pairs * h * 3 * e
+    products = (experts * h * f * e + t * h * e + pairs * (3 * f * e + w)
+                - pairs * (e * h + w + e * f + _INDEX_BYTES))
     norm = 2 * e * h + _FP32_BYTES  # llama-style: the two e·h tensors and the rsqrt its backward frees
     return LayerMoments(
         weights + experts * h * e,
-        mlp_moment=(weights + t * h * e + pairs * (2 * f * e + h * e + _FP32_BYTES)
-                    - pairs * (e * h + _FP32_BYTES + 4 * e * f + _INDEX_BYTES)),
-        norm_backward_freed=moe_bytes(t, e, h, f, experts, experts_per_token) + t * norm,
+        mlp_moment=(weights + t * h * e + pairs * (2 * f * e + h * e + w)
+                    - pairs * (e * h + w + 4 * e * f + _INDEX_BYTES)),
+        norm_backward_freed=moe_bytes(t, e, h, f, experts, experts_per_token, w, normalised) + t * norm,
         other_moments=(routing_product, products))
 
 
-def moe_bytes(tokens: int, e: int, hidden: int, ffn: int, experts: int, experts_per_token: int) -> int:
-    """What Mixtral's router and experts keep for one micro-batch (see the module docstring)."""
+def moe_bytes(tokens: int, e: int, hidden: int, ffn: int, experts: int, experts_per_token: int,
+              routing_weight_bytes: int = _FP32_BYTES, normalised: bool = True) -> int:
+    """What Mixtral's router and experts keep for one micro-batch (see the module docstring). Qwen3-MoE's router
+    casts the top-k weights to the compute dtype (routing_weight_bytes = e) and normalises them only with
+    norm_topk_prob (normalised: the sum and the in-place division's clone)."""
     r = experts_per_token
-    router = _FP32_BYTES * experts + (_INDEX_BYTES + _FP32_BYTES) * r + _FP32_BYTES
-    per_pair = 3 * _INDEX_BYTES + 2 * e * hidden + 4 * e * ffn + _FP32_BYTES
+    router = _FP32_BYTES * experts + _INDEX_BYTES * r + ((_FP32_BYTES * r + _FP32_BYTES) if normalised else 0)
+    per_pair = 3 * _INDEX_BYTES + 2 * e * hidden + 4 * e * ffn + routing_weight_bytes
     return tokens * router + tokens * r * per_pair + _GROUP_OFFSET_BYTES * experts
 
 

@@ -38,7 +38,7 @@ MAX_CONFIG_FIELD = 2**31
 _PARAMS_FIX = f"or give the count with {ref('params')} (and {ref('largest_layer_params')}) instead"
 
 __all__ = ["Module", "Architecture", "DESCRIBED_FAMILIES", "SUPPORTED_FAMILIES", "architecture_from_hf_config",
-           "is_described", "model_spec_from_hf_config", "parameter_layout"]
+           "is_described", "model_spec_from_hf_config", "parameter_layout", "text_model_config"]
 
 
 @dataclass(frozen=True)
@@ -633,15 +633,25 @@ _COMPOSITE_TEXT = {"gemma3": "gemma3_text", "llama4": "llama4_text", "mistral3":
                    "qwen3_5": "qwen3_5_text", "qwen3_5_moe": "qwen3_5_moe_text", "gemma4": "gemma4_text"}
 
 
-def _composite(fields: _Fields) -> Architecture:
-    text = fields.config.get("text_config")
+def text_model_config(config: dict, source: str = "config.json") -> dict:
+    """The config.json of the text model a composite (vision + text) config holds, with its model_type and the tied
+    head the outer config sets; any other config as it is."""
+    family = config.get("model_type")
+    if family not in _COMPOSITE_TEXT:
+        return config
+    text = config.get("text_config")
     if not isinstance(text, dict):
-        raise InputError(fields.source, f"config.json with model_type '{fields.family}' has no 'text_config'",
+        raise InputError(source, f"config.json with model_type '{family}' has no 'text_config'",
                          f"add the model's text_config from its published config.json, {_PARAMS_FIX}")
     text = dict(text)
-    text.setdefault("model_type", _COMPOSITE_TEXT[fields.family])
-    if "tie_word_embeddings" not in text and "tie_word_embeddings" in fields.config:
-        text["tie_word_embeddings"] = fields.config["tie_word_embeddings"]
+    text.setdefault("model_type", _COMPOSITE_TEXT[family])
+    if "tie_word_embeddings" not in text and "tie_word_embeddings" in config:
+        text["tie_word_embeddings"] = config["tie_word_embeddings"]
+    return text
+
+
+def _composite(fields: _Fields) -> Architecture:
+    text = text_model_config(fields.config, fields.source)
     architecture = architecture_from_hf_config(text, fields.source + " text_config")
     notes = list(architecture.extra.get("notes", ())) + [
         f"'{fields.family}' is a vision-language model: the text model is counted; its vision tower and projector "
