@@ -106,6 +106,17 @@ def final_norm_and_embedding_scale(family: str, hidden: int, e: int) -> tuple[in
     return norm_bytes_per_token(family, hidden, e), norm_bytes_per_layer(family, hidden), scale
 
 
+def attention_core_bytes(recompute: str, sdpa: bool, e: int, a: int, k: int, d: int, seq: int) -> int:
+    """Bytes per token a separate-projection attention keeps (recompute none or selective): selective keeps the
+    checkpoint's rotated q and k, v and the core's output; sdpa also keeps its output for o_proj and the fp32
+    logsumexp per head; eager keeps q, k, v, the output and the probabilities (fp32 softmax and its e-byte cast)."""
+    if recompute == "selective":
+        return 2 * e * a * d + 2 * e * k * d
+    if sdpa:
+        return 2 * e * a * d + 2 * e * k * d + _FP32_BYTES * a
+    return 4 * e * a * d + a * seq * (_FP32_BYTES + (e if e < _FP32_BYTES else 0))
+
+
 def layer_bytes(family: str, tokens: int, seq: int, e: int, hidden: int, heads: int, kv_heads: int, head_dim: int,
                 ffn: int, experts: int, experts_per_token: int, recompute: str, sdpa: bool) -> int:
     """Bytes one decoder layer keeps for one micro-batch (recompute none or selective; full keeps T·e·h)."""
@@ -120,12 +131,8 @@ def layer_bytes(family: str, tokens: int, seq: int, e: int, hidden: int, heads: 
         else:  # q, repeat_kv'd k and v (MHA: the rotated k and the qkv view), o_proj's copy, softmax fp32 + cast
             kept_kv = 2 * e * a * d if k != a else e * k * d + qkv
             core = 2 * e * a * d + kept_kv + a * seq * (_FP32_BYTES + (e if e < _FP32_BYTES else 0))
-    elif recompute == "selective":
-        core = 2 * e * a * d + 2 * e * k * d
-    elif sdpa:
-        core = 2 * e * a * d + 2 * e * k * d + _FP32_BYTES * a
     else:
-        core = 4 * e * a * d + a * seq * (_FP32_BYTES + (e if e < _FP32_BYTES else 0))
+        core = attention_core_bytes(recompute, sdpa, e, a, k, d, seq)
     per_layer = 2 * norm_bytes_per_layer(family, h)
     if family == "mixtral":
         return tokens * (norms + core) + moe_bytes(tokens, e, h, f, experts, experts_per_token) + per_layer

@@ -24,13 +24,14 @@ h hidden, a heads, k KV heads, d head_dim, f ffn.
 
 from __future__ import annotations
 
+from zeroplan.core.memory.activations_gated_families import attention_core_bytes
+
 QK_NORM_FAMILIES = ("qwen3", "olmo2", "qwen3_moe")
 # qwen3's attention with transformers' grouped experts (core.memory.activations_gated_families.moe_bytes): the router's
 # top-k weights cast to the compute dtype, normalised only with norm_topk_prob
 QK_NORM_MOE_FAMILIES = ("qwen3_moe",)
 POST_NORM_FAMILIES = ("olmo2",)
 _FP32_BYTES = 4
-_LOGSUMEXP_BYTES = 4  # the fused attention kernels' fp32 softmax statistics, per head and token
 
 
 def qk_norm_bytes_per_token(family: str | None, heads: int, kv_heads: int, head_dim: int, e: int) -> int:
@@ -61,11 +62,6 @@ def post_norm_layer_bytes(tokens: int, seq: int, e: int, h: int, a: int, k: int,
     rotary = rotary_cast_bytes_per_token(d, e)
     if recompute == "full":
         return tokens * (e * h + rotary)
-    if recompute == "selective":
-        core = 2 * e * a * d + 2 * e * k * d
-    elif sdpa:
-        core = 2 * e * a * d + 2 * e * k * d + _LOGSUMEXP_BYTES * a
-    else:
-        core = 4 * e * a * d + a * seq * (_FP32_BYTES + (e if e < _FP32_BYTES else 0))
+    core = attention_core_bytes(recompute, sdpa, e, a, k, d, seq)
     norms = 2 * olmo2_norm_bytes_per_token(h) + qk_norm_bytes_per_token("olmo2", a, k, d, e)
     return tokens * (2 * e * h + norms + core + 4 * e * f + rotary)
