@@ -48,6 +48,7 @@ def _peft_model(config: dict, targets, rank: int, adapter_fp32: bool = True):
     return peft.get_peft_model(model, lora, autocast_adapter_dtype=adapter_fp32)
 
 
+@pytest.mark.slow  # PEFT builds each model on the meta device
 @pytest.mark.parametrize("path,targets,rank", [
     ("llama-2-7b-hf.json", None, 16), ("llama-2-7b-hf.json", QV, 8), ("mistral-7b-v0.1.json", None, 64),
     ("qwen2-0.5b.json", ("o_proj", "down_proj"), 4),
@@ -211,6 +212,7 @@ def test_qlora_stores_the_base_in_four_bits_and_auto_says_what_it_chose():
     assert auto.recommendation.reason.startswith("--finetune auto chose lora (full fits only with offload")
 
 
+@pytest.mark.slow  # PEFT on fake tensors: a trace per stage
 @pytest.mark.parametrize("stage", [0, 1, 2, 3])
 def test_estimate_within_3_percent_of_the_lora_trace(stage, tmp_path):
     """`zeroplan trace --finetune lora` runs PEFT's LoRA modules under torch's wrappers on fake tensors; estimate
