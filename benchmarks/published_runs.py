@@ -1,7 +1,7 @@
 """How well `zeroplan plan`'s step time holds on published training runs, each pinned to its published layout.
 
 Two sets, scored separately (benchmarks/data/):
-- calibration_runs.json: shared/reference/published-runs.md (Narayanan Tables 1-2, MT-NLG, Korthikanti Table 5,
+- calibration_runs.json: published runs, each row with its source (Narayanan Tables 1-2, MT-NLG, Korthikanti Table 5,
   BLOOM, OPT). The only runs the step-time constants may be fitted on (benchmarks/fit_step_time.py).
 - heldout_runs.json: 41 other published runs (DGXC/NeMo recipes, torchtitan, MosaicML, Llama 3, Nemotron-4, ...),
   never fitted on. The headline uses the tier-A rows whose every figure the step needs is published; the rest
