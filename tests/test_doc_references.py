@@ -268,3 +268,17 @@ def test_architecture_names_every_core_module_and_every_package():
     missing = [name for name in modules if f"`{name}`" not in text]
     missing += [name for name in packages if f"`{name}/`" not in text and f"`{name}`" not in text]
     assert missing == [], f"docs/architecture.md does not name: {missing}"
+
+
+def test_nothing_cites_files_outside_the_repository():
+    """The lead's notes (shared/reference, FORMULAS.md) are not in the repository: a user cannot follow them."""
+    import re
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    files = [root / "README.md", *root.glob("docs/*.md"), *root.glob("src/**/*.py"), *root.glob("benchmarks/**/*.py"),
+             *root.glob("benchmarks/data/*.json")]
+    found = [f"{path.relative_to(root)}:{number}" for path in files
+             for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1)
+             if re.search(r"shared/(reference|seeds)|FORMULAS\.md", line)]
+    assert found == []
