@@ -209,8 +209,11 @@ def test_fp8_runs_the_linear_layers_on_the_fp8_peak_and_fsdp_gathers_in_fp8(cli)
 
 
 def test_async_tp_hides_tensor_parallel_collectives_inside_a_node_only(cli):
-    """Issue 21 item 4: --async-tp (torchtitan's async TP) is a framework trait, not a fitted knob: TP collectives
-    inside a node hide behind the stage's GEMMs, the compute is unchanged; a TP group across nodes stays exposed."""
+    """Issue 21 item 4: --async-tp (torchtitan's async TP) is a framework trait, not a fitted knob: inside a node the
+    collectives its compiler pass fuses hide behind their GEMMs (all of the forward's and the recompute's, the
+    backward's output-gradient all-gathers), the backward's input-gradient reduce-scatters (one AllReduce's worth
+    in the six a layer runs under full recompute) stay exposed; the compute is unchanged; a TP group across
+    nodes stays exposed."""
     base = ["--gpu", "h100-80g", "--seq-len", "4096", "--pp", "1", "--stages", "3", "--comm-overlap", "fsdp",
             "--no-offload", "--recompute", "full", "--micro-batches", "1", "--format", "json"]
     found = {}
@@ -222,7 +225,7 @@ def test_async_tp_hides_tensor_parallel_collectives_inside_a_node_only(cli):
             assert code == 0, err
             found[label, bool(flag)] = json.loads(out)["top"][0]
     plain, hidden = found["inside", False], found["inside", True]
-    assert plain["seconds_tp_comm"] > 0 and hidden["seconds_tp_comm"] == 0
+    assert plain["seconds_tp_comm"] / 6 <= hidden["seconds_tp_comm"] < plain["seconds_tp_comm"] / 2
     assert hidden["seconds_compute"] == plain["seconds_compute"]
     assert found["across", True]["seconds_tp_comm"] == found["across", False]["seconds_tp_comm"] > 0
 

@@ -141,6 +141,8 @@ class Machine:
     gpus_per_node: int = 8
     dp_overlap: float = DP_OVERLAP
     tp_hidden: bool = False  # CommOverlap.tp_hidden
+    tp_async: bool = False  # PyTorch async TP (--async-tp): core.timing.step_time.tp_async_exposed
+    elementwise_fused: bool = False  # torch.compile (--torch-compile): core.timing.step_time.elementwise_seconds
     pp_hidden: bool = False  # CommOverlap.pp_hidden
 
     @property
