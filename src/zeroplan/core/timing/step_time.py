@@ -196,6 +196,8 @@ class FlopModel:
     attention_linears: tuple[tuple[int, int], ...] = ()
     shared_ffn: int = 0  # a MoE layer's shared experts' summed width, run on every token (0: none)
     finetune: FinetuneFlops | None = None  # frozen base, adapters, dequantisation (None: every parameter trains)
+    # the description's GEMMs of a layer (ModelShape.gemms, from Decoder.tp_gemms); (): from the widths above
+    gemms: tuple[tuple[int, int, int, bool], ...] = ()
 
     @classmethod
     def from_model(cls, model: ModelSpec, finetune: Finetune | None = None) -> FlopModel:
@@ -225,7 +227,7 @@ class FlopModel:
                    shape.vocab, (shape.experts_per_token or 1) if shape.experts else 1, shape.heads,
                    sum(split.moe_layers) if split is not None else 0,
                    (moe.attention_linears or ()) if moe is not None else (),
-                   (moe.shared_expert_ffn or 0) if moe is not None else 0, tuned)
+                   (moe.shared_expert_ffn or 0) if moe is not None else 0, tuned, shape.gemms or ())
 
     def model_flops_per_token(self) -> int:
         """The MFU numerator: 6Ψ (forward 2Ψ, backward 4Ψ). Fine-tuning: 4Ψ (forward, and the data gradients
@@ -327,9 +329,14 @@ def linear_shapes(layout: Layout, flops: FlopModel) -> list[tuple[float, float, 
     the output projection, the MLP's input and output GEMMs (then a MoE description's shared experts); backward's data-
     and weight-gradient GEMMs have the same weight shape, so they cost twice the forward. The attention block's
     column-parallel GEMMs come first and its row-parallel one last, then the MLP's (tp_async_exposed pairs them with
-    the TP collectives around them)."""
+    the TP collectives around them). A model with an architecture description takes them from it
+    (core.model.architecture.Decoder.tp_gemms, the same list its FLOPs are counted from); a shape given by its widths
+    alone, from the widths."""
     tp = layout.tp
     tokens = layout.micro_batch * layout.seq_len / layout.cp
+    if flops.gemms:  # the architecture description's (Decoder.tp_gemms): row-parallel split inner, column outer
+        return [(tokens * rows, inner / tp if row else inner, outer if row else outer / tp)
+                for inner, outer, rows, row in flops.gemms]
     h, w, kv, f = flops.hidden, flops.attention_width, flops.kv_width or flops.attention_width, flops.ffn or 4 * flops.hidden
     mlp_in = (2 if flops.gated else 1) * f
     experts = flops.experts_per_token
