@@ -15,7 +15,8 @@ attention as one fused kernel skipping the masked half of a causal sequence, at 
 a fitted share of the kernel family's measured ceiling on the GPU (core.timing.machine FLASH_MAX_SHARE; the
 framework's kernel, CommOverlap.attention_kernel). Element-wise work (norms, activations, dropout, residuals) is memory
 bound: ELEMENTWISE_BYTES_PER_TOKEN_HIDDEN · T · h bytes forward (split over tp as Korthikanti's activation
-terms are: 10 + 24/t without, 34/t with sequence parallelism), twice that backward, at HBM bandwidth.
+terms are: 10 + 24/t without, 34/t with sequence parallelism), twice that backward, at HBM bandwidth; under
+--torch-compile each fused region's inputs and outputs once (fused_elementwise_elements).
 Recompute: full re-runs each layer's forward, selective the attention core, selective-op (torch's op-level
 selective checkpointing) the element-wise ops only, at HBM bandwidth (matmul outputs are kept). The constants were fitted on the
 calibration set only (benchmarks/fit_step_time.py; see the constants below for the fit and its sources).
@@ -27,7 +28,8 @@ collective phase, not per bucket; each further bucket costs NCCL_LAUNCH_S. AllRe
 ring's latency and a tree's (2·(k-1) hops in the node + 2·log2(nodes) hops across).
 - TP (Megatron): 4 AllReduces of T·h per layer and micro-batch (6 with full recompute); sequence
   parallelism replaces each by AllGather + ReduceScatter (same bytes). Not overlapped with compute, except
-  under the megatron framework rule (CommOverlap: tp_comm_overlap hides them behind the stage's GEMMs).
+  under the megatron framework rule (CommOverlap: tp_comm_overlap hides them behind the stage's GEMMs) and under
+  PyTorch's async TP (--async-tp: what its compiler pass fuses hides behind its GEMM, tp_async_exposed).
 - CP (ring / all-gather attention): keys and values of the other cp−1 chunks gathered in forward (again in a
   full recompute), their gradients reduce-scattered in backward; hidden behind the attention core up to its
   time.
