@@ -230,6 +230,24 @@ def test_async_tp_hides_tensor_parallel_collectives_inside_a_node_only(cli):
     assert found["across", True]["seconds_tp_comm"] == found["across", False]["seconds_tp_comm"] > 0
 
 
+def test_torch_compile_changes_the_element_wise_work_only(cli):
+    """Issue 21 item 4: --torch-compile is a framework trait (docs/formulas.md §22.2): the compiled layer's element-wise
+    traffic is smaller, so compute drops; communication is untouched, and the assumptions say so."""
+    base = ["--model", "llama-2-7b", "--gpus", "8", "--global-batch", "16", "--seq-len", "4096", "--tp", "1", "--pp",
+            "1", "--stages", "3", "--comm-overlap", "fsdp", "--no-offload", "--recompute", "none", "--micro-batches",
+            "2", "--format", "json"]
+    found = {}
+    for flag in ([], ["--torch-compile"]):
+        code, out, err = cli("plan", *base, *flag)
+        assert code == 0, err
+        found[bool(flag)] = json.loads(out)
+    eager, compiled = found[False]["top"][0], found[True]["top"][0]
+    assert compiled["seconds_compute"] < eager["seconds_compute"]
+    assert compiled["seconds_dp_total"] == eager["seconds_dp_total"]
+    assert any("torch.compile" in line for line in found[True]["assumptions"])
+    assert not any("torch.compile" in line for line in found[False]["assumptions"])
+
+
 def test_hybrid_sharding_partitions_over_the_shard_group_and_allreduces_across_replicas(cli):
     """Issue 21 item 2 (--dp-shard N: FSDP2 HSDP, ZeRO++ hpZ/MiCS): a hybrid plan's model states are those of full
     sharding over N ranks (the same layout on N·tp·pp GPUs), and its gradient reduction adds an AllReduce of the

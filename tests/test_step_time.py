@@ -355,3 +355,24 @@ def test_async_tp_hides_what_its_compiler_pass_fuses():
     share = 7 / 8
     hidden = share * (sum(gemms) + gemms[1] + gemms[3])  # forward: all four; backward: the two all-gathers
     assert tp_async_exposed(layout, flops, machine, huge) == pytest.approx(4 * huge - hidden)
+
+
+def test_torch_compile_prices_each_fused_region_once():
+    """--torch-compile (docs/formulas.md §22.2): a compiled layer's element-wise traffic is its three fused regions'
+    inputs and outputs (residual + norm twice, 4·h each; the gated MLP's activation, 3·f), 16-bit: Llama 3 8B's
+    75,776 elements a token at t = 1; with sequence parallelism the residual regions split over tp like the MLP's."""
+    import dataclasses
+
+    from zeroplan.core.timing.step_time import elementwise_seconds, fused_elementwise_elements
+
+    flops = FlopModel(params=8_000_000_000, layer_params=218_000_000, layers=32, hidden=4096, attention_width=4096,
+                      kv_width=1024, ffn=14336, gated=True, vocab=128256, heads=32)
+    layout = Layout(dp=8, tp=1, pp=1, virtual_stages=1, seq_len=8192, micro_batch=2, grad_accum=1, recompute="none",
+                    sequence_parallel=False, tp_intra_node=True, dp_intra_node=True, pp_intra_node=True)
+    assert fused_elementwise_elements(layout, flops) == 8 * 4096 + 3 * 14336 == 75_776
+    split = dataclasses.replace(layout, tp=4, sequence_parallel=True)
+    assert fused_elementwise_elements(split, flops) == 75_776 / 4
+    compiled = dataclasses.replace(MACHINE, elementwise_fused=True)
+    eager, fused = elementwise_seconds(layout, flops, MACHINE), elementwise_seconds(layout, flops, compiled)
+    assert fused == pytest.approx(2 * 75_776 * 2 * 8192 / MACHINE.hbm_bytes_per_s)
+    assert eager == pytest.approx(68 * 4096 * 2 * 8192 / MACHINE.hbm_bytes_per_s) and fused < eager
