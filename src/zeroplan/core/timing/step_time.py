@@ -367,7 +367,8 @@ def tp_async_exposed(layout: Layout, flops: FlopModel, machine: Machine, all_red
     output: they stay exposed. That is why PyTorch measured ~20% faster forward passes but ~8% faster steps for Llama 3
     70B (dev-discuss.pytorch.org "Introducing Async Tensor Parallelism in PyTorch", 2024; docs/formulas.md §22.1).
     all_reduce: one TP AllReduce
-    of the layer's activations; an all-gather or reduce-scatter of it costs half."""
+    of the layer's activations; an all-gather or reduce-scatter of it costs half. Sequence parallelism only: without
+    it TP runs AllReduces, which the pass leaves alone (_stage_seconds keeps them exposed)."""
     half = all_reduce / 2
     shapes = linear_shapes(layout, flops)
     shapes = shapes[:len(shapes) - 2] if flops.shared_ffn else shapes  # the collectives pair with the layer's own MLP
@@ -514,8 +515,9 @@ def _stage_seconds(layout: Layout, flops: FlopModel, hidden: int, machine: Machi
         tp_seconds = layers * collectives * tp_each
         if machine.tp_hidden and layout.tp_intra_node:  # userbuffers exchange over NVLink (CUDA IPC) only
             comm += max(0.0, tp_seconds - forward - backward)
-        elif machine.tp_async and layout.tp_intra_node:  # symmetric memory over NVLink only
-            comm += layers * tp_async
+        elif machine.tp_async and layout.tp_intra_node and layout.sequence_parallel:
+            comm += layers * tp_async  # symmetric memory over NVLink only; without sequence parallelism TP runs
+            # AllReduces, which the pass does not fuse (it matches all-gathers and reduce-scatters only)
         else:
             comm += tp_seconds
     if layout.cp > 1:
