@@ -466,7 +466,7 @@ def _linear_weights(modules: list[tuple[str, tuple[Shape, ...]]], turned: frozen
 
 
 def _attention_weights(attention: Attention, hidden: int) -> list[tuple[str, int, int]]:
-    turned = frozenset(attention.names + (attention.fused,)) if attention.conv1d else frozenset()
+    turned = frozenset(n for n in attention.names + (attention.fused,) if n) if attention.conv1d else frozenset()
     return _linear_weights(attention.modules(hidden), turned)
 
 
