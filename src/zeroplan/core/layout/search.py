@@ -413,5 +413,8 @@ def plan_alltoall_seconds(request: SearchRequest, plan: PlanRecord) -> float:
                     plan.grad_accum, plan.recompute, plan.sequence_parallel, parallel.tp_intra_node,
                     parallel.dp_intra_node, False, plan.cp, request.space.flash_attention, plan.ep, ep_per_node)
     layers = max(layers_per_stage(flops.layers, plan.pp))
-    return plan.grad_accum * ep_alltoall_layer_seconds(layout, flops, request.machine) * layers \
-        * flops.moe_layers / flops.layers
+    alltoall = ep_alltoall_layer_seconds(layout, flops, request.machine) * layers * flops.moe_layers / flops.layers
+    if request.machine.moe_a2a_hidden:  # --moe-a2a-overlap: hidden behind up to the stage's compute
+        forward, backward, _, _ = microbatch_seconds(layout, flops, flops.hidden, request.machine)
+        alltoall = max(0.0, alltoall - forward - backward)
+    return plan.grad_accum * alltoall

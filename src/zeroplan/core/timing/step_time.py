@@ -38,10 +38,14 @@ ring's latency and a tree's (2·(k-1) hops in the node + 2·log2(nodes) hops acr
   forward, the same two backward (and again forward under full recompute), each of the rank's tokens (T/tp:
   Megatron-Core runs MoE with tp > 1 under sequence parallelism) × top-k × hidden 16-bit elements, over the EP
   group (core.timing.collectives' all-to-all: NVLink inside a node, the NICs across), with balanced routing.
-  Overlap: none — the all-to-all is exposed under every CommOverlap rule (Megatron-Core's default; DeepSeek's
-  DualPipe and Megatron's --overlap-moe-expert-parallel-comm, which hide it behind another micro-batch's
-  compute, are not modelled). Expert compute: each rank runs its experts' share of the routed tokens as one
-  grouped GEMM per matrix, the same FLOPs as the T·k/tp dense-equivalent GEMMs (balanced routing).
+  Overlap: exposed under every CommOverlap rule (Megatron-Core's default), unless machine.moe_a2a_hidden
+  (--moe-a2a-overlap): Megatron-Core's overlap_moe_expert_parallel_comm (--overlap-moe-expert-parallel-comm) runs
+  one micro-batch's forward beside another's backward and puts each one's dispatch and combine behind the other's
+  compute, as DeepSeek-V3's DualPipe does (arXiv 2412.19437 §3.2.1); the stage's all-to-all then hides behind up
+  to the stage's compute, like tp_comm_overlap. Expert compute: each rank runs its experts' share of the routed
+  tokens as one grouped GEMM per matrix, the same FLOPs as the T·k/tp dense-equivalent GEMMs (balanced routing).
+  Dropless routing through an all-to-all dispatcher syncs the host once per MoE layer forward
+  (moe_sync_seconds: core.timing.machine MOE_DROPLESS_SYNC_S; none with a capacity factor or HybridEP).
 - DP: ZeRO's collectives from core.timing.dp_traffic over the dp·cp ranks that share the ZeRO partitions; with
   EP the routed experts' collectives run over the edp ranks instead.
 Overlap, the same rule for every ZeRO stage: a gradient reduction hides behind the backward pass that
@@ -85,7 +89,7 @@ from zeroplan.core.timing.machine import (  # noqa: F401 - re-exported for calle
     ACTIVATION_ELEMENT_BYTES, ATTENTION_SCORE_BYTES, DEFAULT_CPU_ADAM_PARAMS_PER_S, DEFAULT_EFFICIENCY, DP_OVERLAP,
     ELEMENTWISE_BYTES_PER_TOKEN_HIDDEN, FLASH_ATTENTION_EFFICIENCY, FLASH_SHARE_OF_MAX, FP8_CAST_BYTES,
     FP8_OTHER_AXIS_BYTES, GEMM_EPILOGUE_BYTES, GEMM_OVERHEAD_S, GEMM_SHARE_OF_MAX, LOGIT_BYTES,
-    MAX_MATMUL_SHARE, MOE_DISPATCH_COPIES, MOE_LAYER_OVERHEAD_S, Machine, check_efficiency, flash_efficiency, gemm_efficiency,
+    MAX_MATMUL_SHARE, MOE_DISPATCH_COPIES, MOE_DROPLESS_SYNC_S, Machine, check_efficiency, flash_efficiency, gemm_efficiency,
 )
 
 
@@ -339,7 +343,7 @@ def layer_seconds(layout: Layout, flops: FlopModel, machine: Machine) -> tuple[f
     if flops.shared_ffn:  # shared experts: a dense MLP every token runs
         shapes += [(tokens, h, (2 if flops.gated else 1) * flops.shared_ffn / tp), (tokens, flops.shared_ffn / tp, h)]
     forward = sum(gemm_seconds(2 * m * k * n, machine, k, n, linear=True) for m, k, n in shapes)
-    forward += machine.layer_overhead_s + MOE_LAYER_OVERHEAD_S * flops.moe_layers / flops.layers
+    forward += machine.layer_overhead_s
     backward = 2 * forward
     tuned = flops.finetune
     if tuned is not None:  # averaged over the layers: frozen ones skip weight gradients, inert ones all backward
@@ -367,7 +371,18 @@ def layer_seconds(layout: Layout, flops: FlopModel, machine: Machine) -> tuple[f
         attention = 2 * gemm_seconds(core / 2, machine) + memory
         attention_backward = 2 * attention
     elementwise = elementwise_seconds(layout, flops, machine) + moe_dispatch_seconds(layout, flops, machine)
-    return (forward + attention + elementwise, backward + attention_backward + 2 * elementwise, attention)
+    return (forward + attention + elementwise + moe_sync_seconds(flops, machine),
+            backward + attention_backward + 2 * elementwise, attention)
+
+
+def moe_sync_seconds(flops: FlopModel, machine: Machine) -> float:
+    """The host sync of dropless routing through an all-to-all dispatcher, per layer and micro-batch averaged over
+    the layers (dense layers have none): machine.moe_sync_s per MoE layer (core.timing.machine MOE_DROPLESS_SYNC_S;
+    0 with a capacity factor or the HybridEP dispatcher), charged to the forward, so a recomputed forward pays it
+    again (docs/formulas.md §20.4)."""
+    if not flops.moe_layers:
+        return 0.0
+    return machine.moe_sync_s * flops.moe_layers / flops.layers
 
 
 def moe_dispatch_seconds(layout: Layout, flops: FlopModel, machine: Machine) -> float:
@@ -452,7 +467,9 @@ def _stage_seconds(layout: Layout, flops: FlopModel, hidden: int, machine: Machi
         exposed_backward = max(0.0, gather - 2 * core)  # ReduceScatter of the key/value gradients
         comm += layers * (passes * exposed_forward + exposed_backward)
     if layout.ep > 1 and flops.moe_layers:
-        comm += ep_alltoall_layer_seconds(layout, flops, machine) * layers * flops.moe_layers / flops.layers
+        alltoall = ep_alltoall_layer_seconds(layout, flops, machine) * layers * flops.moe_layers / flops.layers
+        # --moe-a2a-overlap: each micro-batch's all-to-all hides behind another micro-batch's compute on the stage
+        comm += max(0.0, alltoall - forward - backward) if machine.moe_a2a_hidden else alltoall
     per_transfer = 0.0
     if layout.pp > 1:
         link = machine.links.link("p2p", layout.pp_intra_node)
