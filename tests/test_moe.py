@@ -222,6 +222,77 @@ def test_ep_adds_exposed_all_to_all_and_leaves_compute_alone():
     assert flops.model_flops_per_token() == 6 * active_params(mixtral)
 
 
+def test_dropless_alltoall_sync_is_per_moe_layer_and_the_a2a_overlap_hides_up_to_compute():
+    """The host sync of dropless routing (core.timing.machine MOE_DROPLESS_SYNC_S: the paired published B200
+    measurements) is paid once per MoE layer and micro-batch in forward (again under full recompute), never on dense
+    models; --moe-a2a-overlap hides the stage's all-to-all behind up to its compute."""
+    import dataclasses
+
+    from zeroplan.core.hardware import Link
+    from zeroplan.core.timing.collectives import LinkTable
+    from zeroplan.core.timing.machine import MOE_DROPLESS_SYNC_PAIRS, MOE_DROPLESS_SYNC_S, Machine
+    from zeroplan.core.timing.step_time import FlopModel, Layout, ep_alltoall_layer_seconds, microbatch_seconds
+
+    # the pairs: (dropless - token-drop step seconds) / MoE layer-micro-batch slots, from the published throughputs
+    assert MOE_DROPLESS_SYNC_PAIRS["qwen3-30b-a3b dgx-b200"] == pytest.approx(
+        (512 * 4096 / 8 / 9299 - 512 * 4096 / 8 / 18066) / (64 * 48), abs=5e-6)
+    assert MOE_DROPLESS_SYNC_PAIRS["qwen3-235b-a22b dgx-b200"] == pytest.approx(
+        (1024 * 4096 / 64 / 3269 - 1024 * 4096 / 64 / 4275) / ((128 + 7 / 2) * 12), abs=5e-6)
+    mixtral = load_model("mixtral-8x7b")
+    flops = FlopModel.from_model(mixtral)
+    machine = Machine(peak_flops=989e12, hbm_bytes_per_s=3.35e12, pcie_bytes_per_s=63e9, nvme_bytes_per_s=None,
+                      links=LinkTable(Link(450e9, 3e-6, "preset"), Link(50e9, 5e-6, "preset")))
+    synced = dataclasses.replace(machine, moe_sync_s=MOE_DROPLESS_SYNC_S)
+    layout = Layout(8, 1, 1, 1, 4096, 1, 8, "selective", False, True, True, True, ep=8, ep_per_node=8)
+    f0, b0, c0, _ = microbatch_seconds(layout, flops, flops.hidden, machine)
+    f1, b1, c1, _ = microbatch_seconds(layout, flops, flops.hidden, synced)
+    assert f1 - f0 == pytest.approx(32 * MOE_DROPLESS_SYNC_S) and (b1, c1) == (b0, c0)
+    full = dataclasses.replace(layout, recompute="full")
+    (fa, ba, _, _), (fb, bb, _, _) = (microbatch_seconds(full, flops, flops.hidden, m) for m in (machine, synced))
+    assert (fb + bb) - (fa + ba) == pytest.approx(2 * 32 * MOE_DROPLESS_SYNC_S)  # the recomputed forward syncs too
+    dense = FlopModel.from_model(load_model("llama-2-7b"))
+    plain = Layout(8, 1, 1, 1, 4096, 1, 8, "selective", False, True, True, True)
+    assert microbatch_seconds(plain, dense, dense.hidden, synced) == microbatch_seconds(plain, dense, dense.hidden,
+                                                                                         machine)
+    # the overlap: exposed all-to-all = max(0, all-to-all - the stage's forward and backward compute)
+    hidden = dataclasses.replace(machine, moe_a2a_hidden=True)
+    _, _, c2, _ = microbatch_seconds(layout, flops, flops.hidden, hidden)
+    alltoall = 32 * ep_alltoall_layer_seconds(layout, flops, machine)
+    assert c0 == pytest.approx(alltoall) and c2 == pytest.approx(max(0.0, alltoall - f0 - b0))
+    slow = dataclasses.replace(hidden, links=LinkTable(Link(450e9, 3e-6, "preset"), Link(0.5e9, 5e-6, "preset")))
+    across = dataclasses.replace(layout, ep=64, dp=64, ep_per_node=8)
+    fs, bs, cs, _ = microbatch_seconds(across, flops, flops.hidden, slow)
+    exposed = 32 * ep_alltoall_layer_seconds(across, flops, slow) - fs - bs
+    assert exposed > 0 and cs == pytest.approx(exposed)  # more all-to-all than compute: the rest stays exposed
+
+
+def test_plan_prices_the_sync_by_dispatcher_and_capacity_factor(cli):
+    """--moe-dispatcher hybridep and --capacity-factor each remove the dropless alltoall sync; the notes say which."""
+    import json
+
+    base = ("plan", "--model", "mixtral-8x7b", "--gpus", "64", "--gpu", "h100-80g", "--global-batch", "512",
+            "--seq-len", "4096", "--ep", "8", "--tp", "1", "--pp", "1", "--micro-batches", "1", "--stages", "1",
+            "--recompute", "none", "-f", "json")
+    plans = {}
+    for name, extra in (("alltoall", ()), ("hybridep", ("--moe-dispatcher", "hybridep")),
+                        ("capacity", ("--capacity-factor", "1.25")), ("overlap", ("--moe-a2a-overlap",))):
+        code, out, err = cli(*base, *extra)
+        assert code == 0, err
+        document = json.loads(out)
+        plans[name] = document["top"][0]
+        notes = " ".join(document["assumptions"])
+        assert ("ms per MoE layer and micro-batch (dropless" in notes) == (name in ("alltoall", "overlap"))
+    from zeroplan.core.timing.machine import MOE_DROPLESS_SYNC_S
+
+    synced, free = plans["alltoall"], plans["hybridep"]
+    assert synced["grad_accum"] == free["grad_accum"] == 8  # 512 sequences / dp 64 / micro-batch 1
+    assert synced["seconds_compute"] - free["seconds_compute"] == pytest.approx(8 * 32 * MOE_DROPLESS_SYNC_S)
+    assert plans["capacity"]["seconds_compute"] == pytest.approx(free["seconds_compute"])
+    hidden = plans["overlap"]
+    assert synced["seconds_ep_alltoall"] > 0 and hidden["seconds_ep_alltoall"] < synced["seconds_ep_alltoall"]
+    assert hidden["step_seconds"] < synced["step_seconds"]
+
+
 # ---- commands ----
 
 def test_estimate_with_ep_shards_experts_over_edp(cli):
