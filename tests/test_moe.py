@@ -293,6 +293,60 @@ def test_plan_prices_the_sync_by_dispatcher_and_capacity_factor(cli):
     assert hidden["step_seconds"] < synced["step_seconds"]
 
 
+@pytest.mark.parametrize("experts,k,groups,nodes", [(8, 2, None, 4), (16, 3, None, 2), (16, 4, (4, 2), 4),
+                                                     (16, 4, (8, 3), 4), (16, 4, (4, 2), 8)])
+def test_expected_remote_nodes_match_enumerating_every_routing(experts, k, groups, nodes):
+    """A token's remote nodes under balanced routing, by enumerating every equally likely choice: k of the experts
+    (or, group-limited, k experts inside topk_group of n_group groups), experts in contiguous blocks per node."""
+    import itertools
+    import statistics
+
+    from zeroplan.core.timing.step_time import FlopModel, expected_remote_nodes
+
+    flops = FlopModel(1, 1, 1, 1, 1, experts_per_token=k, experts=experts, route_groups=groups)
+    per_node = experts // nodes
+    home = 0  # the sender's node: by symmetry any
+    if groups is None or groups[0] % nodes:
+        choices = itertools.combinations(range(experts), k)
+        counts = [len({e // per_node for e in chosen} - {home}) for chosen in choices]
+    else:
+        count, top = groups
+        size = experts // count
+        counts = []
+        for picked in itertools.combinations(range(count), top):  # the experts inside the picked groups: the
+            pool = [e for g in picked for e in range(g * size, (g + 1) * size)]  # nodes they sit on, whatever k
+            counts.append(len({e // per_node for e in pool} - {home}))
+    assert expected_remote_nodes(flops, nodes) == pytest.approx(statistics.fmean(counts))
+
+
+def test_deepseek_v3_routes_to_at_most_4_nodes_and_deepep_sends_once_per_node():
+    """DeepSeek-V3's config limits routing to 4 of 8 groups (n_group, topk_group): over EP 64 on 8 nodes a token
+    reaches 3.5 other nodes on average; a node-deduplicating dispatcher (DeepEP, HybridEP) sends it once to each,
+    where the alltoall dispatcher sends each of the k = 8 copies that leave the node."""
+    import dataclasses
+
+    from zeroplan.core.hardware import Link
+    from zeroplan.core.timing.collectives import ALL_TO_ALL, LinkTable, collective_seconds
+    from zeroplan.core.timing.machine import Machine
+    from zeroplan.core.timing.step_time import FlopModel, Layout, ep_alltoall_layer_seconds, expected_remote_nodes
+
+    model = load_model("deepseek-v3")
+    assert model.shape.moe.route_groups == (8, 4)
+    flops = FlopModel.from_model(model)
+    assert expected_remote_nodes(flops, 8) == pytest.approx(3.5)
+    machine = Machine(peak_flops=989e12, hbm_bytes_per_s=3.35e12, pcie_bytes_per_s=63e9, nvme_bytes_per_s=None,
+                      links=LinkTable(Link(200e9, 3e-6, "preset"), Link(50e9, 5e-6, "preset")))
+    layout = Layout(128, 1, 16, 1, 4096, 1, 120, "none", False, True, False, False, ep=64, ep_per_node=8)
+    plain = ep_alltoall_layer_seconds(layout, flops, machine)
+    dedup = ep_alltoall_layer_seconds(layout, flops, dataclasses.replace(machine, moe_node_dedup=True))
+    token = 4096 * 7168 * 2
+    assert plain == pytest.approx(4 * collective_seconds(ALL_TO_ALL, 8 * token, 64, machine.links, 8))
+    nvlink = token * 8 * (7 / 64 + 56 / 64 * 7 / 8)
+    assert dedup == pytest.approx(4 * collective_seconds(ALL_TO_ALL, 8 * token, 64, machine.links, 8,
+                                                         split=(nvlink, 3.5 * token)))
+    assert dedup / plain == pytest.approx(3.5 / 7, rel=0.01)  # the NIC share sets both: 3.5 node copies, not 7
+
+
 # ---- commands ----
 
 def test_estimate_with_ep_shards_experts_over_edp(cli):

@@ -37,6 +37,7 @@ class CommOverlapChoice(str, Enum):  # core.timing.step_time.COMM_OVERLAPS' name
 
 class MoEDispatcherChoice(str, Enum):  # core.timing.machine MOE_DROPLESS_SYNC_S: which dispatchers sync the host
     ALLTOALL = "alltoall"
+    DEEPEP = "deepep"
     HYBRIDEP = "hybridep"
 
 
@@ -103,9 +104,12 @@ class SearchInputs(Section):
                           "the stage's compute.", panel=TIMING, kind=bool, default=False)
     moe_dispatcher: str | None = flag("--moe-dispatcher", help="How a mixture-of-experts model's tokens reach their "
                                       "experts: alltoall (Megatron-Core's alltoall dispatcher, torchtitan's "
-                                      "all_to_all_single; the default: dropless routing syncs the host once per MoE "
-                                      "layer) or hybridep (Megatron-Core's flex dispatcher with HybridEP: no host "
-                                      "sync).", panel=TIMING, parse=one_of(MoEDispatcherChoice))
+                                      "all_to_all_single; the default: a copy per routed expert, and dropless "
+                                      "routing syncs the host once per MoE layer), deepep (DeepEP's normal "
+                                      "kernels: a token crosses the network once per node it reaches, NVLink "
+                                      "forwards it; dropless still syncs) or hybridep (Megatron-Core's flex "
+                                      "dispatcher with HybridEP: once per node, no host sync).", panel=TIMING,
+                                      parse=one_of(MoEDispatcherChoice))
     moe_a2a_overlap: bool = flag("--moe-a2a-overlap", help="The framework hides the expert-parallel all-to-all behind "
                                  "another micro-batch's compute (Megatron-Core's "
                                  "overlap_moe_expert_parallel_comm, DeepSeek-V3's DualPipe).", panel=TIMING,

@@ -231,7 +231,8 @@ def resolve(inputs: PlanInputs) -> ResolvedPlan:
                       flash_efficiency=flash_efficiency(cluster.gpu.name,
                                                         inputs.search.attention_kernel or overlap.attention_kernel),
                       fp8_flops=float(gpu.fp8_flops or 0) if recipe else 0.0, fp8_recipe=recipe or "",
-                      moe_sync_s=_moe_sync_seconds(inputs), moe_a2a_hidden=inputs.search.moe_a2a_overlap)
+                      moe_sync_s=_moe_sync_seconds(inputs), moe_a2a_hidden=inputs.search.moe_a2a_overlap,
+                      moe_node_dedup=(inputs.search.moe_dispatcher or "alltoall") in ("deepep", "hybridep"))
     tolerance = DEFAULT_TIE_TOLERANCE if inputs.search.tie_tolerance is None else float(inputs.search.tie_tolerance)
     if inputs.step.finetune == "auto":
         raise InputError("finetune", "auto is for zeroplan estimate (the cheapest mode that fits)",
@@ -252,9 +253,11 @@ def resolve(inputs: PlanInputs) -> ResolvedPlan:
 
 def _moe_sync_seconds(inputs: PlanInputs) -> float:
     """The host sync per MoE layer and micro-batch (core.timing.machine MOE_DROPLESS_SYNC_S): dropless routing
-    (no capacity factor) through the alltoall dispatcher; none with a capacity factor or HybridEP."""
+    (no capacity factor) through the alltoall or DeepEP dispatcher (DeepEP's normal dispatch returns its received
+    counts to the host); none with a capacity factor or HybridEP."""
     dropless = inputs.step.capacity_factor is None
-    return MOE_DROPLESS_SYNC_S if dropless and (inputs.search.moe_dispatcher or "alltoall") == "alltoall" else 0.0
+    syncs = (inputs.search.moe_dispatcher or "alltoall") in ("alltoall", "deepep")
+    return MOE_DROPLESS_SYNC_S if dropless and syncs else 0.0
 
 
 def _active_note(request: SearchRequest) -> str:
@@ -315,7 +318,7 @@ def model_notes(inputs: PlanInputs, request: SearchRequest) -> list[str]:
     if model_expert_params(request.model) is not None:
         notes.append(
             f"MoE host sync: {machine.moe_sync_s * 1e3:.1f} ms per MoE layer and micro-batch"
-            + (" (dropless routing through the alltoall dispatcher: the host waits for the token counts; "
+            + (" (dropless routing through the alltoall or DeepEP dispatcher: the host waits for the token counts; "
                "measured from Megatron-Bridge's paired token-drop/dropless B200 runs; --capacity-factor or "
                "--moe-dispatcher hybridep avoid it)" if machine.moe_sync_s else
                " (a capacity factor or the HybridEP dispatcher: no host sync)"))

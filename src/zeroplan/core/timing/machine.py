@@ -148,6 +148,7 @@ class Machine:
     layer_overhead_s: float = LAYER_OVERHEAD_S
     moe_sync_s: float = 0.0  # per MoE layer and micro-batch: MOE_DROPLESS_SYNC_S when the dispatcher syncs, else 0
     moe_a2a_hidden: bool = False  # the EP all-to-all hides behind another micro-batch's compute (--moe-a2a-overlap)
+    moe_node_dedup: bool = False  # the dispatcher sends a token once per remote node, NVLink forwards it (HybridEP, DeepEP)
     fp8_flops: float = 0.0  # dense FP8 peak the linear layers run at under --precision fp8; 0: bf16 throughout
     fp8_recipe: str = ""  # core.precision.FP8_RECIPES
     gpus_per_node: int = 8

@@ -70,7 +70,7 @@ GPU optimizer step: memory bound, reading and writing the optimizer states once 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from math import ceil
+from math import ceil, comb
 from typing import NamedTuple
 
 from zeroplan.core.errors import InputError, ref
@@ -200,6 +200,8 @@ class FlopModel:
     attention_linears: tuple[tuple[int, int], ...] = ()
     shared_ffn: int = 0  # a MoE layer's shared experts' summed width, run on every token (0: none)
     finetune: FinetuneFlops | None = None  # frozen base, adapters, dequantisation (None: every parameter trains)
+    experts: int = 0  # routed experts of a MoE layer (0: a dense model)
+    route_groups: tuple[int, int] | None = None  # group-limited routing (n_group, topk_group); None: unlimited
 
     @classmethod
     def from_model(cls, model: ModelSpec, finetune: Finetune | None = None) -> FlopModel:
@@ -229,7 +231,8 @@ class FlopModel:
                    shape.vocab, (shape.experts_per_token or 1) if shape.experts else 1, shape.heads,
                    sum(split.moe_layers) if split is not None else 0,
                    (moe.attention_linears or ()) if moe is not None else (),
-                   (moe.shared_expert_ffn or 0) if moe is not None else 0, tuned)
+                   (moe.shared_expert_ffn or 0) if moe is not None else 0, tuned,
+                   experts=shape.experts or 0, route_groups=moe.route_groups if moe is not None else None)
 
     def model_flops_per_token(self) -> int:
         """The MFU numerator: 6Ψ (forward 2Ψ, backward 4Ψ). Fine-tuning: 4Ψ (forward, and the data gradients
@@ -512,8 +515,39 @@ def ep_alltoall_layer_seconds(layout: Layout, flops: FlopModel, machine: Machine
         return 0.0
     tokens = layout.micro_batch * layout.seq_len / layout.cp / layout.tp
     buffer = tokens * flops.experts_per_token * flops.hidden * ACTIVATION_ELEMENT_BYTES
-    each = collective_seconds(ALL_TO_ALL, buffer, layout.ep, machine.links, layout.ep_per_node)
+    split = None
+    if machine.moe_node_dedup and layout.ep > layout.ep_per_node:
+        per_node, k = layout.ep_per_node, flops.experts_per_token
+        remote = expected_remote_nodes(flops, layout.ep // per_node)
+        # over NVLink: the copies for the other GPUs of its node, and forwarding the copies other nodes sent it to
+        # the GPUs of its node holding their experts (per rank, symmetric)
+        forwarded = k * (layout.ep - per_node) / layout.ep * (per_node - 1) / per_node
+        token_bytes = tokens * flops.hidden * ACTIVATION_ELEMENT_BYTES
+        split = (token_bytes * (k * (per_node - 1) / layout.ep + forwarded), token_bytes * remote)
+    each = collective_seconds(ALL_TO_ALL, buffer, layout.ep, machine.links, layout.ep_per_node, split=split)
     return (6 if layout.recompute == "full" else 4) * each
+
+
+def expected_remote_nodes(flops: FlopModel, nodes: int) -> float:
+    """The other nodes of an EP group spanning `nodes` nodes that one token reaches, on average, under balanced
+    routing (docs/formulas.md §20.4): each node holds E/nodes experts in contiguous blocks (Megatron-Core's expert
+    placement), a node is missed when none of the token's k experts sits on it: C(E − E/nodes, k) / C(E, k). With
+    group-limited routing (DeepSeek-V3's n_group, topk_group) and whole groups per node (n_group a multiple of the
+    nodes), the token picks topk_group of the n_group groups (each of them holding at least one of its k experts,
+    as DeepSeek-V3's router picks groups by their top experts), and a node holding g of them is missed with
+    C(n_group − g, topk_group) / C(n_group, topk_group): DeepSeek-V3's 8 groups over EP 64 on 8 nodes send each
+    token to at most 4 nodes, 3.5 of them remote on average (arXiv 2412.19437 §3.2.2), where unlimited top-8
+    routing reaches 4.6 (and the alltoall dispatcher sends all 7 of its 8 copies that leave the node)."""
+    if nodes <= 1:
+        return 0.0
+    groups = flops.route_groups
+    if groups is not None and groups[0] % nodes == 0:
+        count, chosen = groups[0], groups[1]
+        missed = comb(count - count // nodes, chosen) / comb(count, chosen)
+    else:
+        count, chosen = flops.experts, flops.experts_per_token
+        missed = comb(count - count // nodes, chosen) / comb(count, chosen) if count >= nodes else 0.0
+    return (nodes - 1) * (1 - missed)
 
 
 class StepTime(NamedTuple):
