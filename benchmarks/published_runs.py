@@ -471,8 +471,11 @@ def _row(o: Outcome) -> dict:
 # benchmarks/data/moe_runs.json: published MoE runs with full layouts (tp, pp, ep, etp, virtual stages). Each goes
 # through `zeroplan plan`'s resolve and search with the layout pinned, like the dense runs above; the model is the
 # run's config.json fields as a Mixtral-style MoE shape (core.model.experts reads its routed experts). Nothing of
-# the step-time model is fitted on them: the raw error is the headline. One factor (a common scale on the step
-# time) is then fitted to say how much of the error is systematic: in-sample and leave-one-out.
+# the step-time model is fitted on them: the raw error is the headline. Each row carries its recipe's MoE traits
+# (moe_dispatcher, moe_a2a_overlap; traits_source); the dropless host sync's price (core.timing.machine
+# MOE_DROPLESS_SYNC_PAIRS) is measured on two of the B200 rows against their published token-drop runs, so the
+# leave-one-out prices those two with the other pair only. One factor (a common scale on the step time) is then
+# fitted to say how much of the error is systematic: in-sample and leave-one-out.
 
 
 def moe_model(run: dict):
@@ -578,7 +581,8 @@ def moe_section(show_runs: bool) -> dict:
     calibration = [o for o in outcomes if not o.run.get("heldout")]
     heldout = [o for o in outcomes if o.run.get("heldout")]
     if show_runs:
-        print_runs("MoE, calibration side (Blackwell-class; nothing of the step-time model fitted on them)", calibration)
+        print_runs("MoE, calibration side (Blackwell-class; nothing fitted on them; the host sync measured on two B200 rows' "
+                   "token-drop pairs)", calibration)
         print_runs("MoE, held out (H100 rows of the same tables: never fitted on)", heldout)
     s = summary(calibration)
     print_summary("MoE calibration side, raw (constants from the dense calibration set)", s)
