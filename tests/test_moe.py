@@ -366,6 +366,31 @@ def test_estimate_with_ep_shards_experts_over_edp(cli):
     assert document["inputs"]["ep"] == 8
 
 
+def test_estimate_framework_convention_shards_experts_as_torchtitan(cli):
+    """--convention framework --framework torch with --ep: FSDP2 over dp for the dense tensors and over edp for each
+    rank's E/ep experts (torchtitan); the totals equal the fully sharded Ψ/N when nothing pads, and the deepspeed
+    framework refuses EP in one line."""
+    import json
+
+    base = ("estimate", "--model", "qwen3-30b-a3b", "--gpus", "16", "--gpu", "h100-80g", "--convention", "framework",
+            "--stage", "3", "--seq-len", "4096", "-f", "json")
+    code, out, err = cli(*base, "--framework", "torch", "--ep", "8")
+    assert code == 0, err
+    with_ep = json.loads(out)["options"][0]["breakdown"]
+    code, out, err = cli(*base, "--framework", "torch")
+    without = json.loads(out)["options"][0]["breakdown"]
+    # FSDP2 shards everything: 1/16 of every tensor either way (128 experts / 8 = 16 per rank, over edp 2: no padding)
+    assert abs(with_ep["gpu/params"] - without["gpu/params"]) < 0.001 * without["gpu/params"]
+    code, out, err = cli(*base, "--stage", "0", "--framework", "torch", "--ep", "8")
+    assert code == 0, err
+    states = json.loads(out)["options"][0]["breakdown"]["gpu/params"]
+    model = load_model("qwen3-30b-a3b")
+    routed = expert_params(model.shape).routed_total
+    assert states == 4 * (model.params - routed + routed // 8)  # DDP: the dense whole, 16 of 128 experts
+    code, out, err = cli(*base, "--framework", "deepspeed", "--ep", "8")
+    assert code == 2 and err.count("\n") == 1 and "torchtitan" in err
+
+
 @pytest.mark.parametrize("args,expected", [
     (("--model", "mixtral-8x7b", "--gpus", "48", "--ep", "3"),
      "zeroplan: error: --ep: ep(3) does not divide the 8 experts of mixtral-8x7b"),
