@@ -230,6 +230,7 @@ def resolve(inputs: PlanInputs) -> ResolvedPlan:
                       tp_hidden=overlap.tp_hidden or inputs.search.async_tp, pp_hidden=overlap.pp_hidden,
                       flash_efficiency=flash_efficiency(cluster.gpu.name,
                                                         inputs.search.attention_kernel or overlap.attention_kernel),
+                      attention_kernel=inputs.search.attention_kernel or overlap.attention_kernel,
                       fp8_flops=float(gpu.fp8_flops or 0) if recipe else 0.0, fp8_recipe=recipe or "",
                       moe_sync_s=_moe_sync_seconds(inputs), moe_a2a_hidden=inputs.search.moe_a2a_overlap,
                       moe_node_dedup=(inputs.search.moe_dispatcher or "alltoall") in ("deepep", "hybridep"))

@@ -54,6 +54,13 @@ ATTENTION_SCORE_BYTES = 5.397  # memory traffic per attention score element, for
 FLASH_MAX_SHARE = {("ampere", "fa1"): 0.40, ("ampere", "fa2"): 0.73, ("ampere", "fa3"): 0.73,
                    ("hopper", "fa1"): 0.19, ("hopper", "fa2"): 0.35, ("hopper", "fa3"): 0.75}
 DEFAULT_FLASH_MAX_SHARE = 0.55  # other GPUs: the mean of the A100 and H100 fa2/fa3 ceilings, not measured
+# Head dimension: the ceilings above are measured at head dim 128 (the FlashAttention-2/-3 papers' headline
+# shapes). Narrower heads do fewer FLOPs per byte of Q, K, V moved and per softmax element, and run further from
+# peak: FlashAttention-3's BF16 forward on H100 (arXiv 2407.08608 Fig. 5, sequence 8k) reaches 496 TFLOP/s at head
+# dim 64 against 646 at 128 (FlashAttention-3) and 322 against 370 (FlashAttention-2): shares 0.77 and 0.87 of the
+# head-dim-128 rate. Wider heads (256: 628 against 646) are taken as 128. Between 64 and 128 the share is
+# interpolated linearly in the head dim; below 64 it stays at 64's. fa1 (no measurement): fa2's.
+FLASH_HEAD_DIM_64_SHARE = {"fa1": 0.87, "fa2": 0.87, "fa3": 496 / 646}
 FLASH_SHARE_OF_MAX = 0.928  # fitted: share of the kernel's ceiling training shapes reach, forward and backward
 FLASH_SEQ_HALF = 0.0  # the sequence length at which flash attention runs at half its long-sequence rate: fitted
 # on 2026-12-01 to its lower bound (no slowdown the 2k-64k runs can see), so 0 and out of the fit
@@ -123,6 +130,14 @@ def flash_efficiency(gpu_name: str, kernel: str = "fa2") -> float:
     return FLASH_SHARE_OF_MAX * FLASH_MAX_SHARE.get((architecture or "", kernel), DEFAULT_FLASH_MAX_SHARE)
 
 
+def flash_head_dim_share(head_dim: int, kernel: str) -> float:
+    """The flash kernel's rate at this head dimension relative to head dim 128 (FLASH_HEAD_DIM_64_SHARE)."""
+    if head_dim >= 128 or head_dim <= 0:
+        return 1.0
+    low = FLASH_HEAD_DIM_64_SHARE.get(kernel, FLASH_HEAD_DIM_64_SHARE["fa2"])
+    return low + (1.0 - low) * (max(head_dim, 64) - 64) / 64
+
+
 def check_efficiency(value: float) -> float:
     if not 0.001 <= value <= 1:  # below 0.1% of peak no step-time figure means anything (and may underflow)
         raise InputError("efficiency", f"must be a fraction in [0.001, 1], got {value:g}", "write e.g. 0.5")
@@ -148,6 +163,7 @@ class Machine:
     layer_overhead_s: float = LAYER_OVERHEAD_S
     moe_sync_s: float = 0.0  # per MoE layer and micro-batch: MOE_DROPLESS_SYNC_S when the dispatcher syncs, else 0
     moe_a2a_hidden: bool = False  # the EP all-to-all hides behind another micro-batch's compute (--moe-a2a-overlap)
+    attention_kernel: str = "fa2"  # the flash kernel family flash_efficiency was taken for (its head-dim share)
     moe_node_dedup: bool = False  # the dispatcher sends a token once per remote node, NVLink forwards it (HybridEP, DeepEP)
     fp8_flops: float = 0.0  # dense FP8 peak the linear layers run at under --precision fp8; 0: bf16 throughout
     fp8_recipe: str = ""  # core.precision.FP8_RECIPES

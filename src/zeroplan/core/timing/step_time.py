@@ -89,7 +89,8 @@ from zeroplan.core.timing.machine import (  # noqa: F401 - re-exported for calle
     ACTIVATION_ELEMENT_BYTES, ATTENTION_SCORE_BYTES, DEFAULT_CPU_ADAM_PARAMS_PER_S, DEFAULT_EFFICIENCY, DP_OVERLAP,
     ELEMENTWISE_BYTES_PER_TOKEN_HIDDEN, FLASH_ATTENTION_EFFICIENCY, FLASH_SHARE_OF_MAX, FP8_CAST_BYTES,
     FP8_OTHER_AXIS_BYTES, GEMM_EPILOGUE_BYTES, GEMM_OVERHEAD_S, GEMM_SHARE_OF_MAX, LOGIT_BYTES,
-    MAX_MATMUL_SHARE, MOE_DISPATCH_COPIES, MOE_DROPLESS_SYNC_S, Machine, check_efficiency, flash_efficiency, gemm_efficiency,
+    MAX_MATMUL_SHARE, MOE_DISPATCH_COPIES, MOE_DROPLESS_SYNC_S, Machine, check_efficiency, flash_efficiency,
+    flash_head_dim_share, gemm_efficiency,
 )
 
 
@@ -367,6 +368,7 @@ def layer_seconds(layout: Layout, flops: FlopModel, machine: Machine) -> tuple[f
     core = 4 * tokens * layout.seq_len * w / tp  # QKᵀ and AV over the whole (gathered) sequence
     if layout.flash_attention:
         attention = flash_seconds(core, layout.seq_len, machine)  # causal: half the blocks
+        attention /= flash_head_dim_share(w // max(1, flops.heads), machine.attention_kernel)
         attention_backward = 2.5 * attention  # FlashAttention's backward recomputes the scores
     else:
         elements = tokens * layout.seq_len * max(1, flops.heads) / tp  # the score matrix, per GPU
