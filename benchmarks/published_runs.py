@@ -497,9 +497,12 @@ def moe_model(run: dict):
 
 
 # The tables' precision column as the planner's inputs: FP8-MX is MXFP8 (1x32 block scales); FP8-CS (current
-# scaling, per tensor) is priced as the tensorwise recipe (core.timing.machine FP8_CAST_BYTES).
+# scaling, per tensor) is priced as the tensorwise recipe (core.timing.machine FP8_CAST_BYTES); DeepSeek-V3's
+# fine-grained scaling (1x128 activation tiles, 128x128 weight blocks) as the rowwise recipe: a fresh cast for each
+# axis, as its backward re-quantises along the other one.
 MOE_PRECISIONS = {"bf16": {}, "mxfp8": {"precision": "fp8", "fp8_recipe": "mxfp8"},
-                  "fp8cs": {"precision": "fp8", "fp8_recipe": "tensorwise"}}
+                  "fp8cs": {"precision": "fp8", "fp8_recipe": "tensorwise"},
+                  "fp8block": {"precision": "fp8", "fp8_recipe": "rowwise"}}  # DeepSeek-V3's 1x128 / 128x128 blocks
 
 
 def moe_predict(run: dict, sync_s: float | None = None) -> Outcome:
@@ -583,11 +586,11 @@ def moe_section(show_runs: bool) -> dict:
     if show_runs:
         print_runs("MoE, calibration side (Blackwell-class; nothing fitted on them; the host sync measured on two B200 rows' "
                    "token-drop pairs)", calibration)
-        print_runs("MoE, held out (H100 rows of the same tables: never fitted on)", heldout)
+        print_runs("MoE, held out (Hopper: the H100 rows of the same tables and the DeepSeek-V3 report; never fitted on)", heldout)
     s = summary(calibration)
     print_summary("MoE calibration side, raw (constants from the dense calibration set)", s)
     held = summary(heldout)
-    print_summary("MoE held out (H100), raw", held)
+    print_summary("MoE held out (Hopper), raw", held)
     scored = [o for o in calibration if o.error is not None]
     report: dict = {"raw": s, "heldout_raw": held, "runs": [_row(o) for o in outcomes]}
     loo = _sync_leave_one_out(calibration)

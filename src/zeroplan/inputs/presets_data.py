@@ -86,7 +86,7 @@ GPUS = {
   "hbm_bandwidth": "3350GB/s",
   "bf16_tflops": 989.4,
   "bf16": true,
-  "fp8_tflops": null,
+  "fp8_tflops": 1978.9,
   "mxfp8": false,
   "intra_node_link": {
    "bandwidth": "200GB/s",
