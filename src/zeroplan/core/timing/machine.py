@@ -98,7 +98,8 @@ MOE_DISPATCH_COPIES = 8
 # dropless (25.11), both with the alltoall dispatcher: Qwen3-30B-A3B (8 GPUs, ep 8, micro-batch 1) went from 18,066
 # to 9,299 tokens/s/GPU, 4.45 ms more per MoE layer and micro-batch (64 micro-batches x 48 layers); Qwen3-235B-A22B
 # (64 GPUs, pp 8, vp 2, ep 8, FP8-MX) from 4,275 to 3,269, 2.99 ms more (131.5 pipeline slots x 12 layers); their
-# mean is taken. The flex dispatcher with HybridEP shows no such cost (Qwen3-30B-A3B on 8 GB200: 23,723 token-drop,
+# mean is taken. (The 25.09 Qwen3-30B-A3B row names no precision; had it been BF16 against 25.11's FP8-MX, the
+# dropless cost would be larger, not smaller.) The flex dispatcher with HybridEP shows no such cost (Qwen3-30B-A3B on 8 GB200: 23,723 token-drop,
 # 23,766 dropless), so --moe-dispatcher hybridep pays none. Not fitted on any residual; the H100 pair of the same
 # tables (Qwen3-30B-A3B FP8-CS, 16 GPUs: 10,494 -> 5,275) shows 16 ms, far more than this: see docs/plan.md.
 MOE_DROPLESS_SYNC_PAIRS = {"qwen3-30b-a3b dgx-b200": 4.45e-3, "qwen3-235b-a22b dgx-b200": 2.99e-3}
