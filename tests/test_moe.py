@@ -391,6 +391,30 @@ def test_estimate_framework_convention_shards_experts_as_torchtitan(cli):
     assert code == 2 and err.count("\n") == 1 and "torchtitan" in err
 
 
+@pytest.mark.slow
+def test_deepseek_v3_on_2048_h800_with_deepseeks_traits_hides_the_all_to_all(cli):
+    """docs/plan.md, DeepSeek-V3 on 2048 H800: DeepSeek's layout (PP 16 × EP 64 over 8 nodes, no TP) exposes its
+    k-copy all-to-all by default; node-limited dispatch halves it and DualPipe's overlap hides it; with those traits
+    the free search's top plan spreads the experts over at least 64 ranks."""
+    import json
+
+    base = ("plan", "--model", "deepseek-v3", "--gpus", "2048", "--gpu", "h800-80g", "--global-batch", "15360",
+            "--seq-len", "4096", "-f", "json")
+    pinned = ("--tp", "1", "--pp", "16", "--ep", "64", "--stages", "1", "--recompute", "full")
+    seconds = {}
+    for name, extra in (("alltoall", ()), ("deepep", ("--moe-dispatcher", "deepep")),
+                        ("dualpipe", ("--moe-dispatcher", "deepep", "--moe-a2a-overlap"))):
+        code, out, err = cli(*base, *pinned, *extra)
+        assert code == 0, err
+        seconds[name] = json.loads(out)["top"][0]["seconds_ep_alltoall"]
+    assert seconds["alltoall"] > 10 and seconds["deepep"] == pytest.approx(seconds["alltoall"] / 2, rel=0.02)
+    assert seconds["dualpipe"] == 0.0
+    code, out, err = cli(*base, "--moe-dispatcher", "deepep", "--moe-a2a-overlap", "--comm-overlap", "megatron")
+    assert code == 0, err
+    top = json.loads(out)["top"][0]
+    assert top["ep"] >= 64 and top["seconds_ep_alltoall"] == 0.0
+
+
 @pytest.mark.parametrize("args,expected", [
     (("--model", "mixtral-8x7b", "--gpus", "48", "--ep", "3"),
      "zeroplan: error: --ep: ep(3) does not divide the 8 experts of mixtral-8x7b"),
