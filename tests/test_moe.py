@@ -426,6 +426,13 @@ def test_estimate_refuses_a_broken_expert_layout_in_one_line(cli, args, expected
     assert code == 2 and not out and err.startswith(expected) and err.count("\n") == 1
 
 
+@pytest.mark.parametrize("flag", [("--moe-dispatcher", "deepep"), ("--moe-a2a-overlap",)])
+def test_plan_refuses_moe_traits_on_a_dense_model_in_one_line(cli, flag):
+    code, out, err = cli("plan", "--model", "llama-2-7b", "--gpus", "8", "--global-batch", "64", *flag)
+    assert code == 2 and not out and err.startswith(f"zeroplan: error: {flag[0]}: prices a mixture-of-experts")
+    assert err.count("\n") == 1
+
+
 def test_plan_explains_why_ep_wins(cli):
     code, out, err = cli("plan", "--model", "mixtral-8x7b", "--gpus", "64", "--gpu", "h100-80g", "--global-batch",
                          "512", "--seq-len", "4096", "--ep", "1,8", "--tp", "1,2", "--pp", "1,2",

@@ -171,6 +171,12 @@ def _space(inputs: PlanInputs, model: ModelSpec, assumptions: list[str]) -> Sear
 
 
 def _capacity_factor(inputs: PlanInputs, model: ModelSpec) -> float | None:
+    dense = model.shape is None or not model.shape.experts
+    for field, given in (("moe_dispatcher", inputs.search.moe_dispatcher is not None),
+                         ("moe_a2a_overlap", inputs.search.moe_a2a_overlap)):
+        if given and dense:
+            raise InputError(field, f"prices a mixture-of-experts model's token exchange, and {model.name} has no "
+                             "experts", f"drop {ref(field)}, or use a mixture-of-experts model")
     factor = inputs.step.capacity_factor
     if factor is not None and (model.shape is None or not model.shape.experts):
         raise InputError("capacity_factor", f"caps the tokens of each expert, and {model.name} has no experts",
