@@ -50,7 +50,7 @@ from zeroplan.core.layout.search import search
 from zeroplan.core.parallel.grid import ParallelDims
 from zeroplan.core.timing.step_time import narayanan_flops_per_iteration
 from zeroplan.render.sink import write_file
-from zeroplan.search.inputs import PlanInputs, resolve
+from zeroplan.search.inputs import PlanInputs, moe_traits, resolve
 from zeroplan.search.reasons import faster_because, savings
 
 DATA = Path(__file__).resolve().parent / "data"
@@ -533,12 +533,14 @@ def moe_predict(run: dict, sync_s: float | None = None) -> Outcome:
         virtual_stages=str(layout["virtual_stages"]), micro_batches=str(run["micro_batch"]), tp=str(layout["tp"]),
         pp=str(layout["pp"]), cp=str(layout["cp"]), ep=str(layout["ep"]), etp=str(layout["etp"]),
         comm_overlap="megatron", flash_attention=True, allow_cross_node_tp=True,
-        moe_dispatcher=run.get("moe_dispatcher", "alltoall"), moe_a2a_overlap=bool(run.get("moe_a2a_overlap")),
         **({"gpus_per_node": run["gpus_per_node"]} if run.get("gpus_per_node") else {}),
         **MOE_PRECISIONS[run.get("precision", "bf16")])
     request = dataclasses.replace(resolve(inputs).request, model=model, largest_layer_params=model.largest_layer_params)
-    if sync_s is not None and request.machine.moe_sync_s:
-        request = dataclasses.replace(request, machine=dataclasses.replace(request.machine, moe_sync_s=sync_s))
+    # the row's MoE traits on the machine (resolve saw the dense stand-in built from the counts, not the experts)
+    traits = moe_traits(run.get("moe_dispatcher"), bool(run.get("moe_a2a_overlap")), None)
+    if sync_s is not None and traits["moe_sync_s"]:
+        traits["moe_sync_s"] = sync_s
+    request = dataclasses.replace(request, machine=dataclasses.replace(request.machine, **traits))
     published = run["global_batch"] * run["seq"] / (run["tokens_per_s_per_gpu"] * run["gpus"])
     result = search(request)
     if not result.plans:

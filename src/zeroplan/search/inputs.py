@@ -238,8 +238,8 @@ def resolve(inputs: PlanInputs) -> ResolvedPlan:
                                                         inputs.search.attention_kernel or overlap.attention_kernel),
                       attention_kernel=inputs.search.attention_kernel or overlap.attention_kernel,
                       fp8_flops=float(gpu.fp8_flops or 0) if recipe else 0.0, fp8_recipe=recipe or "",
-                      moe_sync_s=_moe_sync_seconds(inputs), moe_a2a_hidden=inputs.search.moe_a2a_overlap,
-                      moe_node_dedup=(inputs.search.moe_dispatcher or "alltoall") in ("deepep", "hybridep"))
+                      **moe_traits(inputs.search.moe_dispatcher, inputs.search.moe_a2a_overlap,
+                                   inputs.step.capacity_factor))
     tolerance = DEFAULT_TIE_TOLERANCE if inputs.search.tie_tolerance is None else float(inputs.search.tie_tolerance)
     if inputs.step.finetune == "auto":
         raise InputError("finetune", "auto is for zeroplan estimate (the cheapest mode that fits)",
@@ -258,13 +258,15 @@ def resolve(inputs: PlanInputs) -> ResolvedPlan:
     return ResolvedPlan(inputs, request, tokens, assumptions)
 
 
-def _moe_sync_seconds(inputs: PlanInputs) -> float:
-    """The host sync per MoE layer and micro-batch (core.timing.machine MOE_DROPLESS_SYNC_S): dropless routing
-    (no capacity factor) through the alltoall or DeepEP dispatcher (DeepEP's normal dispatch returns its received
-    counts to the host); none with a capacity factor or HybridEP."""
-    dropless = inputs.step.capacity_factor is None
-    syncs = (inputs.search.moe_dispatcher or "alltoall") in ("alltoall", "deepep")
-    return MOE_DROPLESS_SYNC_S if dropless and syncs else 0.0
+def moe_traits(dispatcher: str | None, a2a_overlap: bool, capacity_factor: float | None) -> dict:
+    """The Machine fields a MoE framework's traits set: the host sync per MoE layer and micro-batch
+    (core.timing.machine MOE_DROPLESS_SYNC_S: dropless routing, no capacity factor, through the alltoall or DeepEP
+    dispatcher, whose normal dispatch returns its received counts to the host; none with a capacity factor or
+    HybridEP), the all-to-all overlap (--moe-a2a-overlap) and a node-deduplicating dispatch (deepep, hybridep)."""
+    dispatcher = dispatcher or "alltoall"
+    syncs = capacity_factor is None and dispatcher in ("alltoall", "deepep")
+    return {"moe_sync_s": MOE_DROPLESS_SYNC_S if syncs else 0.0, "moe_a2a_hidden": a2a_overlap,
+            "moe_node_dedup": dispatcher in ("deepep", "hybridep")}
 
 
 def _active_note(request: SearchRequest) -> str:
