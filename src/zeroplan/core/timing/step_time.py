@@ -474,7 +474,9 @@ def _stage_seconds(layout: Layout, flops: FlopModel, hidden: int, machine: Machi
     if layout.ep > 1 and flops.moe_layers:
         alltoall = ep_alltoall_layer_seconds(layout, flops, machine) * layers * flops.moe_layers / flops.layers
         # --moe-a2a-overlap: each micro-batch's all-to-all hides behind another micro-batch's compute on the stage
-        comm += max(0.0, alltoall - forward - backward) if machine.moe_a2a_hidden else alltoall
+        # (its kernels, not the host's sync stalls, which launch nothing)
+        compute = forward + backward - layers * moe_sync_seconds(flops, machine)
+        comm += max(0.0, alltoall - compute) if machine.moe_a2a_hidden else alltoall
     per_transfer = 0.0
     if layout.pp > 1:
         link = machine.links.link("p2p", layout.pp_intra_node)
