@@ -276,7 +276,9 @@ def _all_to_all_seconds(buffer_bytes: float, ranks: int, links: LinkTable, ranks
     """All-to-all (NCCL's grouped send/recv, as Megatron-Core's and DeepSpeed-MoE's token dispatchers run it) of a
     rank's buffer_bytes, S/n to each peer: (per_node-1)/n·S to the peers inside its node on the GPU link and
     (n-per_node)/n·S to the others on its NIC, the two at once (the slower sets the time); one latency per link
-    (the sends are issued together), NCCL_LAUNCH_S per call. Routing is taken as uniform over the ranks: a
+    (the sends are issued together), NCCL_LAUNCH_S per call. Across nodes each rank has its own NIC's rate:
+    unlike a ring, whose cross-node hops can spread over the node's NICs (group_bandwidth's node_rails), every
+    rank of a node sends its own share across at once. Routing is taken as uniform over the ranks: a
     node-deduplicating dispatcher passes its own split (core.timing.step_time.ep_alltoall_layer_seconds;
     docs/formulas.md §20.4)."""
     if ranks <= 1 or buffer_bytes <= 0:
@@ -290,8 +292,10 @@ def _all_to_all_seconds(buffer_bytes: float, ranks: int, links: LinkTable, ranks
     seconds = alpha_beta_seconds(1, intra_bytes, intra.latency_s, link_bandwidth(intra, True)) if per_node > 1 else 0.0
     if inter_bytes > 0:
         inter = links.link(ALL_TO_ALL, False)
-        seconds = max(seconds, alpha_beta_seconds(1, inter_bytes, inter.latency_s,
-                                                  group_bandwidth(links, ALL_TO_ALL, per_node, False)))
+        # one NIC per rank whatever the framework's rails (group_bandwidth's node_rails is for rings): every rank
+        # of a node sends its own cross-node share at once, so the node's NICs carry per_node ranks' traffic
+        nic = min(link_bandwidth(intra, True), link_bandwidth(inter, False))
+        seconds = max(seconds, alpha_beta_seconds(1, inter_bytes, inter.latency_s, nic))
     return seconds + calls * NCCL_LAUNCH_S
 
 
