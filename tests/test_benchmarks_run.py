@@ -142,7 +142,10 @@ def test_published_moe_runs_count_their_models_and_run():
     outcome = runs.moe_predict(rows["mbridge_2511_b200_gptoss120b_bf16"])
     assert outcome.refused is None and outcome.plan.ep == 8 and outcome.predicted > 0
     assert outcome.published == 512 * 4096 / (8213 * 64)
-    assert runs.moe_predict(rows["deepseek_v3_techreport_pretrain"]).refused.startswith("not expressible")
+    assert runs.moe_predict(rows["mbridge_2511_b200_dsv3_mtp_fp8mx"]).refused.startswith("not expressible")
+    deepseek = runs.moe_predict(rows["deepseek_v3_techreport_pretrain"])  # held out: the report's own run
+    assert deepseek.plan.ep == 64 and deepseek.plan.pp == 16 and rows["deepseek_v3_techreport_pretrain"]["heldout"]
+    assert deepseek.published == 15360 * 4096 / (1543.2 * 2048)
 
 
 @pytest.mark.slow  # builds the model in transformers on the meta device

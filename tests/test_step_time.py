@@ -376,3 +376,26 @@ def test_torch_compile_prices_each_fused_region_once():
     eager, fused = elementwise_seconds(layout, flops, MACHINE), elementwise_seconds(layout, flops, compiled)
     assert fused == pytest.approx(2 * 75_776 * 2 * 8192 / MACHINE.hbm_bytes_per_s)
     assert eager == pytest.approx(68 * 4096 * 2 * 8192 / MACHINE.hbm_bytes_per_s) and fused < eager
+def test_flash_attention_runs_narrow_heads_at_the_measured_share_of_the_head_dim_128_rate():
+    """FlashAttention-3 paper Fig. 5 (BF16 forward, H100, sequence 8k): 496 TFLOP/s at head dim 64 against 646 at 128
+    (FlashAttention-3), 322 against 370 (FlashAttention-2). The same attention FLOPs with 64-wide heads take
+    1/share as long; 128 and wider are unchanged."""
+    import dataclasses
+
+    from zeroplan.core.hardware import Link
+    from zeroplan.core.timing.collectives import LinkTable
+    from zeroplan.core.timing.machine import Machine, flash_head_dim_share
+    from zeroplan.core.timing.step_time import FlopModel, Layout, layer_seconds
+
+    assert flash_head_dim_share(64, "fa3") == pytest.approx(496 / 646)
+    assert flash_head_dim_share(64, "fa2") == pytest.approx(0.87) == flash_head_dim_share(32, "fa2")
+    assert flash_head_dim_share(96, "fa3") == pytest.approx((496 / 646 + 1) / 2)
+    assert flash_head_dim_share(128, "fa3") == flash_head_dim_share(256, "fa2") == 1.0
+    machine = Machine(peak_flops=989e12, hbm_bytes_per_s=3.35e12, pcie_bytes_per_s=63e9, nvme_bytes_per_s=None,
+                      links=LinkTable(Link(450e9, 3e-6, "preset"), Link(50e9, 5e-6, "preset")), attention_kernel="fa3")
+    wide = FlopModel(1, 1, 1, 4096, 4096, heads=32)  # head dim 128
+    narrow = dataclasses.replace(wide, heads=64)  # the same width in 64-wide heads: the same attention FLOPs
+    layout = Layout(1, 1, 1, 1, 8192, 1, 1, "none", False, True, True, True)
+    _, _, core_wide = layer_seconds(layout, wide, machine)
+    _, _, core_narrow = layer_seconds(layout, narrow, machine)
+    assert core_narrow == pytest.approx(core_wide * 646 / 496)
