@@ -25,6 +25,7 @@ from zeroplan.core.memory.model_states import paper_model_states
 from zeroplan.core.evaluate.option_estimate import OptionEstimate
 from zeroplan.core.options import Option, options_for
 from zeroplan.core.parallel.grid import ParallelDims
+from zeroplan.core.parallel.rules import check_hybrid_experts
 from zeroplan.core.precision import BytesPerParam
 from zeroplan.core.units import ceil_div, format_count
 from zeroplan.core.model.pipeline_stages import expert_shard_params, shard_params
@@ -92,10 +93,10 @@ class EstimateRequest:
             if self.dp_shard < 2 or self.parallel.dp % self.dp_shard or self.dp_shard >= self.parallel.dp:
                 raise InputError("dp_shard", f"a shard group of {self.dp_shard} must divide dp({self.parallel.dp}) "
                                  "and be between 2 and dp - 1", "choose a divisor of the data-parallel degree")
-            if self.convention != "paper" or self.zeropp or self.parallel.has_experts_grid:
-                raise InputError("dp_shard", "hybrid sharding is priced in the paper convention, without ZeRO++ or "
-                                 "an expert-parallel grid",
-                                 f"drop {ref('convention')}/{ref('zeropp')}/{ref('ep')}, or {ref('dp_shard')}")
+            if self.convention != "paper" or self.zeropp:
+                raise InputError("dp_shard", "hybrid sharding is priced in the paper convention, without ZeRO++",
+                                 f"drop {ref('convention')}/{ref('zeropp')}, or {ref('dp_shard')}")
+            check_hybrid_experts(self.parallel, self.dp_shard)
         if "hpz" in self.zeropp and self.parallel.dp % self.hpz_ranks:
             raise InputError("hpz_partition_size",
                              f"hpZ groups of {self.hpz_ranks} do not divide dp({self.parallel.dp})",
@@ -178,6 +179,17 @@ class EstimateRequest:
         return self.dp_shard or self.parallel.dp
 
     @property
+    def expert_zero_ranks(self) -> int:
+        """The ranks the routed experts' ZeRO states shard over: edp, or under hybrid sharding the expert ranks of
+        one shard group (ParallelDims.expert_shard: torchtitan's efsdp)."""
+        return self.parallel.expert_shard(self.dp_shard)
+
+    @property
+    def replicas(self) -> int:
+        """Hybrid sharding's replicas of each shard group (dense and expert groups alike); 1 without it."""
+        return self.parallel.dp // self.dp_shard if self.dp_shard else 1
+
+    @property
     def hpz_ranks(self) -> int:
         return min(self.hpz_partition_size or self.parallel.gpus_per_node, self.parallel.dp)
 
@@ -226,7 +238,8 @@ def _evaluate(request: EstimateRequest, option: Option, activations: dict[str, i
             breakdown = framework_model_states(option, request.parameters, parallel.dp, per_param, request.framework,
                                                ep=parallel.ep, edp=parallel.edp, experts=_routed_experts(request))
         elif request.expert_split is not None:
-            breakdown = expert_group_states(option, request.expert_split, parallel, per_param)
+            breakdown = expert_group_states(option, request.expert_split, parallel, per_param,
+                                            request.zero_ranks, request.expert_zero_ranks)
         else:
             breakdown = paper_model_states(option, shard, request.zero_ranks, per_param, gpus_in_node)
         layout = request.model.layout
@@ -291,15 +304,18 @@ def _finetune_states(request: EstimateRequest, option: Option, counts: FinetuneC
 
 
 def expert_group_states(option: Option, split: tuple[int, int], parallel: ParallelDims,
-                        per_param: BytesPerParam) -> dict[str, int]:
+                        per_param: BytesPerParam, dense_ranks: int | None = None,
+                        expert_ranks: int | None = None) -> dict[str, int]:
     """Model states of the most loaded rank with two parameter groups (the ZeRO paper's convention applied per
     group, as DeepSpeed-MoE's expert-data-parallel groups, Megatron's distributed optimizer and torchtitan's
-    FSDP2 with EP shard them): the dense parameters over dp, the routed experts over edp, at every stage. GPU
-    entries are kept per group (gpu/params/dense, gpu/params/experts, ...); host and NVMe entries summed."""
+    FSDP2 with EP shard them): the dense parameters over dp, the routed experts over edp, at every stage; under
+    hybrid sharding over the shard group's dp_shard ranks and its dp_shard·tp/(ep·etp) expert ranks (dense_ranks,
+    expert_ranks; docs/formulas.md §20.2). GPU entries are kept per group (gpu/params/dense, gpu/params/experts,
+    ...); host and NVMe entries summed."""
     dense, experts = split
     gpus_in_node = parallel.gpus_in_busiest_node
-    groups = {"dense": paper_model_states(option, dense, parallel.dp, per_param, gpus_in_node),
-              "experts": paper_model_states(option, experts, parallel.edp, per_param, gpus_in_node)}
+    groups = {"dense": paper_model_states(option, dense, dense_ranks or parallel.dp, per_param, gpus_in_node),
+              "experts": paper_model_states(option, experts, expert_ranks or parallel.edp, per_param, gpus_in_node)}
     breakdown: dict[str, int] = {}
     for key in groups["dense"]:
         if key.startswith("gpu/"):
@@ -323,7 +339,7 @@ def _grouped_fp32_partition(request: EstimateRequest, option: Option) -> int:
     dense, experts = request.expert_split
     parallel = request.parallel
     if option.stage >= 1:
-        elements = ceil_div(dense, parallel.dp) + ceil_div(experts, parallel.edp)
+        elements = ceil_div(dense, request.zero_ranks) + ceil_div(experts, request.expert_zero_ranks)
     else:
         elements = dense + experts
     if option.stage == 3:
@@ -397,14 +413,21 @@ def collectives_for(request: EstimateRequest, option: Option) -> list[comm.Colle
                                                   request.micro_batches_per_step if stage >= 2 else 1)
         return collectives
     # Two groups: the dense parameters' collectives over dp, the experts' over edp (each on the span it crosses).
+    # Hybrid sharding: each group's inside its shard group (dp_shard dense ranks, dp_shard·tp/(ep·etp) expert ranks,
+    # both in the same block of dp_shard·tp consecutive ranks: dp_span), then each group's reduced gradient
+    # partition AllReduced across the replicas (torchtitan's dp_replicate dimension, dense and sparse meshes alike).
     dense, experts = split
+    expert_span = request.dp_span if request.dp_shard else ("intra_node" if parallel.edp_intra_node else "inter_node")
     found = []
-    for count, ranks, span in ((dense, parallel.dp, request.dp_span),
-                               (experts, parallel.edp, "intra_node" if parallel.edp_intra_node else "inter_node")):
+    for count, ranks, span in ((dense, request.zero_ranks, request.dp_span),
+                               (experts, request.expert_zero_ranks, expert_span)):
         reduce_calls, gather_calls = bucket_calls(stage, count, request.buffers)
         found += comm.dp_collectives(stage, count, ranks, per_param.params, per_param.gradients, span, zeropp,
                                      min(request.hpz_ranks, ranks), reduce_calls, gather_calls,
                                      request.micro_batches_per_step, request.hpz_span)
+        if request.dp_shard and stage >= 1:
+            found += comm.replica_allreduce(count, ranks, request.replicas, per_param.gradients,
+                                            request.micro_batches_per_step if stage >= 2 else 1)
     return found
 
 
