@@ -369,7 +369,6 @@ def _llama_style(fields: _Fields) -> Architecture:
     mlp_bias = _flag_or(fields, style.mlp_bias)
     qk_norm = _qk_norm(style, fields, heads, head_dim)
     windows = _windows(fields, layers, 4096 if family in ("mistral", "gemma2", "gemma3_text", "cohere2") else None)
-    chunks = _chunks(fields, layers)
     latent = None
     if family in ("deepseek_v2", "deepseek_v3"):
         q_lora = fields.config.get("q_lora_rank")
@@ -394,6 +393,7 @@ def _llama_style(fields: _Fields) -> Architecture:
         if not (isinstance(kinds, list) and len(kinds) == layers):
             interval = fields.optional_count("full_attention_interval", 4)
             kinds = ["linear_attention" if (index + 1) % interval else "full_attention" for index in range(layers)]
+    chunks = _chunks(fields, layers)
     built = []
     for index in range(layers):
         attention = Attention(heads, kv_heads, head_dim, qkv_bias, out_bias, qk_norm=qk_norm,
