@@ -155,26 +155,6 @@ def _windows(fields: _Fields, layers: int, default: int | None = None) -> list[i
     return [window] * layers
 
 
-def _chunks(fields: _Fields, layers: int) -> list[int | None]:
-    """Each layer's attention chunk (None: not chunked): Llama 4's chunked_attention layers, as Llama4TextConfig fills
-    layer_types in (transformers models/llama4/configuration_llama4.py: attention_chunk_size 8192 by default, chunked
-    on the rotary layers, every no_rope_layer_interval-th layer (4) global without rotary embeddings)."""
-    if fields.family != "llama4_text":
-        return [None] * layers
-    chunk = fields.config.get("attention_chunk_size", 8192)
-    chunk = chunk if isinstance(chunk, int) and not isinstance(chunk, bool) and chunk > 0 else None
-    types = fields.config.get("layer_types")
-    if chunk is None:
-        return [None] * layers
-    if isinstance(types, list) and len(types) == layers:
-        return [chunk if kind == "chunked_attention" else None for kind in types]
-    rope = fields.config.get("no_rope_layers")
-    if not (isinstance(rope, list) and len(rope) == layers):
-        interval = fields.optional_count("no_rope_layer_interval", 4)
-        rope = [int((index + 1) % interval != 0) for index in range(layers)]
-    return [chunk if used else None for used in rope]
-
-
 def _experts(fields: _Fields, count_key: str, top_key: str, ffn: int, **options) -> Experts:
     count, top_k = fields.count(count_key), fields.count(top_key)
     if top_k > count:
@@ -355,6 +335,26 @@ def _head_bias(fields: _Fields) -> bool:
     if fields.family == "phimoe":
         return fields.flag("lm_head_bias", False)
     return fields.flag("use_bias", False) if fields.family == "ernie4_5_moe" else False
+
+
+def _chunks(fields: _Fields, layers: int) -> list[int | None]:
+    """Each layer's attention chunk (None: not chunked): Llama 4's chunked_attention layers, as Llama4TextConfig fills
+    layer_types in (transformers models/llama4/configuration_llama4.py: attention_chunk_size 8192 by default, chunked
+    on the rotary layers, every no_rope_layer_interval-th layer (4) global without rotary embeddings)."""
+    if fields.family != "llama4_text":
+        return [None] * layers
+    chunk = fields.config.get("attention_chunk_size", 8192)
+    chunk = chunk if isinstance(chunk, int) and not isinstance(chunk, bool) and chunk > 0 else None
+    types = fields.config.get("layer_types")
+    if chunk is None:
+        return [None] * layers
+    if isinstance(types, list) and len(types) == layers:
+        return [chunk if kind == "chunked_attention" else None for kind in types]
+    rope = fields.config.get("no_rope_layers")
+    if not (isinstance(rope, list) and len(rope) == layers):
+        interval = fields.optional_count("no_rope_layer_interval", 4)
+        rope = [int((index + 1) % interval != 0) for index in range(layers)]
+    return [chunk if used else None for used in rope]
 
 
 def _llama_style(fields: _Fields) -> Architecture:
