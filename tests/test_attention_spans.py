@@ -146,3 +146,21 @@ def test_hardware_flops_count_each_query_against_its_span() -> None:
     assert flops.hardware_flops_per_token(seq, "none") == 6 * flops.params + 3 * attention
     assert flops.hardware_flops_per_token(seq, "selective") == 6 * flops.params + 4 * attention
     assert flops.model_flops_per_token() == 6 * flops.params  # MFU's numerator counts no attention either way
+
+
+def test_phi3_and_mistral_windows_reach_the_step_time() -> None:
+    """Phi-3-mini-4k's config sets sliding_window 2047 (Phi3Model then masks every layer with it) and Mistral 7B
+    v0.1's 4096 (MistralConfig's default): every layer carries it; at 4096 tokens Phi-3's core is cut, Mistral's not
+    (its window covers the sequence)."""
+    config = json.loads((Path(__file__).parent / "configs" / "phi-3-mini-4k-instruct.json").read_text())
+    phi3 = FlopModel.from_model(model_spec_from_hf_config(config, "phi3"))
+    assert phi3.attention_spans == (("sliding", 2047),) * 32
+    assert span_share(phi3.attention_spans, 4096, "fa2", 96) < 1.0
+    mistral = model_spec_from_hf_config({"model_type": "mistral", "hidden_size": 4096, "num_hidden_layers": 32,
+                                         "num_attention_heads": 32, "num_key_value_heads": 8,
+                                         "intermediate_size": 14336, "vocab_size": 32000}, "mistral")
+    spans = FlopModel.from_model(mistral).attention_spans
+    assert spans == (("sliding", 4096),) * 32 and span_share(spans, 4096, "fa2", 128) == 1.0
+    # 8192 tokens on FlashAttention-2's 128 × 64 tiles: query tile m runs key tiles up to 2(m + 1), from
+    # ⌊(128m − 4095)/64⌋ = 2m − 64 once m ≥ 32: 2·(1 + … + 32) + 32·66 = 3168 tiles against 2·(1 + … + 64) = 4160
+    assert span_share(spans, 8192, "fa2", 128) == pytest.approx(3168 / 4160, rel=1e-12)

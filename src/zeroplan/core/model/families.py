@@ -422,7 +422,9 @@ def _phi3(fields: _Fields) -> Architecture:
     hidden, layers, heads, kv_heads, head_dim = _attention_shape(fields)
     ffn, vocab = fields.count("intermediate_size"), fields.count("vocab_size")
     norms = (("input_layernorm", Norm(hidden)), ("post_attention_layernorm", Norm(hidden)))
-    layer = Layer(Attention(heads, kv_heads, head_dim, fused="qkv_proj"), MLP(ffn, fused="gate_up_proj"), norms)
+    window = _windows(fields, layers)[0]  # Phi-3-mini-4k's 2047: Phi3Model masks every layer with it when set
+    layer = Layer(Attention(heads, kv_heads, head_dim, fused="qkv_proj", window=window),
+                  MLP(ffn, fused="gate_up_proj"), norms)
     decoder = Decoder("phi3", hidden, vocab, (layer,) * layers, fields.optional_count("max_position_embeddings", 4096),
                       fields.flag("tie_word_embeddings", False), ("norm", Norm(hidden)))
     return _architecture(decoder, heads, kv_heads, head_dim, {"position_embeddings": "rotary"})
