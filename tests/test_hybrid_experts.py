@@ -117,3 +117,33 @@ def test_plan_searches_hybrid_sharding_with_ep(cli):
     assert expert_time.reduce > inside.reduce
     assert float(hybrid["seconds_dp_total"]) == pytest.approx(dense_time.total + expert_time.total, rel=1e-6)
     assert replica_allreduce(experts, 2, 4, 2, 1)[0].buffer_bytes == 2 * -(-experts // 2)
+
+
+@pytest.mark.parametrize("ep", [1, 8])
+def test_fsdp2_hsdp_holds_what_fsdp2_holds_on_one_shard_group(cli, ep):
+    """--convention framework --framework torch with --dp-shard: FSDP2's HSDP (fully_shard on a 2-D replicate ×
+    shard mesh) shards each tensor over the shard mesh only, so a rank holds what FSDP2 holds on a world of one shard
+    group (16 GPUs here), with EP too (torchtitan's efsdp = 16·1/8 = 2 on both worlds); its gradients add one fp32
+    AllReduce of each group's reduced shard over the 4 replicas, every micro-batch. Stages 0-1 are refused."""
+    base = ("estimate", "--model", "qwen3-30b-a3b", "--gpu", "h100-80g", "--convention", "framework",
+            "--framework", "torch", "--stage", "3", "--seq-len", "4096", "--ep", str(ep), "-f", "json")
+    code, out, err = cli(*base, "--gpus", "64", "--dp-shard", "16")
+    assert code == 0, err
+    hybrid = _breakdown(out)
+    code, out, err = cli(*base, "--gpus", "16")
+    assert code == 0, err
+    group = _breakdown(out)
+    for key in ("gpu/params", "gpu/gradients", "gpu/optimizer_states"):
+        assert hybrid[key] == group[key]
+    assert {k: v for k, v in hybrid.items() if k.startswith("gpu/buffers")} == \
+        {k: v for k, v in group.items() if k.startswith("gpu/buffers")}
+    extra = hybrid["comm/inter_node_bytes"] - group["comm/inter_node_bytes"]
+    model = load_model("qwen3-30b-a3b")
+    if ep == 1:
+        shards = [(model.params, 16)]
+    else:
+        dense, experts = expert_shard_params(model, 1, 1, 8, 1)
+        shards = [(dense, 16), (experts, 2)]
+    assert extra == sum(2 * (4 * -(-count // ranks)) * 3 // 4 for count, ranks in shards)  # RS + AG halves, 4 ranks
+    code, out, err = cli(*base[:-2], "--gpus", "64", "--dp-shard", "16", "--stage", "1")
+    assert code == 2 and err.count("\n") == 1 and "--dp-shard" in err

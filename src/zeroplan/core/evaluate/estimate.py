@@ -93,9 +93,14 @@ class EstimateRequest:
             if self.dp_shard < 2 or self.parallel.dp % self.dp_shard or self.dp_shard >= self.parallel.dp:
                 raise InputError("dp_shard", f"a shard group of {self.dp_shard} must divide dp({self.parallel.dp}) "
                                  "and be between 2 and dp - 1", "choose a divisor of the data-parallel degree")
-            if self.convention != "paper" or self.zeropp:
-                raise InputError("dp_shard", "hybrid sharding is priced in the paper convention, without ZeRO++",
+            torch_hsdp = self.convention == "framework" and self.framework == "torch"
+            if (self.convention != "paper" and not torch_hsdp) or self.zeropp:
+                raise InputError("dp_shard", "hybrid sharding is priced in the paper convention and as FSDP2's HSDP "
+                                 f"({ref('convention', 'framework')} {ref('framework', 'torch')}), without ZeRO++",
                                  f"drop {ref('convention')}/{ref('zeropp')}, or {ref('dp_shard')}")
+            if torch_hsdp and any(option.stage < 2 for option in self.options):
+                raise InputError("dp_shard", "FSDP2's HSDP (fully_shard on a replicate × shard mesh) covers stages 2-3 "
+                                 "under the torch framework convention", f"use {ref('stage', 3)} (or 2)")
             check_hybrid_experts(self.parallel, self.dp_shard)
         if "hpz" in self.zeropp and self.parallel.dp % self.hpz_ranks:
             raise InputError("hpz_partition_size",
@@ -235,8 +240,10 @@ def _evaluate(request: EstimateRequest, option: Option, activations: dict[str, i
         if request.convention == "framework":
             from zeroplan.core.memory.framework_states import framework_model_states
 
-            breakdown = framework_model_states(option, request.parameters, parallel.dp, per_param, request.framework,
-                                               ep=parallel.ep, edp=parallel.edp, experts=_routed_experts(request))
+            # hybrid sharding (FSDP2 HSDP): each group shards over its shard mesh, dp_shard and efsdp ranks
+            breakdown = framework_model_states(option, request.parameters, request.zero_ranks, per_param,
+                                               request.framework, ep=parallel.ep, edp=request.expert_zero_ranks,
+                                               experts=_routed_experts(request))
         elif request.expert_split is not None:
             breakdown = expert_group_states(option, request.expert_split, parallel, per_param,
                                             request.zero_ranks, request.expert_zero_ranks)
@@ -362,13 +369,14 @@ def _torch_buffers(request: EstimateRequest, layout: ParamLayout, option: Option
         def padded(spec, ranks: int) -> int:
             return fsdp2_rows(spec, ranks, 0)[0] * ranks * spec.row_numel
 
-        owned = [(spec, request.parallel.dp) for spec in request.parameters if spec.tied_to is None]
+        dense_ranks, expert_ranks = request.zero_ranks, request.expert_zero_ranks  # HSDP: the shard meshes
+        owned = [(spec, dense_ranks) for spec in request.parameters if spec.tied_to is None]
         if request.parallel.ep > 1:  # torchtitan's EP: a rank gathers its E/ep experts over edp, the rest over dp
             from zeroplan.core.memory.framework_partition import expert_parallel_params
 
             dense, local = expert_parallel_params(request.parameters, _routed_experts(request), request.parallel.ep,
-                                                  request.parallel.edp, True)
-            owned = [(spec, request.parallel.dp) for spec in dense] + [(spec, request.parallel.edp) for spec in local]
+                                                  expert_ranks, True)
+            owned = [(spec, dense_ranks) for spec in dense] + [(spec, expert_ranks) for spec in local]
         params = sum(padded(spec, ranks) for spec, ranks in owned)
         root_params = sum(padded(spec, ranks) for spec, ranks in owned
                           if spec.name.count(".") < 2)  # layers: "<module>.<copy>.<i>"
@@ -379,7 +387,7 @@ def _torch_buffers(request: EstimateRequest, layout: ParamLayout, option: Option
     buffers = torch_gpu_buffers(option.stage, params, layer_params, root_params,
                                 2 if mixed else 4, breakdown["gpu/optimizer_states"],
                                 breakdown["gpu/gradients"], sum(activations.values()), request.per_param.optimizer,
-                                request.parallel.dp, moments)
+                                request.zero_ranks, moments)
     return {f"gpu/buffers/{name}": size for name, size in buffers.items()}
 
 
@@ -389,15 +397,24 @@ def collectives_for(request: EstimateRequest, option: Option) -> list[comm.Colle
     calls_reduce, calls_gather = bucket_calls(stage, shard, request.buffers)
     if request.convention == "framework" and request.framework == "torch":
         split = request.expert_split
+        # HSDP (dp_shard): FSDP2 reduce-scatters in the shard mesh, then all-reduces the fp32 shard in the replicate
+        # mesh, every micro-batch (stages 2-3)
+        def replicas(count: int, ranks: int) -> list[comm.Collective]:
+            if not request.dp_shard:
+                return []
+            return comm.replica_allreduce(count, ranks, request.replicas, FP32_BYTES, request.micro_batches_per_step)
+
         if split is None:
-            return comm.torch_collectives(stage, shard, parallel.dp, per_param.params, request.dp_span, calls_reduce,
-                                          request.micro_batches_per_step)
-        expert_span = "intra_node" if parallel.edp_intra_node else "inter_node"  # torchtitan's EP: two FSDP groups
-        return [collective for count, ranks, span in ((split[0], parallel.dp, request.dp_span),
-                                                      (split[1], parallel.edp, expert_span))
+            return comm.torch_collectives(stage, shard, request.zero_ranks, per_param.params, request.dp_span,
+                                          calls_reduce, request.micro_batches_per_step) + \
+                replicas(shard, request.zero_ranks)
+        expert_span = request.dp_span if request.dp_shard else ("intra_node" if parallel.edp_intra_node
+                                                                else "inter_node")  # torchtitan's EP: two FSDP groups
+        return [collective for count, ranks, span in ((split[0], request.zero_ranks, request.dp_span),
+                                                      (split[1], request.expert_zero_ranks, expert_span))
                 for collective in comm.torch_collectives(stage, count, ranks, per_param.params, span,
                                                          bucket_calls(stage, count, request.buffers)[0],
-                                                         request.micro_batches_per_step)]
+                                                         request.micro_batches_per_step) + replicas(count, ranks)]
     zeropp = request.zeropp if stage == 3 else frozenset()
     counts = request.finetune_counts
     if counts is not None:
