@@ -4,7 +4,9 @@ A flash-attention kernel walks the score matrix in tiles of kBlockM queries × k
 when the mask hides it whole. For query tile m (rows m·M .. m·M + M − 1) it runs the key tiles n_min .. n_max − 1:
 - causal: n_min = 0, n_max = ⌈(m + 1)·M / N⌉ (capped at ⌈s / N⌉);
 - a sliding window whose queries see themselves and window − 1 earlier keys (window_size_left = window − 1, as
-  transformers' flash path passes a config's sliding_window): n_min = max(0, ⌊(m·M − (window − 1)) / N⌋);
+  transformers' flash path passes a config's sliding_window: modeling_flash_attention_utils.py, window_size =
+  (sliding_window − 1, sliding_window − 1); Megatron's (window, 0) sees one key more, within the same tiles but at
+  tile edges): n_min = max(0, ⌊(m·M − (window − 1)) / N⌋);
 - chunked attention of chunk c (Llama 4): n_min = ⌊round_down(m·M, c) / N⌋.
 FlashAttention-2: csrc/flash_attn/src/flash_fwd_kernel.h (compute_attn_1rowblock: n_block_min, n_block_max);
 FlashAttention-3: hopper/block.h (BlockMN::get_n_block_min_max, attention_chunk). So a window narrower than a tile
