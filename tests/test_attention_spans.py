@@ -164,3 +164,18 @@ def test_phi3_and_mistral_windows_reach_the_step_time() -> None:
     # 8192 tokens on FlashAttention-2's 128 × 64 tiles: query tile m runs key tiles up to 2(m + 1), from
     # ⌊(128m − 4095)/64⌋ = 2m − 64 once m ≥ 32: 2·(1 + … + 32) + 32·66 = 3168 tiles against 2·(1 + … + 64) = 4160
     assert span_share(spans, 8192, "fa2", 128) == pytest.approx(3168 / 4160, rel=1e-12)
+
+
+def test_plan_states_the_windowed_layers_among_its_assumptions(cli) -> None:
+    """plan says which layers attend to less than the sequence and how they are priced; at a sequence the window
+    covers (gpt-oss's 128 at 128 tokens) it says nothing."""
+    model = str(MODELS / "gpt-oss-120b.json")
+    args = ("plan", "--model", model, "--gpus", "64", "--gpu", "h100-80g", "--global-batch", "512", "--ep", "8",
+            "--tp", "1", "--pp", "1", "--format", "json")
+    code, out, err = cli(*args, "--seq-len", "4096")
+    assert code == 0, err
+    assumptions = json.loads(out)["assumptions"]
+    assert any("18 of 36 layers attend to less than the sequence (sliding 128)" in line for line in assumptions)
+    code, out, err = cli(*args, "--seq-len", "128")
+    assert code == 0, err
+    assert not any("attend to less than the sequence" in line for line in json.loads(out)["assumptions"])
