@@ -140,9 +140,9 @@ def test_nf4_storage_matches_bitsandbytes():
             weight = torch.zeros(linear.out_features, linear.in_features, dtype=torch.bfloat16)
             data, state = functional.quantize_4bit(weight, blocksize=64, quant_type="nf4", compress_statistics=double)
             packed += data.numel() * data.element_size()
-            constants += state.absmax.numel() * state.absmax.element_size()
-            if double:
-                constants += state.state2.absmax.numel() * state.state2.absmax.element_size() + 4  # + the offset
+            states = [state] + ([state.state2] if double else [])
+            tensors = [t for s in states for t in (s.absmax, s.code, s.offset) if isinstance(t, torch.Tensor)]
+            constants += sum(t.numel() * t.element_size() for t in tensors)
         assert quantised_storage(shape, "nf4", double) == (packed, constants)
 
 

@@ -99,11 +99,13 @@ class EstimateRequest:
                              "choose a partition size that divides the data-parallel degree")
 
     def _check_finetune(self) -> None:
-        torch_lora = (self.convention == "framework" and self.framework == "torch" and self.finetune.mode == "lora")
+        torch_lora = (self.convention == "framework" and self.framework == "torch" and self.finetune.adapters
+                      and self.finetune.storage in (None, "nf4"))
         if self.convention != "paper" and not torch_lora:
             raise InputError("convention", f"fine-tuning ({self.finetune.mode}, frozen parameters) is modelled in the "
-                             f"paper convention, and LoRA also under torch's wrappers ({ref('convention', 'framework')} "
-                             f"{ref('framework', 'torch')}); asked {self.convention}", f"use {ref('convention', 'paper')}")
+                             f"paper convention, and LoRA and NF4 QLoRA also under torch's wrappers "
+                             f"({ref('convention', 'framework')} {ref('framework', 'torch')}); asked {self.convention}",
+                             f"use {ref('convention', 'paper')}")
         if self.parallel.tp > 1 or self.parallel.pp > 1:
             raise InputError("tp/pp", "fine-tuning is modelled for data parallelism (ZeRO, FSDP) only",
                              f"use {ref('tp', 1)} {ref('pp', 1)}: LoRA and QLoRA runs shard with ZeRO-3 or FSDP")
@@ -214,6 +216,12 @@ def _evaluate(request: EstimateRequest, option: Option, activations: dict[str, i
 
         breakdown = torch_finetune_states(option, request.parameters, request.model, request.finetune,
                                           parallel.dp, per_param)
+        if request.activations is not None and request.activation_bytes is None:
+            from zeroplan.core.memory.finetune import adapter_peak_adjustment
+
+            breakdown["gpu/buffers/not_alive_at_peak"] = adapter_peak_adjustment(
+                request.model, request.activations, request.finetune, request.finetune_counts, activations,
+                breakdown["gpu/gradients"], breakdown.get("gpu/buffers/dequantised_weight", 0))
     elif request.finetune_counts is not None:
         breakdown = _finetune_states(request, option, request.finetune_counts)
     else:

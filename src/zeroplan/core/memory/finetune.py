@@ -33,7 +33,8 @@ from zeroplan.core.memory.framework_partition import ParamSpec, framework_partit
 from zeroplan.core.memory.framework_states import FRAMEWORK_BY_STAGE, TORCH_STEP_TENSOR_BYTES
 from zeroplan.core.memory.model_states import paper_model_states, sharded
 from zeroplan.core.model.adapters import (
-    ADAPTER_BYTES, Finetune, FinetuneCounts, Linear, adapted_linears, lora_params, quantised_storage,
+    ADAPTER_BYTES, FP32, NF4_BLOCK, Finetune, FinetuneCounts, Linear, adapted_linears, finetune_counts, layer_linears,
+    lora_params, quantised_storage,
 )
 from zeroplan.core.model.spec import ModelSpec
 from zeroplan.core.options import Option
@@ -100,7 +101,7 @@ def finetune_gpu_buffers(option: Option, model: ModelSpec, finetune: Finetune, c
         gathered = stage3_gathered_params(shard, largest_layer_params, buffers)
         found["gathered_parameters"] = ceil_div(gathered * stored, params)
     if finetune.storage is not None:
-        found["dequantised_weight"] = COMPUTE_BYTES * counts.largest_quantised
+        found["dequantised_weight"] = dequantised_weight_bytes(model, finetune, counts)
     return found
 
 
@@ -163,6 +164,32 @@ def finetune_activations(model: ModelSpec, config: ActivationConfig, finetune: F
     return adjusted
 
 
+def _recomputed_layer(model: ModelSpec, config: ActivationConfig, finetune: Finetune, counts: FinetuneCounts) -> int:
+    """What a layer recomputed in backward keeps (full recompute; 0 otherwise): finetune_activations' working set."""
+    if config.recompute != "full":
+        return 0
+    layer, layer_none = decoder_layer_bytes(model, config)
+    savings = frozen_layer_savings(model, config)
+    per_trained = layer_none - savings + (adapter_layer_bytes(model, config, finetune) if finetune.adapters else 0)
+    live_frozen = counts.frozen_layers - counts.inert_layers
+    return max(per_trained, layer_none - savings if live_frozen else 0)
+
+
+def adapter_peak_adjustment(model: ModelSpec, config: ActivationConfig, finetune: Finetune, counts: FinetuneCounts,
+                            activations: dict[str, int], gradients: int, dequantised: int) -> int:
+    """LoRA and QLoRA under torch's wrappers: bytes counted in the parts that are not alive together at the peak
+    (0 or less). The peak is the larger of two moments (measured by `zeroplan trace --finetune lora|qlora`):
+    the loss's backward (the activations' backward start, before any adapter gradient exists: each step clears
+    them, set_to_none, and no linear is dequantised), and a decoder layer's backward (the loss temporaries freed,
+    the layer recomputed under full recompute, the adapters' gradients and QLoRA's dequantised weight alive)."""
+    counted = sum(activations.values())
+    recomputed = _recomputed_layer(model, config, finetune, counts)
+    overlap = loss_overlap_bytes(model, config)
+    loss_moment = counted - max(0, recomputed - overlap) if recomputed else counted
+    layer_moment = loss_moment - overlap + recomputed + gradients + dequantised
+    return max(loss_moment, layer_moment) - (counted + gradients + dequantised)
+
+
 def first_layer_input_savings(model: ModelSpec, config: ActivationConfig) -> int:
     """The first adapted layer of a frozen 16-bit base gets an input no gradient flows back to: its input norm
     keeps nothing of what an adapted layer's keeps, (8·h + 4) bytes a token less (measured by `zeroplan trace
@@ -184,20 +211,49 @@ def adapter_param_specs(model: ModelSpec, finetune: Finetune):
     return specs
 
 
+def dequantised_weight_bytes(model: ModelSpec, finetune: Finetune, counts: FinetuneCounts) -> int:
+    """QLoRA's transient while a quantised linear runs, for the largest one: its 16-bit dequantised copy and, with
+    double quantisation, the fp32 absmax dequantised beside it (forward, bitsandbytes/backends/cuda/ops.py
+    _dequant_linear_fallback: the dequantised absmax and absmax + offset, 4 bytes a block each)."""
+    if finetune.storage is None:
+        return 0
+    blocks = ceil_div(counts.largest_quantised, NF4_BLOCK) if finetune.storage == "nf4" else 0
+    nested = 2 * FP32 * blocks if finetune.double_quant else 0
+    return COMPUTE_BYTES * counts.largest_quantised + nested
+
+
+def quantised_param_specs(parameters: tuple, model: ModelSpec) -> list:
+    """The model's tensors as FSDP-QLoRA stores them (bnb_4bit_quant_storage=bfloat16, Answer.AI fsdp_qlora and
+    HF's FSDP+QLoRA guide): each decoder linear's weight of n elements becomes bitsandbytes' packed storage,
+    ((n + 1) // 4, 1) bf16 elements (bitsandbytes::quantize_4bit's fake kernel: (n + 1) // (itemsize · 2) rows),
+    which FSDP chunks along dim 0 like any tensor; everything else keeps its shape."""
+    shape = model.require_shape("finetune", "", "")
+    linears = {linear.name for linear in layer_linears(shape)}
+    specs = []
+    for spec in parameters:
+        if spec.name.split(".")[0] in linears and len(spec.shape) == 2:
+            spec = ParamSpec(spec.name, ((spec.numel + 1) // (2 * COMPUTE_BYTES), 1), spec.tied_to)
+        specs.append(spec)
+    return specs
+
+
 def torch_finetune_states(option: Option, parameters: tuple, model: ModelSpec, finetune: Finetune, dp: int,
                           per_param: BytesPerParam) -> dict[str, int]:
-    """LoRA under torch's wrappers (framework convention, torch), per GPU: the frozen base in its own 16-bit dtype
-    partitioned as DDP/ZeroRedundancyOptimizer (whole) or FSDP2 (dim-0 chunks, padded) partition it; PEFT's fp32
-    adapters with fp32 gradients, AdamW states and a 4-byte step per tensor, partitioned the same way; and the
-    compute copies torch's wrappers gather, in the tensors' own dtypes (no precision policy casts them): stage 3
-    the root (embeddings, final norm, head) kept after forward and one decoder layer, stages 0-2 every parameter
-    (replicate() and FSDP2 without resharding keep each gathered copy from forward to backward, as
-    core.memory.torch_buffers counts for full training). Measured by `zeroplan trace --finetune lora`."""
+    """LoRA and QLoRA under torch's wrappers (framework convention, torch), per GPU: the frozen base in its own
+    16-bit dtype (QLoRA: the decoder linears in bitsandbytes' packed 4-bit storage, quantised_param_specs, and
+    their QuantStates whole on every rank) partitioned as DDP/ZeroRedundancyOptimizer (whole) or FSDP2 (dim-0
+    chunks, padded) partition it; PEFT's fp32 adapters with fp32 gradients, AdamW states and a 4-byte step per
+    tensor, partitioned the same way; and the compute copies torch's wrappers gather, in the tensors' own storage
+    dtypes (no precision policy casts them): stage 3 the root (embeddings, final norm, head) kept after forward
+    and one decoder layer, stages 0-2 every parameter (replicate() and FSDP2 without resharding keep each gathered
+    copy from forward to backward, as core.memory.torch_buffers counts for full training); QLoRA's dequantised
+    weight (dequantised_weight_bytes). Measured by `zeroplan trace --finetune lora|qlora`."""
     name = FRAMEWORK_BY_STAGE["torch"][option.stage]
     stage = None
     weight = per_param.params  # the frozen base: bf16 in mixed precision, fp32 otherwise
     frozen_bytes = BytesPerParam(per_param.precision, per_param.optimizer, weight, 0, 0)
-    frozen = framework_partition(list(parameters), dp, frozen_bytes, name, stage=stage)
+    stored = quantised_param_specs(parameters, model) if finetune.storage else list(parameters)
+    frozen = framework_partition(stored, dp, frozen_bytes, name, stage=stage)
     adapters = adapter_param_specs(model, finetune)
     trainable = framework_partition(adapters, dp, bytes_per_param("fp32", per_param.optimizer), name, stage=stage,
                                     per_tensor_state_bytes=TORCH_STEP_TENSOR_BYTES.get(per_param.optimizer, 0))
@@ -207,10 +263,19 @@ def torch_finetune_states(option: Option, parameters: tuple, model: ModelSpec, f
     breakdown["gpu/params/frozen"] = frozen.breakdown[f"rank{frozen.most_loaded_rank}/gpu/params"]
     shape, layout = model.require_shape("finetune", "", ""), model.layout
     adapter_total = sum(spec.numel for spec in adapters)
+    counts = finetune_counts(model, finetune)
+    quantised_saving = 0  # bytes a gathered copy saves where the linears are stored in 4 bits
+    if finetune.storage is not None:
+        packed, constants = quantised_storage(shape, finetune.storage, finetune.double_quant)
+        breakdown["gpu/params/quant_constants"] = constants
+        quantised_saving = counts.quantised * weight - packed
     if option.stage == 3 and layout is not None:
         per_layer_adapters = adapter_total // max(1, shape.layers - finetune.freeze_layers)
-        copies = (layout.input_params + layout.output_params + layout.layer_params) * weight + 4 * per_layer_adapters
+        copies = ((layout.input_params + layout.output_params + layout.layer_params) * weight
+                  - quantised_saving // shape.layers + 4 * per_layer_adapters)
     else:
-        copies = model.params * weight + 4 * adapter_total
+        copies = model.params * weight - quantised_saving + 4 * adapter_total
     breakdown["gpu/buffers/compute_copies"] = copies
+    if finetune.storage is not None:
+        breakdown["gpu/buffers/dequantised_weight"] = dequantised_weight_bytes(model, finetune, counts)
     return breakdown

@@ -34,6 +34,8 @@ ADAPTER_BYTES = 4  # PEFT's default autocast_adapter_dtype=True keeps LoRA weigh
 NF4_BLOCK = 64  # one absmax per 64 weights (blocksize=64, the Linear4bit default)
 NESTED_BLOCK = 256  # double quantisation: the absmax values themselves quantised in blocks of 256
 FP32 = 4
+NF4_CODE = 16  # the 16 NF4 levels, an fp32 table each QuantState holds (functional.get_4bit_type, made per call)
+DYNAMIC_CODE = 256  # the 8-bit dynamic map of the nested absmax, copied into each QuantState.state2 (code.to(copy=True))
 
 
 @dataclass(frozen=True)
@@ -244,8 +246,9 @@ def quantised_storage(shape: ModelShape, quant: str, double_quant: bool) -> tupl
     nf4 (bitsandbytes functional.quantize_4bit, blocksize 64): two weights per byte and one fp32 absmax per
     block of 64; with double quantisation (bnb_4bit_use_double_quant: quantize_blockwise of the absmax,
     blocksize 256) each absmax becomes one byte, plus one fp32 absmax per 256 blocks and one fp32 offset per
-    tensor. int8 (LLM.int8, bitsandbytes Int8Params): one byte per weight and one fp32 scale (SCB) per output row.
-    The 16-entry code tables bitsandbytes shares between tensors are left out."""
+    tensor. Each QuantState also holds its own fp32 code tables: the 16 NF4 levels, and with double quantisation a
+    copy of the 256-entry dynamic map. int8 (LLM.int8, bitsandbytes Int8Params): one byte per weight and one fp32
+    scale (SCB) per output row."""
     packed = constants = 0
     for linear in layer_linears(shape):
         if quant == "int8":
@@ -254,5 +257,9 @@ def quantised_storage(shape: ModelShape, quant: str, double_quant: bool) -> tupl
             continue
         blocks = ceil_div(linear.numel, NF4_BLOCK)
         packed += ceil_div(linear.numel, 2)
-        constants += blocks + FP32 * ceil_div(blocks, NESTED_BLOCK) + FP32 if double_quant else FP32 * blocks
+        if double_quant:
+            constants += blocks + FP32 * ceil_div(blocks, NESTED_BLOCK) + FP32 + FP32 * DYNAMIC_CODE
+        else:
+            constants += FP32 * blocks
+        constants += FP32 * NF4_CODE
     return shape.layers * packed, shape.layers * constants
