@@ -1,0 +1,105 @@
+"""QLoRA against bitsandbytes' own modules and ops on fake tensors: the trace's model (transformers'
+replace_with_bnb_linear, bitsandbytes' quantize_4bit, PEFT's lora.bnb.Linear4bit), the dequantised temporary of
+gemm_4bit's CUDA path, and estimate beside `zeroplan trace --finetune qlora`."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from zeroplan.core.memory.finetune import dequantised_weight_bytes, quantised_param_specs
+from zeroplan.core.model.adapters import Finetune, finetune_counts, quantised_storage
+from zeroplan.inputs.hf_config import model_spec_from_hf_config
+
+SMALL_LLAMA = {"model_type": "llama", "architectures": ["LlamaForCausalLM"], "hidden_size": 256,
+               "intermediate_size": 688, "num_attention_heads": 8, "num_key_value_heads": 4, "num_hidden_layers": 4,
+               "vocab_size": 32000, "max_position_embeddings": 4096, "tie_word_embeddings": False}
+
+
+@pytest.mark.slow  # transformers + PEFT + bitsandbytes on the meta device
+@pytest.mark.parametrize("double_quant", [True, False])
+def test_traced_qlora_model_stores_what_the_estimate_counts(double_quant):
+    """Every decoder linear of the traced model is bitsandbytes' Linear4bit under PEFT's LoRA, its packed storage
+    the shape quantised_param_specs gives, its QuantStates the bytes quantised_storage counts."""
+    torch = pytest.importorskip("torch")
+    bnb = pytest.importorskip("bitsandbytes")
+    pytest.importorskip("peft")
+    from zeroplan.core.memory.framework_partition import params_from_architecture
+    from zeroplan.core.model.families import architecture_from_hf_config
+    from zeroplan.trace.engine import TraceSettings, traced_model
+    from zeroplan.trace.qlora import quant_state_tensors
+
+    settings = TraceSettings(world_size=2, stage=3, finetune="qlora", lora_rank=8, double_quant=double_quant)
+    model = traced_model(SMALL_LLAMA, settings, None)
+    quantised = [m for m in model.modules() if isinstance(m, bnb.nn.Linear4bit)]
+    spec = model_spec_from_hf_config(SMALL_LLAMA, "small", source="test")
+    assert len(quantised) == finetune_counts(spec, Finetune(mode="qlora")).quantised_tensors
+    assert type(model.base_model.model.model.layers[0].mlp.down_proj).__module__ == "peft.tuners.lora.bnb"
+    assert not isinstance(model.base_model.model.lm_head, bnb.nn.Linear4bit)  # the head stays in 16 bits
+    stored = {tuple(m.weight.shape) for m in quantised}
+    predicted = {s.shape for s in quantised_param_specs(tuple(params_from_architecture(
+        architecture_from_hf_config(SMALL_LLAMA, "small"))), spec) if len(s.shape) == 2 and s.shape[1] == 1}
+    assert stored == predicted
+    assert all(m.weight.dtype == torch.bfloat16 for m in quantised)  # bnb_4bit_quant_storage=bfloat16
+    packed = sum(m.weight.numel() * m.weight.element_size() for m in quantised)
+    constants = sum(t.numel() * t.element_size() for t in quant_state_tensors(quantised))
+    assert (packed, constants) == quantised_storage(spec.shape, "nf4", double_quant)
+
+
+def _total(snapshot: dict) -> int:
+    return sum(value for device in snapshot.values() for key, value in device.items()
+               if str(getattr(key, "value", key)) == "Total")
+
+
+@pytest.mark.slow  # bitsandbytes' ops under FakeTensorMode and torch's MemTracker
+@pytest.mark.parametrize("double_quant", [True, False])
+def test_gemm_4bit_cuda_path_makes_the_dequantised_temporary_the_estimate_counts(double_quant):
+    torch = pytest.importorskip("torch")
+    bitsandbytes = pytest.importorskip("bitsandbytes")
+    from torch._subclasses.fake_tensor import FakeTensorMode
+    from torch.distributed._tools.mem_tracker import MemTracker
+
+    from zeroplan.trace.qlora import (
+        GEMM_4BIT_CUSTOM_MAX_M, bitsandbytes_on_fake_tensors, quant_states_to_empty, quantise_linears,
+    )
+
+    out_features, in_features = 688, 256
+    spec = model_spec_from_hf_config({**SMALL_LLAMA, "num_hidden_layers": 1}, "one", source="test")
+    finetune = Finetune(mode="qlora", double_quant=double_quant)
+    counts = finetune_counts(spec, finetune)
+    assert counts.largest_quantised == out_features * in_features
+    with torch.device("meta"):
+        model = torch.nn.Sequential(torch.nn.Linear(in_features, out_features, bias=False, dtype=torch.bfloat16))
+    (linear,) = quantise_linears(model, double_quant)  # bitsandbytes' quantize_4bit on the meta device
+    with FakeTensorMode(allow_non_fake_inputs=True):
+        model.to_empty(device="cpu")
+        quant_states_to_empty([linear], "cpu")
+        for rows, temporary in ((GEMM_4BIT_CUSTOM_MAX_M + 1, dequantised_weight_bytes(spec, finetune, counts)),
+                                (GEMM_4BIT_CUSTOM_MAX_M, 0)):
+            x = torch.empty(rows, in_features, dtype=torch.bfloat16, requires_grad=True)  # MatMul4Bit, as in training
+            tracker = MemTracker()
+            tracker.track_external(linear.weight, x)
+            with bitsandbytes_on_fake_tensors(), tracker:
+                before = _total(tracker.get_tracker_snapshot())
+                out = bitsandbytes.matmul_4bit(x, linear.weight, quant_state=linear.quant_state)  # Linear4bit's call
+                peak = _total(tracker.get_tracker_snapshot("peak"))
+            output = out.numel() * out.element_size()
+            assert peak - before - output == temporary, rows
+
+
+@pytest.mark.slow  # a trace per case, bitsandbytes and PEFT on fake tensors
+@pytest.mark.parametrize("stage,recompute", [(0, "none"), (3, "none"), (3, "full")])
+def test_estimate_within_3_percent_of_the_qlora_trace(stage, recompute, tmp_path):
+    """`zeroplan trace --finetune qlora` (FSDP2 / replicate() on a fake world of 4) at 2,048 tokens, where
+    gemm_4bit dequantises: estimate (framework convention, torch) within 3% of the traced peak."""
+    pytest.importorskip("peft")
+    pytest.importorskip("bitsandbytes")
+    from zeroplan.trace import compare
+
+    config = tmp_path / "config.json"
+    config.write_text(json.dumps(SMALL_LLAMA))
+    result = compare.run(compare.TraceRequest(model=str(config), gpus=4, stage=stage, seq_len=2048,
+                                              finetune="qlora", lora_rank=8, layers_to_trace=0, recompute=recompute))
+    assert result.trace["categories"]["parameters"] > 0
+    assert abs(result.error) < 0.03, (stage, recompute, result.error, result.trace["categories"], result.estimate)
