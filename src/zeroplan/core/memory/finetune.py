@@ -33,7 +33,7 @@ from zeroplan.core.memory.framework_partition import ParamSpec, framework_partit
 from zeroplan.core.memory.framework_states import FRAMEWORK_BY_STAGE, TORCH_STEP_TENSOR_BYTES
 from zeroplan.core.memory.model_states import paper_model_states, sharded
 from zeroplan.core.model.adapters import (
-    ADAPTER_BYTES, FP32, NF4_BLOCK, Finetune, FinetuneCounts, Linear, adapted_linears, finetune_counts, layer_linears,
+    FP32, NF4_BLOCK, Finetune, FinetuneCounts, Linear, adapted_linears, finetune_counts, layer_linears,
     lora_params, quantised_storage,
 )
 from zeroplan.core.model.spec import ModelSpec
@@ -42,6 +42,32 @@ from zeroplan.core.precision import BytesPerParam, bytes_per_param
 from zeroplan.core.units import ceil_div
 
 COMPUTE_BYTES = 2  # QLoRA dequantises to the 16-bit compute dtype (bnb_4bit_compute_dtype=bfloat16)
+TORCHTUNE_OUTPUT_CHUNKS = 8  # CEWithChunkedOutputLoss(num_output_chunks=8), torchtune/modules/loss
+ADAM_STATES = 2  # exp_avg and exp_avg_sq, made with zeros_like(param): in the adapters' own dtype
+
+
+def trainable_bytes(per_param: BytesPerParam, finetune: Finetune) -> BytesPerParam:
+    """Bytes per trainable parameter: PEFT's fp32 adapters (4 + 4 + Adam's 8, the paper's 16 of mixed precision:
+    per_param as given), or torchtune's recipe, whose adapters, gradients and torch AdamW states are bf16 like the
+    model it builds (dtype: bf16): 2 + 2 + 2·2. Other optimizers keep their own state bytes."""
+    if finetune.recipe != "torchtune" or not finetune.adapters:
+        return per_param
+    states = ADAM_STATES * finetune.adapter_bytes if per_param.optimizer in ("adam", "adamw") else per_param.optimizer_states
+    return BytesPerParam(per_param.precision, per_param.optimizer, finetune.adapter_bytes, finetune.adapter_bytes, states)
+
+
+def loss_bytes(model: ModelSpec, config: ActivationConfig, finetune: Finetune) -> int:
+    """The loss's bytes at the start of backward, which a layer's backward no longer holds. transformers' loss
+    (loss_overlap_bytes: the fp32 log-softmax and its gradient's two fp32 temporaries, 12 bytes a token per
+    vocabulary entry); torchtune's CEWithChunkedOutputLoss computes the output projection in 8 chunks and
+    cross-entropy one chunk at a time (compiled with the upcast, torchtune/modules/loss/ce_chunked_output_loss.py):
+    the bf16 logits of every chunk stay saved (2 bytes), one chunk's fp32 gradient and its bf16 cast are alive (6
+    bytes over an eighth of the tokens)."""
+    overlap = loss_overlap_bytes(model, config)
+    if finetune.recipe != "torchtune" or not overlap:
+        return overlap
+    tokens, vocab = config.seq_len * config.micro_batch, model.require_shape("finetune", "", "").vocab
+    return vocab * (COMPUTE_BYTES * tokens + (FP32 + COMPUTE_BYTES) * ceil_div(tokens, TORCHTUNE_OUTPUT_CHUNKS))
 
 
 def frozen_storage(model: ModelSpec, finetune: Finetune, counts: FinetuneCounts,
@@ -62,7 +88,7 @@ def finetune_model_states(option: Option, model: ModelSpec, finetune: Finetune, 
     def part(count: int) -> int:
         return count if shard == model.params else ceil_div(count * shard, model.params)
 
-    breakdown = paper_model_states(option, part(counts.trainable), dp, per_param, gpus_in_node)
+    breakdown = paper_model_states(option, part(counts.trainable), dp, trainable_bytes(per_param, finetune), gpus_in_node)
     plain, packed, constants = frozen_storage(model, finetune, counts, per_param.params)
     plain_count = part(counts.frozen_plain)
     if option.stage == 3:
@@ -94,8 +120,10 @@ def finetune_gpu_buffers(option: Option, model: ModelSpec, finetune: Finetune, c
     largest_trainable = largest_layer_params
     if finetune.adapters and model.shape is not None:
         largest_trainable = max(lora_params(l, finetune.rank) for l in adapted_linears(model.shape, finetune))
-    found = gpu_buffer_bytes(option.stage, trainable, dp, min(largest_trainable, trainable), per_param.params,
-                             per_param.gradients, fp32_step_copy, option.offload_optimizer == "none", buffers)
+    states = trainable_bytes(per_param, finetune)
+    fp32_step_copy = fp32_step_copy and states is per_param  # torchtune steps its bf16 adapters as they are
+    found = gpu_buffer_bytes(option.stage, trainable, dp, min(largest_trainable, trainable), states.params,
+                             states.gradients, fp32_step_copy, option.offload_optimizer == "none", buffers)
     if option.stage == 3:
         stored, params = storage_bytes_per_param(model, finetune, counts, per_param.params)
         gathered = stage3_gathered_params(shard, largest_layer_params, buffers)
@@ -129,7 +157,8 @@ def adapter_layer_bytes(model: ModelSpec, config: ActivationConfig, finetune: Fi
     """What one adapted layer's LoRA modules keep for one micro-batch (without recompute)."""
     shape = model.require_shape("finetune", "", "")
     tokens = config.seq_len * config.micro_batch
-    return _input_copies(adapted_linears(shape, finetune), config.dtype_bytes, ADAPTER_BYTES, tokens, finetune.rank)
+    return _input_copies(adapted_linears(shape, finetune), config.dtype_bytes, finetune.adapter_bytes, tokens,
+                         finetune.rank)
 
 
 def finetune_activations(model: ModelSpec, config: ActivationConfig, finetune: Finetune, counts: FinetuneCounts,
@@ -148,9 +177,11 @@ def finetune_activations(model: ModelSpec, config: ActivationConfig, finetune: F
         per_trained = layer_none
     per_frozen = layer_none - savings
     adjusted = dict(breakdown)
+    overlap = loss_bytes(model, config, finetune)
+    if "gpu/activations/output_and_loss" in adjusted:  # the recipe's loss in place of transformers'
+        adjusted["gpu/activations/output_and_loss"] += overlap - loss_overlap_bytes(model, config)
     if config.recompute == "full":  # each layer keeps its input; backward recomputes one layer at a time
         adjusted["gpu/activations/layers"] = (trained + live_frozen) * layer
-        overlap = loss_overlap_bytes(model, config)
         working = max(per_trained, per_frozen if live_frozen else 0)
         if "gpu/activations/recompute_working_set" in breakdown:
             adjusted["gpu/activations/recompute_working_set"] = max(0, working - overlap)
@@ -184,7 +215,7 @@ def adapter_peak_adjustment(model: ModelSpec, config: ActivationConfig, finetune
     the layer recomputed under full recompute, the adapters' gradients and QLoRA's dequantised weight alive)."""
     counted = sum(activations.values())
     recomputed = _recomputed_layer(model, config, finetune, counts)
-    overlap = loss_overlap_bytes(model, config)
+    overlap = loss_bytes(model, config, finetune)
     loss_moment = counted - max(0, recomputed - overlap) if recomputed else counted
     layer_moment = loss_moment - overlap + recomputed + gradients + dequantised
     return max(loss_moment, layer_moment) - (counted + gradients + dequantised)
@@ -255,7 +286,8 @@ def torch_finetune_states(option: Option, parameters: tuple, model: ModelSpec, f
     stored = quantised_param_specs(parameters, model) if finetune.storage else list(parameters)
     frozen = framework_partition(stored, dp, frozen_bytes, name, stage=stage)
     adapters = adapter_param_specs(model, finetune)
-    trainable = framework_partition(adapters, dp, bytes_per_param("fp32", per_param.optimizer), name, stage=stage,
+    adapter_bytes = trainable_bytes(bytes_per_param("fp32", per_param.optimizer), finetune)
+    trainable = framework_partition(adapters, dp, adapter_bytes, name, stage=stage,
                                     per_tensor_state_bytes=TORCH_STEP_TENSOR_BYTES.get(per_param.optimizer, 0))
     rank = trainable.most_loaded_rank
     breakdown = {f"gpu/{component}": trainable.breakdown[f"rank{rank}/gpu/{component}"]
@@ -272,9 +304,9 @@ def torch_finetune_states(option: Option, parameters: tuple, model: ModelSpec, f
     if option.stage == 3 and layout is not None:
         per_layer_adapters = adapter_total // max(1, shape.layers - finetune.freeze_layers)
         copies = ((layout.input_params + layout.output_params + layout.layer_params) * weight
-                  - quantised_saving // shape.layers + 4 * per_layer_adapters)
+                  - quantised_saving // shape.layers + finetune.adapter_bytes * per_layer_adapters)
     else:
-        copies = model.params * weight - quantised_saving + 4 * adapter_total
+        copies = model.params * weight - quantised_saving + finetune.adapter_bytes * adapter_total
     breakdown["gpu/buffers/compute_copies"] = copies
     if finetune.storage is not None:
         breakdown["gpu/buffers/dequantised_weight"] = dequantised_weight_bytes(model, finetune, counts)

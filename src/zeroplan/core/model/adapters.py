@@ -29,6 +29,10 @@ ALL_LINEAR = "all-linear"
 QUANTS = ("nf4", "int8")
 DEFAULT_LORA_RANK = 16
 ADAPTER_BYTES = 4  # PEFT's default autocast_adapter_dtype=True keeps LoRA weights in fp32 on a 16-bit base
+# Whose recipe trains the adapters: PEFT (transformers + PEFT, as TRL, axolotl and accelerate run it) or torchtune
+# (its own LoRALinear in the model dtype, bf16 AdamW states, CEWithChunkedOutputLoss): core.memory.finetune.
+RECIPES = ("peft", "torchtune")
+RECIPE_ADAPTER_BYTES = {"peft": ADAPTER_BYTES, "torchtune": 2}  # torchtune builds the whole model in dtype=bf16
 
 # bitsandbytes blockwise quantisation (bitsandbytes/functional.py quantize_4bit, quantize_blockwise):
 NF4_BLOCK = 64  # one absmax per 64 weights (blocksize=64, the Linear4bit default)
@@ -66,8 +70,11 @@ class Finetune:
     double_quant: bool = True  # nf4 only: bnb_4bit_use_double_quant
     freeze_embeddings: bool = False
     freeze_layers: int = 0
+    recipe: str = "peft"  # RECIPES: whose code trains the adapters
 
     def __post_init__(self) -> None:
+        if self.recipe not in RECIPES:
+            raise InputError("finetune_recipe", f"unknown recipe '{self.recipe}'", "use peft or torchtune")
         if self.mode not in FINETUNE_MODES:
             raise InputError("finetune", f"unknown fine-tuning mode '{self.mode}'", "use full, lora, qlora or auto")
         if isinstance(self.rank, bool) or not isinstance(self.rank, int) or self.rank < 1:
@@ -87,6 +94,11 @@ class Finetune:
     @property
     def adapters(self) -> bool:
         return self.mode in ("lora", "qlora")
+
+    @property
+    def adapter_bytes(self) -> int:
+        """Bytes of one adapter weight (and of its gradient): PEFT's fp32, torchtune's bf16."""
+        return RECIPE_ADAPTER_BYTES[self.recipe]
 
     @property
     def storage(self) -> str | None:
@@ -110,8 +122,9 @@ class Finetune:
                    "int8": "8-bit (LLM.int8)"}.get(self.storage or "", "16-bit")
         where = f" (none on the first {self.freeze_layers} layers)" if self.freeze_layers else ""
         targets = "all linear layers" if self.targets == LORA_TARGETS else ",".join(self.targets)
+        recipe = "; torchtune's recipe" if self.recipe == "torchtune" else ""
         return (f"{'QLoRA' if self.mode == 'qlora' else 'LoRA'} rank {self.rank} on {targets}{where}; "
-                f"the base model frozen in {storage} storage")
+                f"the base model frozen in {storage} storage{recipe}")
 
 
 FULL = Finetune()
