@@ -324,3 +324,28 @@ def test_finetune_recipe_applies_to_adapters_only():
     assert error.value.input_name == "finetune_recipe"
     with pytest.raises(InputError):
         Finetune(mode="lora", recipe="unsloth")
+
+
+def test_parameter_offload_fetches_the_frozen_weights_too():
+    """ZeRO-3's offload_param partitions and moves every parameter, frozen ones too (DeepSpeed's
+    partition_parameters.py makes no exception for requires_grad=False): the LoRA run fetches its frozen 16-bit
+    base like full training fetches its weights, plus the adapters; QLoRA fetches the packed 4-bit base; nothing
+    frozen is written back to NVMe after the step."""
+    from zeroplan.inputs.estimate_inputs import EstimateInputs
+    from zeroplan.planning.estimate_plan import build_plan
+
+    def traffic(finetune: str, tier: str) -> dict:
+        plan = build_plan(EstimateInputs.of(model="llama-2-7b", gpus=8, finetune=finetune, stage=3, recompute="full",
+                                            offload_optimizer=tier, offload_params=tier))
+        (row,) = [e for e in plan.estimates if e.option.offload_params == tier]
+        return {k.split("/", 1)[1]: v for k, v in row.breakdown.items() if k.startswith("traffic/")}
+
+    full, lora, qlora = (traffic(mode, "cpu") for mode in ("full", "lora", "qlora"))
+    # full training: the 16-bit gradients down once and the weights up for forward and for backward (3 × 2·Ψ/N);
+    # LoRA: the frozen base still fetched twice (2 of the 3), the adapters' gradients a rounding error
+    assert 0.66 < lora["pcie/bytes_per_gpu"] / full["pcie/bytes_per_gpu"] < 0.68
+    assert 0.16 < qlora["pcie/bytes_per_gpu"] / full["pcie/bytes_per_gpu"] < 0.24  # the packed 4-bit linears
+    lora_nvme, full_nvme = traffic("lora", "nvme"), traffic("full", "nvme")
+    assert lora_nvme["nvme/write_bytes_per_node"] < full_nvme["nvme/write_bytes_per_node"] / 10
+    # every GPU of the node reads its partition of the frozen base for forward and for backward
+    assert 1 < lora_nvme["nvme/read_bytes_per_node"] / (8 * lora["pcie/bytes_per_gpu"]) < 1.05  # + the adapters' states

@@ -264,7 +264,14 @@ def _evaluate(request: EstimateRequest, option: Option, activations: dict[str, i
     breakdown["comm/paper_elements"] = comm.paper_elements(stage, trained) if parallel.dp > 1 else 0
     comm_seconds = sum(c.seconds(request.link_for(c)) for c in collectives)
 
-    traffic = offload_traffic(option, trained, request.zero_ranks, per_param, gpus_in_node, request.micro_batches_per_step)
+    frozen = 0
+    if request.finetune_counts is not None and option.offload_params != "none":
+        from zeroplan.core.memory.finetune import frozen_storage
+
+        plain, packed, _ = frozen_storage(request.model, request.finetune, request.finetune_counts, per_param.params)
+        frozen = plain + packed
+    traffic = offload_traffic(option, trained, request.zero_ranks, per_param, gpus_in_node, request.micro_batches_per_step,
+                              frozen)
     breakdown.update({f"traffic/{k}": v for k, v in traffic.as_dict().items()})
     offload_seconds = offload_serial_seconds(traffic, request.cluster.pcie_bandwidth_bytes_per_s,
                                              request.cluster.nvme_bandwidth_bytes_per_s)
