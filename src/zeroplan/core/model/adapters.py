@@ -172,7 +172,8 @@ def adapted_linears(shape: ModelShape, finetune: Finetune) -> tuple[Linear, ...]
     if shape.experts:
         mlp = [t for t in finetune.targets if t in ("gate_proj", "up_proj", "down_proj")]
         if mlp:
-            raise InputError("lora_targets", f"LoRA on a mixture-of-experts MLP ({', '.join(mlp)}) is not modelled",
+            raise InputError("lora_targets", f"LoRA on a mixture-of-experts MLP ({', '.join(mlp)}; PEFT's "
+                             "target_parameters on the fused expert tensors) is not modelled",
                              f"use {ref('lora_targets', 'q_proj,k_proj,v_proj,o_proj')} for MoE models")
     return tuple(linear for linear in layer_linears(shape) if linear.name in finetune.targets)
 
