@@ -8,6 +8,8 @@ import json
 import sys
 from pathlib import Path
 
+import pytest
+
 BENCHMARKS = Path(__file__).resolve().parents[1] / "benchmarks"
 
 
@@ -142,9 +144,8 @@ def test_published_moe_runs_count_their_models_and_run():
     assert runs.moe_predict(rows["deepseek_v3_techreport_pretrain"]).refused.startswith("not expressible")
 
 
+@pytest.mark.slow  # builds the model in transformers on the meta device
 def test_model_types_checks_a_described_a_meta_only_and_a_composite_type():
-    import pytest
-
     pytest.importorskip("torch")
     pytest.importorskip("transformers")
     types = _load("model_types")

@@ -46,6 +46,7 @@ def test_every_released_config_is_a_described_family() -> None:
     assert {released(name)["model_type"] for name in NAMES} <= set(DESCRIBED_FAMILIES)
 
 
+@pytest.mark.slow  # builds the model in transformers on the meta device
 @pytest.mark.parametrize("name", NAMES)
 def test_released_config_matches_transformers_on_meta_device(name: str) -> None:
     spec = model_spec_from_hf_config(released(name), name)
@@ -110,6 +111,7 @@ def _variants() -> dict[str, dict]:
     }
 
 
+@pytest.mark.slow  # builds the model in transformers on the meta device
 @pytest.mark.parametrize("label", sorted(_variants()))
 def test_variant_matches_transformers_on_meta_device(label: str) -> None:
     raw = _variants()[label]
@@ -193,6 +195,7 @@ def _gemma4_variants() -> dict[str, dict]:
     }
 
 
+@pytest.mark.slow  # builds the model in transformers on the meta device
 @pytest.mark.parametrize("label", sorted(_gemma4_variants()))
 def test_gemma4_matches_transformers_on_meta_device(label: str) -> None:
     raw = _gemma4_variants()[label]
