@@ -12,6 +12,8 @@ from zeroplan.core.memory.finetune import dequantised_weight_bytes, quantised_pa
 from zeroplan.core.model.adapters import Finetune, finetune_counts, quantised_storage
 from zeroplan.inputs.hf_config import model_spec_from_hf_config
 
+pytestmark = pytest.mark.slow  # every test here runs bitsandbytes, PEFT or a trace
+
 SMALL_LLAMA = {"model_type": "llama", "architectures": ["LlamaForCausalLM"], "hidden_size": 256,
                "intermediate_size": 688, "num_attention_heads": 8, "num_key_value_heads": 4, "num_hidden_layers": 4,
                "vocab_size": 32000, "max_position_embeddings": 4096, "tie_word_embeddings": False}
