@@ -28,6 +28,7 @@ Three things differ from a GPU run, each because fake tensors cannot do otherwis
 from __future__ import annotations
 
 import contextlib
+from typing import Any
 
 import torch
 
@@ -60,7 +61,7 @@ def quantise_linears(model: torch.nn.Module, double_quant: bool) -> list:
         for module in model.modules():
             if not isinstance(module, bnb.nn.Linear4bit):
                 continue
-            weight = module.weight
+            weight: Any = module.weight  # a Params4bit, with bitsandbytes' attributes
             quantised = Params4bit(weight.data.to(torch.bfloat16), requires_grad=False,
                                    compress_statistics=weight.compress_statistics, quant_type=weight.quant_type,
                                    quant_storage=weight.quant_storage, module=module)
@@ -69,7 +70,7 @@ def quantise_linears(model: torch.nn.Module, double_quant: bool) -> list:
     finally:
         functional.name2qmap.clear()
         functional.name2qmap.update(cached)
-    model.is_loaded_in_4bit = True  # what transformers sets on a 4-bit model; PEFT dispatches to lora.bnb on it
+    setattr(model, "is_loaded_in_4bit", True)  # what transformers sets on a 4-bit model; PEFT dispatches to lora.bnb on it
     return modules
 
 
