@@ -50,7 +50,7 @@ from zeroplan.core.layout.search import search
 from zeroplan.core.parallel.grid import ParallelDims
 from zeroplan.core.timing.step_time import narayanan_flops_per_iteration
 from zeroplan.render.sink import write_file
-from zeroplan.search.inputs import PlanInputs, resolve
+from zeroplan.search.inputs import PlanInputs, moe_traits, resolve
 from zeroplan.search.reasons import faster_because, savings
 
 DATA = Path(__file__).resolve().parent / "data"
@@ -139,10 +139,11 @@ class Outcome:
     plan: object = None
     budget: object = None  # the MemoryBudget the plan was judged against
     params: int | None = None  # the model's parameters as zeroplan counts them (its size band)
+    unscored: str | None = None  # why the row is predicted but not scored (its `not_scored`: a figure not published)
 
     @property
     def error(self) -> float | None:
-        if self.predicted is None or self.published is None:
+        if self.predicted is None or self.published is None or self.unscored:
             return None
         return math.log(self.predicted / self.published)
 
@@ -205,7 +206,8 @@ def predict(run: dict, request=None, layout=None) -> Outcome:
         return Outcome(run, published, None, None, "refused: " + "; ".join(reasons) or "nothing evaluated",
                        layout["notes"], params=params)
     plan = min(plans, key=lambda p: p.time.total)
-    return Outcome(run, published, plan.time.total, plan.fits, None, layout["notes"], plan, request.budget, params)
+    return Outcome(run, published, plan.time.total, plan.fits, None, layout["notes"], plan, request.budget, params,
+                   run.get("not_scored"))
 
 
 def free_inputs(run: dict, layout: dict) -> PlanInputs:
@@ -303,10 +305,11 @@ def summary(outcomes: list[Outcome]) -> dict:
     signed = [o.error for o in outcomes if o.error is not None]
     errors = [abs(e) for e in signed]
     refused = [o for o in outcomes if o.refused]
+    unscored = [o.run["id"] for o in outcomes if o.unscored]
     if not errors:
-        return {"runs": len(outcomes), "scored": 0, "refused": len(refused)}
+        return {"runs": len(outcomes), "scored": 0, "refused": len(refused), "unscored": unscored}
     worst = max(outcomes, key=lambda o: abs(o.error) if o.error is not None else -1)
-    return {"runs": len(outcomes), "scored": len(errors), "refused": len(refused),
+    return {"runs": len(outcomes), "scored": len(errors), "refused": len(refused), "unscored": unscored,
             "mean_abs_ln": statistics.fmean(errors), "mean_ln": statistics.fmean(signed), "worst_abs_ln": max(errors),
             "worst_factor": math.exp(max(errors)), "worst_run": worst.run["id"],
             "within_25pct": sum(e <= math.log(1.25) for e in errors),
@@ -324,6 +327,9 @@ def print_runs(title: str, outcomes: list[Outcome], cv: dict[str, float] | None 
             print(f"{name:<52} {pub} {'-':>11} {'-':>6}  {o.refused}")
             continue
         ratio = o.predicted / o.published
+        if o.unscored:
+            print(f"{name:<52} {o.published:11.3f} {o.predicted:11.3f} {ratio:6.2f}  (not scored: {o.unscored})")
+            continue
         cv_text = f"  {cv[o.run['id']]:8.2f}" if cv and o.run["id"] in cv else ("  " + " " * 8 if cv else "")
         note = "" if o.fits else f"  (zeroplan: does not fit in memory: {memory_text(o)})"
         print(f"{name:<52} {o.published:11.3f} {o.predicted:11.3f} {ratio:6.2f}{cv_text}{note}")
@@ -335,7 +341,8 @@ def print_summary(label: str, s: dict) -> None:
     if not s.get("scored"):
         print(f"{label}: {s['runs']} runs, none scored ({s['refused']} refused)")
         return
-    print(f"{label}: {s['scored']}/{s['runs']} scored, {s['refused']} refused; mean |ln(pred/pub)| "
+    print(f"{label}: {s['scored']}/{s['runs']} scored, {s['refused']} refused, {len(s['unscored'])} not scored (a figure the "
+          f"step needs not published); mean |ln(pred/pub)| "
           f"{s['mean_abs_ln']:.3f}, mean ln {s['mean_ln']:+.3f}, worst {s['worst_abs_ln']:.3f} ({s['worst_factor']:.2f}x, {s['worst_run']}); "
           f"within 25%: {s['within_25pct']}/{s['scored']}; judged not to fit in memory: {len(s['no_fit'])}")
 
@@ -471,8 +478,11 @@ def _row(o: Outcome) -> dict:
 # benchmarks/data/moe_runs.json: published MoE runs with full layouts (tp, pp, ep, etp, virtual stages). Each goes
 # through `zeroplan plan`'s resolve and search with the layout pinned, like the dense runs above; the model is the
 # run's config.json fields as a Mixtral-style MoE shape (core.model.experts reads its routed experts). Nothing of
-# the step-time model is fitted on them: the raw error is the headline. One factor (a common scale on the step
-# time) is then fitted to say how much of the error is systematic: in-sample and leave-one-out.
+# the step-time model is fitted on them: the raw error is the headline. Each row carries its recipe's MoE traits
+# (moe_dispatcher, moe_a2a_overlap; traits_source); the dropless host sync's price (core.timing.machine
+# MOE_DROPLESS_SYNC_PAIRS) is measured on two of the B200 rows against their published token-drop runs, so the
+# leave-one-out prices those two with the other pair only. One factor (a common scale on the step time) is then
+# fitted to say how much of the error is systematic: in-sample and leave-one-out.
 
 
 def moe_model(run: dict):
@@ -494,12 +504,17 @@ def moe_model(run: dict):
 
 
 # The tables' precision column as the planner's inputs: FP8-MX is MXFP8 (1x32 block scales); FP8-CS (current
-# scaling, per tensor) is priced as the tensorwise recipe (core.timing.machine FP8_CAST_BYTES).
+# scaling, per tensor) is priced as the tensorwise recipe (core.timing.machine FP8_CAST_BYTES); DeepSeek-V3's
+# fine-grained scaling (1x128 activation tiles, 128x128 weight blocks) as the rowwise recipe: a fresh cast for each
+# axis, as its backward re-quantises along the other one.
 MOE_PRECISIONS = {"bf16": {}, "mxfp8": {"precision": "fp8", "fp8_recipe": "mxfp8"},
-                  "fp8cs": {"precision": "fp8", "fp8_recipe": "tensorwise"}}
+                  "fp8cs": {"precision": "fp8", "fp8_recipe": "tensorwise"},
+                  "fp8block": {"precision": "fp8", "fp8_recipe": "rowwise"}}  # DeepSeek-V3's 1x128 / 128x128 blocks
 
 
-def moe_predict(run: dict) -> Outcome:
+def moe_predict(run: dict, sync_s: float | None = None) -> Outcome:
+    """sync_s: the host-sync price per MoE layer and micro-batch to use instead of the default (the leave-one-out
+    of core.timing.machine MOE_DROPLESS_SYNC_S, whose paired measurements come from two of these rows)."""
     import dataclasses
 
     if run.get("not_expressible"):
@@ -528,6 +543,11 @@ def moe_predict(run: dict) -> Outcome:
         **({"gpus_per_node": run["gpus_per_node"]} if run.get("gpus_per_node") else {}),
         **MOE_PRECISIONS[run.get("precision", "bf16")])
     request = dataclasses.replace(resolve(inputs).request, model=model, largest_layer_params=model.largest_layer_params)
+    # the row's MoE traits on the machine (resolve saw the dense stand-in built from the counts, not the experts)
+    traits = moe_traits(run.get("moe_dispatcher"), bool(run.get("moe_a2a_overlap")), None)
+    if sync_s is not None and traits["moe_sync_s"]:
+        traits["moe_sync_s"] = sync_s
+    request = dataclasses.replace(request, machine=dataclasses.replace(request.machine, **traits))
     published = run["global_batch"] * run["seq"] / (run["tokens_per_s_per_gpu"] * run["gpus"])
     result = search(request)
     if not result.plans:
@@ -547,6 +567,24 @@ def _scale_errors(ratios: list[float]) -> tuple[list[float], list[float]]:
     return in_sample, loo
 
 
+def _sync_leave_one_out(calibration: list[Outcome]) -> dict[str, float]:
+    """ln(predicted/published) of each scored calibration row with nothing measured on that row: the rows that are
+    one of the paired measurements behind MOE_DROPLESS_SYNC_S (their `sync_pair`) are predicted with the other
+    pairs' mean; every other row's prediction uses nothing measured on it already."""
+    from zeroplan.core.timing.machine import MOE_DROPLESS_SYNC_PAIRS
+
+    errors = {}
+    for o in calibration:
+        if o.error is None:
+            continue
+        pair = o.run.get("sync_pair")
+        if pair:
+            others = [v for k, v in MOE_DROPLESS_SYNC_PAIRS.items() if k != pair]
+            o = moe_predict(o.run, statistics.fmean(others))
+        errors[o.run["id"]] = o.error
+    return errors
+
+
 def moe_section(show_runs: bool) -> dict:
     """The MoE rows: the Blackwell-class rows (the calibration side: the one common scale is fitted on them only)
     and the H100 rows (`heldout`: scored apart, raw and with the calibration side's scale, never fitted on)."""
@@ -555,14 +593,22 @@ def moe_section(show_runs: bool) -> dict:
     calibration = [o for o in outcomes if not o.run.get("heldout")]
     heldout = [o for o in outcomes if o.run.get("heldout")]
     if show_runs:
-        print_runs("MoE, calibration side (Blackwell-class; nothing of the step-time model fitted on them)", calibration)
-        print_runs("MoE, held out (H100 rows of the same tables: never fitted on)", heldout)
+        print_runs("MoE, calibration side (Blackwell-class; nothing fitted on them; the host sync measured on two B200 rows' "
+                   "token-drop pairs)", calibration)
+        print_runs("MoE, held out (Hopper: the H100 rows of the same tables and the DeepSeek-V3 report; never fitted on)", heldout)
     s = summary(calibration)
     print_summary("MoE calibration side, raw (constants from the dense calibration set)", s)
     held = summary(heldout)
-    print_summary("MoE held out (H100), raw", held)
+    print_summary("MoE held out (Hopper), raw", held)
     scored = [o for o in calibration if o.error is not None]
     report: dict = {"raw": s, "heldout_raw": held, "runs": [_row(o) for o in outcomes]}
+    loo = _sync_leave_one_out(calibration)
+    if loo:
+        errors = [abs(e) for e in loo.values()]
+        report["loo_mean_abs_ln"], report["loo_mean_ln"] = statistics.fmean(errors), statistics.fmean(loo.values())
+        print(f"MoE calibration side, leave-one-out (the host-sync price from the other pair where a row is one of its "
+              f"two measurements): mean |ln| {report['loo_mean_abs_ln']:.3f}, mean ln {report['loo_mean_ln']:+.3f}, "
+              f"worst {max(errors):.3f}")
     if scored:
         in_sample, loo = _scale_errors([o.predicted / o.published for o in scored])
         report["scaled_in_sample_mean_abs_ln"] = statistics.fmean(in_sample)

@@ -66,7 +66,8 @@ def test_held_out_runs_carry_their_framework_overlap_rule():
         assert request.machine.dp_overlap == rule.dp_overlap
         assert (request.machine.tp_hidden, request.machine.pp_hidden) == (rule.tp_hidden, rule.pp_hidden)
     for run in runs.load("calibration"):
-        assert ("comm_overlap" in run) == run["id"].startswith("F/")  # suite F: MosaicML's Composer FSDP
+        # suite F: MosaicML's Composer FSDP; suite G: NVIDIA's DGXC NeMo recipes (Megatron-Core), FP8
+        assert ("comm_overlap" in run) == run["id"].startswith(("F/", "G/"))
         if "attention_kernel" in run:
             assert any(note.startswith("attention_kernel") for note in run["audit"])
     mpt = next(run for run in runs.load("calibration") if run["id"] == "F/MPT-1B 8xH100 seq2048 FSDP noAC")
@@ -141,7 +142,10 @@ def test_published_moe_runs_count_their_models_and_run():
     outcome = runs.moe_predict(rows["mbridge_2511_b200_gptoss120b_bf16"])
     assert outcome.refused is None and outcome.plan.ep == 8 and outcome.predicted > 0
     assert outcome.published == 512 * 4096 / (8213 * 64)
-    assert runs.moe_predict(rows["deepseek_v3_techreport_pretrain"]).refused.startswith("not expressible")
+    assert runs.moe_predict(rows["mbridge_2511_b200_dsv3_mtp_fp8mx"]).refused.startswith("not expressible")
+    deepseek = runs.moe_predict(rows["deepseek_v3_techreport_pretrain"])  # held out: the report's own run
+    assert deepseek.plan.ep == 64 and deepseek.plan.pp == 16 and rows["deepseek_v3_techreport_pretrain"]["heldout"]
+    assert deepseek.published == 15360 * 4096 / (1543.2 * 2048)
 
 
 @pytest.mark.slow  # builds the model in transformers on the meta device
