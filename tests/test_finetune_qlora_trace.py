@@ -105,3 +105,42 @@ def test_estimate_within_3_percent_of_the_qlora_trace(stage, recompute, tmp_path
                                               finetune="qlora", lora_rank=8, layers_to_trace=0, recompute=recompute))
     assert result.trace["categories"]["parameters"] > 0
     assert abs(result.error) < 0.03, (stage, recompute, result.error, result.trace["categories"], result.estimate)
+
+
+MOE_CONFIGS = {
+    "mixtral": {"model_type": "mixtral", "hidden_size": 256, "intermediate_size": 512, "num_local_experts": 4,
+                "num_experts_per_tok": 2, "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 2,
+                "vocab_size": 1000, "max_position_embeddings": 4096},
+    "qwen3_moe": {"model_type": "qwen3_moe", "hidden_size": 256, "intermediate_size": 512,
+                  "moe_intermediate_size": 128, "num_experts": 8, "num_experts_per_tok": 2, "num_hidden_layers": 2,
+                  "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 64, "vocab_size": 1000,
+                  "max_position_embeddings": 4096, "decoder_sparse_step": 1, "mlp_only_layers": []},
+    "deepseek_v3": {"model_type": "deepseek_v3", "hidden_size": 256, "intermediate_size": 512,
+                    "moe_intermediate_size": 128, "n_routed_experts": 8, "n_shared_experts": 1,
+                    "num_experts_per_tok": 2, "first_k_dense_replace": 1, "num_hidden_layers": 3,
+                    "num_attention_heads": 4, "num_key_value_heads": 4, "q_lora_rank": 64, "kv_lora_rank": 32,
+                    "qk_nope_head_dim": 32, "qk_rope_head_dim": 16, "v_head_dim": 32, "n_group": 1,
+                    "topk_group": 1, "vocab_size": 1000, "max_position_embeddings": 4096},
+}
+
+
+@pytest.mark.parametrize("family", sorted(MOE_CONFIGS))
+def test_qlora_on_a_mixture_of_experts_quantises_what_bitsandbytes_quantises(family):
+    """transformers' replace_with_bnb_linear converts nn.Linear modules only: the attention projections, dense
+    layers' and shared experts' MLPs; the fused 3-D routed experts stay 16-bit. quantised_storage counts the same."""
+    torch = pytest.importorskip("torch")
+    pytest.importorskip("bitsandbytes")
+    from zeroplan.trace.hf_model import build_model
+    from zeroplan.trace.qlora import quant_state_tensors, quantise_linears
+
+    config = MOE_CONFIGS[family]
+    model = build_model(config, None, "sdpa", torch.bfloat16, "none")
+    quantised = quantise_linears(model, True)
+    spec = model_spec_from_hf_config(config, family, source="test")
+    packed = sum(m.weight.numel() * m.weight.element_size() for m in quantised)
+    constants = sum(t.numel() * t.element_size() for t in quant_state_tensors(quantised))
+    # bf16 quant storage: ((n + 1) // 4) elements of 2 bytes; quantised_storage counts ⌈n/2⌉ bytes (n even here)
+    assert (packed, constants) == quantised_storage(spec.shape, "nf4", True)
+    counts = finetune_counts(spec, Finetune(mode="qlora", targets=("q_proj", "k_proj", "v_proj", "o_proj")))
+    assert counts.quantised_tensors == len(quantised)
+    assert counts.largest_quantised == max(m.weight.numel() * 4 for m in quantised)

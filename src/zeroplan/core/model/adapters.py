@@ -167,6 +167,35 @@ def layer_linears(shape: ModelShape) -> tuple[Linear, ...]:
     return tuple(linears)
 
 
+def quantised_linears(shape: ModelShape) -> tuple[tuple[Linear, int], ...]:
+    """Every nn.Linear of the decoder layers QLoRA quantises, with how many of it the model holds: transformers'
+    replace_with_bnb_linear converts nn.Linear modules only. A dense model: each layer's seven. A mixture of
+    experts: the attention projections of every layer, the MLP of its dense layers and its shared experts; the
+    routed experts, which transformers (5+) stores as fused 3-D parameters (experts.gate_up_proj, .down_proj),
+    stay 16-bit (checked against bitsandbytes on the meta device, tests/test_finetune_qlora_trace.py)."""
+    if not shape.experts:
+        return tuple((linear, shape.layers) for linear in layer_linears(shape))
+    moe = shape.moe
+    h = shape.hidden
+    if moe is not None and moe.attention_linears is not None:
+        attention = [Linear(f"attention{i}", inner, outer) for i, (inner, outer) in enumerate(moe.attention_linears)]
+    else:
+        attention = [linear for linear in layer_linears(shape) if linear.name.endswith(("q_proj", "k_proj", "v_proj",
+                                                                                        "o_proj"))]
+    found = [(linear, shape.layers) for linear in attention]
+
+    def mlp(width: int) -> list[Linear]:
+        gated = [Linear("gate_proj", h, width)] if shape.gated_mlp else []
+        return gated + [Linear("up_proj", h, width), Linear("down_proj", width, h)]
+
+    moe_layers = shape.moe_layers or shape.layers
+    if moe is not None and moe.dense_ffn and shape.layers > moe_layers:
+        found += [(linear, shape.layers - moe_layers) for linear in mlp(moe.dense_ffn)]
+    if moe is not None and moe.shared_expert_ffn:
+        found += [(linear, moe_layers) for linear in mlp(moe.shared_expert_ffn)]
+    return tuple(found)
+
+
 def adapted_linears(shape: ModelShape, finetune: Finetune) -> tuple[Linear, ...]:
     """The linears of one adapted layer that carry a LoRA adapter."""
     if shape.experts:
@@ -233,10 +262,10 @@ def finetune_counts(model: ModelSpec, finetune: Finetune) -> FinetuneCounts:
     per_layer = layer_params(model, shape)
     quantised = tensors = largest = 0
     if finetune.storage is not None:
-        linears = layer_linears(shape)
-        quantised = shape.layers * sum(linear.numel for linear in linears)
-        tensors = shape.layers * len(linears)
-        largest = max(linear.numel for linear in linears)
+        linears = quantised_linears(shape)
+        quantised = sum(linear.numel * copies for linear, copies in linears)
+        tensors = sum(copies for _, copies in linears)
+        largest = max(linear.numel for linear, _ in linears)
     if finetune.adapters:
         trainable = trained_layers * sum(lora_params(l, finetune.rank) for l in adapted_linears(shape, finetune))
         frozen_base = model.params
@@ -264,16 +293,16 @@ def quantised_storage(shape: ModelShape, quant: str, double_quant: bool) -> tupl
     copy of the 256-entry dynamic map. int8 (LLM.int8, bitsandbytes Int8Params): one byte per weight and one fp32
     scale (SCB) per output row."""
     packed = constants = 0
-    for linear in layer_linears(shape):
+    for linear, copies in quantised_linears(shape):
         if quant == "int8":
-            packed += linear.numel
-            constants += FP32 * linear.out_features
+            packed += copies * linear.numel
+            constants += copies * FP32 * linear.out_features
             continue
         blocks = ceil_div(linear.numel, NF4_BLOCK)
-        packed += ceil_div(linear.numel, 2)
+        packed += copies * ceil_div(linear.numel, 2)
         if double_quant:
-            constants += blocks + FP32 * ceil_div(blocks, NESTED_BLOCK) + FP32 + FP32 * DYNAMIC_CODE
+            constants += copies * (blocks + FP32 * ceil_div(blocks, NESTED_BLOCK) + FP32 + FP32 * DYNAMIC_CODE)
         else:
-            constants += FP32 * blocks
-        constants += FP32 * NF4_CODE
-    return shape.layers * packed, shape.layers * constants
+            constants += copies * FP32 * blocks
+        constants += copies * FP32 * NF4_CODE
+    return packed, constants
