@@ -144,3 +144,69 @@ def test_qlora_on_a_mixture_of_experts_quantises_what_bitsandbytes_quantises(fam
     counts = finetune_counts(spec, Finetune(mode="qlora", targets=("q_proj", "k_proj", "v_proj", "o_proj")))
     assert counts.quantised_tensors == len(quantised)
     assert counts.largest_quantised == max(m.weight.numel() * 4 for m in quantised)
+
+
+def _expert_lora(config: dict, layers: int, targets: tuple[str, ...], rank: int):
+    """PEFT's LoRA on q_proj and, by target_parameters, the fused expert tensors the MLP targets name."""
+    torch = pytest.importorskip("torch")
+    peft = pytest.importorskip("peft")
+    from zeroplan.trace.hf_model import build_model
+
+    model = build_model({**config, "num_hidden_layers": layers}, None, "sdpa", torch.bfloat16, "none")
+    names = {"gate_proj": "gate_up_proj", "up_proj": "gate_up_proj", "down_proj": "down_proj"}
+    parameters = sorted({f"mlp.experts.{names[t]}" for t in targets if t in names})
+    lora = peft.LoraConfig(r=rank, target_modules=["q_proj"], target_parameters=parameters or None, lora_dropout=0.0)
+    return peft.get_peft_model(model, lora)
+
+
+@pytest.mark.parametrize("family,targets", [("qwen3_moe", ("q_proj", "gate_proj", "up_proj", "down_proj")),
+                                            ("mixtral", ("q_proj", "down_proj"))])
+def test_expert_lora_counts_and_activations_match_peft(family, targets):
+    """LoRA on the fused expert tensors (PEFT 0.21's target_parameters): the trainable count PEFT makes, and what
+    one more layer saves for backward beyond LoRA on q_proj alone, on fake tensors, to the byte."""
+    torch = pytest.importorskip("torch")
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    from zeroplan.core.memory.finetune import expert_adapter_bytes
+    from zeroplan.core.memory.activations import ActivationConfig
+    from zeroplan.trace.hf_model import grouped_mm_any_dtype, real_masking
+
+    config, rank, seq = MOE_CONFIGS[family], 8, 256
+    spec = model_spec_from_hf_config(config, family, source="test")
+    finetune = Finetune(mode="lora", rank=rank, targets=targets)
+    model = _expert_lora(config, config["num_hidden_layers"], targets, rank)
+    assert finetune_counts(spec, finetune).trainable == sum(p.numel() for p in model.parameters() if p.requires_grad)
+
+    def saved(layers: int, with_experts: bool) -> int:
+        model = _expert_lora(config, layers, targets if with_experts else ("q_proj",), rank)
+        found: dict[int, int] = {}
+        with real_masking(), grouped_mm_any_dtype(), FakeTensorMode(allow_non_fake_inputs=True):
+            model.to_empty(device="cpu")
+            params = {p.untyped_storage()._cdata for p in model.parameters()}
+
+            def pack(tensor):
+                storage = tensor.untyped_storage()
+                if storage._cdata not in params:
+                    found[storage._cdata] = storage.nbytes()
+                return tensor
+
+            ids = torch.randint(0, config["vocab_size"], (1, seq))
+            with torch.autograd.graph.saved_tensors_hooks(pack, lambda tensor: tensor):
+                model(input_ids=ids, labels=ids)
+        return sum(found.values())
+
+    per_layer = (saved(3, True) - saved(2, True)) - (saved(3, False) - saved(2, False))
+    activation = ActivationConfig(seq_len=seq, flash_attention=True, implementation="transformers")
+    assert per_layer == expert_adapter_bytes(spec.shape, activation, finetune)
+
+
+def test_expert_lora_refuses_what_is_not_modelled():
+    from zeroplan.core.errors import InputError
+    from zeroplan.core.model.adapters import adapted_experts
+
+    deepseek = model_spec_from_hf_config(MOE_CONFIGS["deepseek_v3"], "deepseek", source="test")
+    with pytest.raises(InputError):  # shared experts and a dense first layer
+        adapted_experts(deepseek.shape, Finetune(mode="lora"))
+    qwen = model_spec_from_hf_config(MOE_CONFIGS["qwen3_moe"], "qwen", source="test")
+    with pytest.raises(InputError):  # gate and up are one fused tensor
+        adapted_experts(qwen.shape, Finetune(mode="lora", targets=("gate_proj",)))

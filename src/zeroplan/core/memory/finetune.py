@@ -25,6 +25,7 @@ anything trainable (frozen embeddings, then frozen layers) keep nothing.
 
 from __future__ import annotations
 
+from zeroplan.core.errors import InputError, ref
 from zeroplan.core.memory.activations import ActivationConfig, decoder_layer_bytes, loss_overlap_bytes
 from zeroplan.core.memory.deepspeed_buffers import (
     BufferConfig, gpu_buffer_bytes, stage3_gathered_params,
@@ -33,7 +34,7 @@ from zeroplan.core.memory.framework_partition import ParamSpec, framework_partit
 from zeroplan.core.memory.framework_states import FRAMEWORK_BY_STAGE, TORCH_STEP_TENSOR_BYTES
 from zeroplan.core.memory.model_states import paper_model_states, sharded
 from zeroplan.core.model.adapters import (
-    FP32, NF4_BLOCK, Finetune, FinetuneCounts, Linear, adapted_linears, finetune_counts, layer_linears,
+    FP32, NF4_BLOCK, Finetune, FinetuneCounts, Linear, adapted_experts, adapted_linears, finetune_counts, layer_linears,
     lora_params, quantised_storage,
 )
 from zeroplan.core.model.spec import ModelSpec
@@ -157,8 +158,20 @@ def adapter_layer_bytes(model: ModelSpec, config: ActivationConfig, finetune: Fi
     """What one adapted layer's LoRA modules keep for one micro-batch (without recompute)."""
     shape = model.require_shape("finetune", "", "")
     tokens = config.seq_len * config.micro_batch
-    return _input_copies(adapted_linears(shape, finetune), config.dtype_bytes, finetune.adapter_bytes, tokens,
-                         finetune.rank)
+    return (_input_copies(adapted_linears(shape, finetune), config.dtype_bytes, finetune.adapter_bytes, tokens,
+                          finetune.rank) + expert_adapter_bytes(shape, config, finetune))
+
+
+def expert_adapter_bytes(shape, config: ActivationConfig, finetune: Finetune) -> int:
+    """What LoRA on one MoE layer's fused expert tensors keeps for one micro-batch (PEFT 0.21's ParamWrapper,
+    measured on fake tensors, tests/test_finetune_qlora_trace.py): the forward folds W + s·B·A into one baddbmm
+    per tensor (_LoraFactorsProxy), a new E × out × in weight in the compute dtype that the experts' grouped GEMM
+    saves for backward, with the routed tokens' input (T·k rows, which a frozen weight's GEMM does not save) and the
+    two factors cast to the compute dtype (E·r·(in + out)): e·(E·in·out + T·k·in + E·r·(in + out)) per tensor."""
+    e, routed = config.dtype_bytes, config.seq_len * config.micro_batch * (shape.experts_per_token or 1)
+    return sum(e * (adapter.params + routed * adapter.in_features
+                    + finetune.rank * adapter.experts * (adapter.in_features + adapter.out_features))
+               for adapter in adapted_experts(shape, finetune))
 
 
 def finetune_activations(model: ModelSpec, config: ActivationConfig, finetune: Finetune, counts: FinetuneCounts,
@@ -233,6 +246,9 @@ def first_layer_input_savings(model: ModelSpec, config: ActivationConfig) -> int
 def adapter_param_specs(model: ModelSpec, finetune: Finetune):
     """PEFT's LoRA tensors as ParamSpecs: lora_A (r × in) and lora_B (out × r) of each adapted linear."""
     shape = model.require_shape("finetune", "", "")
+    if adapted_experts(shape, finetune):
+        raise InputError("convention", "LoRA on a mixture of experts' fused expert tensors is modelled in the paper "
+                         "convention only", f"use {ref('convention', 'paper')}, or attention targets")
     specs = []
     for layer in range(finetune.freeze_layers, shape.layers):
         for linear in adapted_linears(shape, finetune):

@@ -11,7 +11,9 @@ Modes (docs/formulas.md §21):
 The per-projection shapes come from ModelShape (hidden h, heads a, kv heads k, head_dim d, ffn f), named as
 PEFT's target_modules names them for Llama-style models: q_proj (h → a·d), k_proj and v_proj (h → k·d),
 o_proj (a·d → h), gate_proj and up_proj (h → f), down_proj (f → h). "all-linear" is PEFT's shorthand for
-every linear of the decoder layers (never the LM head). Models without a gated MLP have no gate_proj.
+every linear of the decoder layers (never the LM head). Models without a gated MLP have no gate_proj. On a mixture
+of experts whose every layer is routed (no shared experts), gate_proj/up_proj and down_proj name the fused expert
+tensors PEFT adapts with target_parameters (ExpertAdapter: r·E·(in + out) each, docs/formulas.md §23.4).
 """
 
 from __future__ import annotations
@@ -196,15 +198,57 @@ def quantised_linears(shape: ModelShape) -> tuple[tuple[Linear, int], ...]:
     return tuple(found)
 
 
+MLP_TARGETS = ("gate_proj", "up_proj", "down_proj")
+
+
+@dataclass(frozen=True)
+class ExpertAdapter:
+    """LoRA on one fused expert tensor (PEFT >= 0.17 target_parameters, its ParamWrapper): E experts of
+    in_features → out_features; lora_A is (r·E × in), lora_B (out × r·E)."""
+
+    name: str  # the parameter: gate_up_proj or down_proj of transformers' fused experts
+    in_features: int
+    out_features: int
+    experts: int
+
+    @property
+    def params(self) -> int:
+        return self.in_features * self.out_features * self.experts
+
+
+def adapted_experts(shape: ModelShape, finetune: Finetune) -> tuple[ExpertAdapter, ...]:
+    """The fused expert tensors of one MoE layer that carry LoRA (none for a dense model or attention targets).
+    gate_proj and up_proj name the one fused gate_up_proj (h → 2·f), down_proj the down_proj (f → h)."""
+    mlp = [t for t in finetune.targets if t in MLP_TARGETS]
+    if not shape.experts or not finetune.adapters or not mlp:
+        return ()
+    moe = shape.moe
+    if moe is None or moe.dense_ffn or moe.shared_expert_ffn or (shape.moe_layers or 0) != shape.layers:
+        raise InputError("lora_targets", f"LoRA on the MLP ({', '.join(mlp)}) of a mixture of experts with dense "
+                         "layers or shared experts is not modelled (routed experts only, every layer)",
+                         f"use {ref('lora_targets', 'q_proj,k_proj,v_proj,o_proj')} for this model")
+    if ("gate_proj" in mlp) != ("up_proj" in mlp):
+        raise InputError("lora_targets", "the experts keep gate and up projections in one fused tensor "
+                         "(gate_up_proj), which PEFT adapts as one", "give gate_proj and up_proj together")
+    f, h, experts = moe.expert_ffn, shape.hidden, shape.experts
+    found = []
+    if "gate_proj" in mlp:
+        found.append(ExpertAdapter("gate_up_proj", h, 2 * f if shape.gated_mlp else f, experts))
+    if "down_proj" in mlp:
+        found.append(ExpertAdapter("down_proj", f, h, experts))
+    return tuple(found)
+
+
+def expert_lora_params(adapter: ExpertAdapter, rank: int) -> int:
+    """lora_A (r·E × in) and lora_B (out × r·E): r·E·(in + out)."""
+    return rank * adapter.experts * (adapter.in_features + adapter.out_features)
+
+
 def adapted_linears(shape: ModelShape, finetune: Finetune) -> tuple[Linear, ...]:
-    """The linears of one adapted layer that carry a LoRA adapter."""
-    if shape.experts:
-        mlp = [t for t in finetune.targets if t in ("gate_proj", "up_proj", "down_proj")]
-        if mlp:
-            raise InputError("lora_targets", f"LoRA on a mixture-of-experts MLP ({', '.join(mlp)}; PEFT's "
-                             "target_parameters on the fused expert tensors) is not modelled",
-                             f"use {ref('lora_targets', 'q_proj,k_proj,v_proj,o_proj')} for MoE models")
-    return tuple(linear for linear in layer_linears(shape) if linear.name in finetune.targets)
+    """The linears of one adapted layer that carry a LoRA adapter (a mixture of experts' MLP: adapted_experts)."""
+    adapted_experts(shape, finetune)  # refuses what is not modelled
+    names = [t for t in finetune.targets if not (shape.experts and t in MLP_TARGETS)]
+    return tuple(linear for linear in layer_linears(shape) if linear.name in names)
 
 
 def lora_params(linear: Linear, rank: int) -> int:
@@ -267,7 +311,8 @@ def finetune_counts(model: ModelSpec, finetune: Finetune) -> FinetuneCounts:
         tensors = sum(copies for _, copies in linears)
         largest = max(linear.numel for linear, _ in linears)
     if finetune.adapters:
-        trainable = trained_layers * sum(lora_params(l, finetune.rank) for l in adapted_linears(shape, finetune))
+        trainable = trained_layers * (sum(lora_params(l, finetune.rank) for l in adapted_linears(shape, finetune))
+                                      + sum(expert_lora_params(e, finetune.rank) for e in adapted_experts(shape, finetune)))
         frozen_base = model.params
         inert = finetune.freeze_layers
     else:
