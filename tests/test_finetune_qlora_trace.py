@@ -210,3 +210,18 @@ def test_expert_lora_refuses_what_is_not_modelled():
     qwen = model_spec_from_hf_config(MOE_CONFIGS["qwen3_moe"], "qwen", source="test")
     with pytest.raises(InputError):  # gate and up are one fused tensor
         adapted_experts(qwen.shape, Finetune(mode="lora", targets=("gate_proj",)))
+
+
+def test_estimate_within_3_percent_of_the_expert_lora_trace(tmp_path):
+    """`zeroplan trace --finetune lora` on a mixture of experts with every linear targeted: PEFT's LoRA on the
+    attention projections and, by target_parameters, on the fused expert tensors, under FSDP2 on 4 fake ranks."""
+    pytest.importorskip("peft")
+    from zeroplan.trace import compare
+
+    config = tmp_path / "config.json"
+    config.write_text(json.dumps({**MOE_CONFIGS["qwen3_moe"], "architectures": ["Qwen3MoeForCausalLM"],
+                                  "num_hidden_layers": 4, "vocab_size": 32000, "tie_word_embeddings": False}))
+    result = compare.run(compare.TraceRequest(model=str(config), gpus=4, stage=3, seq_len=1024, finetune="lora",
+                                              lora_rank=8, layers_to_trace=0))
+    assert result.trace["categories"]["optimizer_states"] == result.estimate["optimizer_states"]  # the adapters
+    assert abs(result.error) < 0.03, (result.error, result.trace["categories"], result.estimate)

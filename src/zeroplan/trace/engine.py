@@ -173,7 +173,13 @@ def traced_model(config: dict, settings: TraceSettings, num_layers: int | None) 
             raise InputError("--finetune", "trace --finetune qlora needs bitsandbytes",
                              "pip install 'zeroplan[finetune]'") from None
         quantise_linears(base, settings.double_quant)
-    lora = LoraConfig(r=settings.lora_rank, target_modules=list(settings.lora_targets or LORA_TARGETS),
+    targets = list(settings.lora_targets or LORA_TARGETS)
+    # a mixture of experts' fused expert tensors: PEFT's target_parameters (core.model.adapters.adapted_experts)
+    fused = {"gate_proj": "gate_up_proj", "up_proj": "gate_up_proj", "down_proj": "down_proj"}
+    expert_names = {name.split(".")[-1] for name, _ in base.named_parameters() if ".mlp.experts." in name}
+    parameters = sorted({f"mlp.experts.{fused[t]}" for t in targets if t in fused and fused[t] in expert_names})
+    modules = [t for t in targets if not (expert_names and t in fused)]  # else PEFT adapts gate_up_proj twice
+    lora = LoraConfig(r=settings.lora_rank, target_modules=modules, target_parameters=parameters or None,
                       lora_dropout=0.0)
     return cast("PreTrainedModel", get_peft_model(base, lora))  # a PeftModel: forwards as the model it wraps
 

@@ -246,15 +246,16 @@ def first_layer_input_savings(model: ModelSpec, config: ActivationConfig) -> int
 def adapter_param_specs(model: ModelSpec, finetune: Finetune):
     """PEFT's LoRA tensors as ParamSpecs: lora_A (r × in) and lora_B (out × r) of each adapted linear."""
     shape = model.require_shape("finetune", "", "")
-    if adapted_experts(shape, finetune):
-        raise InputError("convention", "LoRA on a mixture of experts' fused expert tensors is modelled in the paper "
-                         "convention only", f"use {ref('convention', 'paper')}, or attention targets")
     specs = []
     for layer in range(finetune.freeze_layers, shape.layers):
         for linear in adapted_linears(shape, finetune):
             prefix = f"layers.{layer}.{linear.name}"
             specs += [ParamSpec(f"{prefix}.lora_A", (finetune.rank, linear.in_features)),
                       ParamSpec(f"{prefix}.lora_B", (linear.out_features, finetune.rank))]
+        for adapter in adapted_experts(shape, finetune):  # PEFT's ParamWrapper: r·E rows / columns
+            prefix, rows = f"layers.{layer}.experts.{adapter.name}", finetune.rank * adapter.experts
+            specs += [ParamSpec(f"{prefix}.lora_A", (rows, adapter.in_features)),
+                      ParamSpec(f"{prefix}.lora_B", (adapter.out_features, rows))]
     return specs
 
 
