@@ -78,7 +78,9 @@ from typing import NamedTuple
 
 from zeroplan.core.errors import InputError, ref
 from zeroplan.core.hardware import Link
-from zeroplan.core.model.adapters import Finetune, adapted_linears, finetune_counts, layer_linears, quantised_storage
+from zeroplan.core.model.adapters import (
+    Finetune, adapted_linears, finetune_counts, quantised_linears, quantised_storage,
+)
 from zeroplan.core.model.experts import active_params, expert_params
 from zeroplan.core.model.spec import ModelSpec
 from zeroplan.core.model.pipeline_stages import layers_per_stage
@@ -179,7 +181,8 @@ class FinetuneFlops:
         dequant = 0
         if finetune.storage is not None:
             packed, constants = quantised_storage(shape, finetune.storage, finetune.double_quant)
-            dequant = (packed + constants) // shape.layers + 2 * sum(l.numel for l in layer_linears(shape))
+            dequantised = sum(linear.numel * copies for linear, copies in quantised_linears(shape))
+            dequant = (packed + constants + 2 * dequantised) // shape.layers
         frozen = shape.layers if finetune.adapters else counts.frozen_layers
         return cls(frozen, counts.inert_layers, adapters, finetune.rank, dequant, counts.trainable)
 
