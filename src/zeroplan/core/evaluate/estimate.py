@@ -108,11 +108,13 @@ class EstimateRequest:
                              "choose a partition size that divides the data-parallel degree")
 
     def _check_finetune(self) -> None:
-        torch_lora = (self.convention == "framework" and self.framework == "torch" and self.finetune.mode == "lora")
+        torch_lora = (self.convention == "framework" and self.framework == "torch" and self.finetune.adapters
+                      and self.finetune.storage in (None, "nf4"))
         if self.convention != "paper" and not torch_lora:
             raise InputError("convention", f"fine-tuning ({self.finetune.mode}, frozen parameters) is modelled in the "
-                             f"paper convention, and LoRA also under torch's wrappers ({ref('convention', 'framework')} "
-                             f"{ref('framework', 'torch')}); asked {self.convention}", f"use {ref('convention', 'paper')}")
+                             f"paper convention, and LoRA and NF4 QLoRA also under torch's wrappers "
+                             f"({ref('convention', 'framework')} {ref('framework', 'torch')}); asked {self.convention}",
+                             f"use {ref('convention', 'paper')}")
         if self.parallel.tp > 1 or self.parallel.pp > 1:
             raise InputError("tp/pp", "fine-tuning is modelled for data parallelism (ZeRO, FSDP) only",
                              f"use {ref('tp', 1)} {ref('pp', 1)}: LoRA and QLoRA runs shard with ZeRO-3 or FSDP")
@@ -234,6 +236,12 @@ def _evaluate(request: EstimateRequest, option: Option, activations: dict[str, i
 
         breakdown = torch_finetune_states(option, request.parameters, request.model, request.finetune,
                                           parallel.dp, per_param)
+        if request.activations is not None and request.activation_bytes is None:
+            from zeroplan.core.memory.finetune import adapter_peak_adjustment
+
+            breakdown["gpu/buffers/not_alive_at_peak"] = adapter_peak_adjustment(
+                request.model, request.activations, request.finetune, request.finetune_counts, activations,
+                breakdown["gpu/gradients"], breakdown.get("gpu/buffers/dequantised_weight", 0))
     elif request.finetune_counts is not None:
         breakdown = _finetune_states(request, option, request.finetune_counts)
     else:
@@ -280,7 +288,14 @@ def _evaluate(request: EstimateRequest, option: Option, activations: dict[str, i
     breakdown["comm/paper_elements"] = comm.paper_elements(stage, trained) if parallel.dp > 1 else 0
     comm_seconds = sum(c.seconds(request.link_for(c)) for c in collectives)
 
-    traffic = offload_traffic(option, trained, request.zero_ranks, per_param, gpus_in_node, request.micro_batches_per_step)
+    frozen = 0
+    if request.finetune_counts is not None and option.offload_params != "none":
+        from zeroplan.core.memory.finetune import frozen_storage
+
+        plain, packed, _ = frozen_storage(request.model, request.finetune, request.finetune_counts, per_param.params)
+        frozen = plain + packed
+    traffic = offload_traffic(option, trained, request.zero_ranks, per_param, gpus_in_node, request.micro_batches_per_step,
+                              frozen)
     breakdown.update({f"traffic/{k}": v for k, v in traffic.as_dict().items()})
     offload_seconds = offload_serial_seconds(traffic, request.cluster.pcie_bandwidth_bytes_per_s,
                                              request.cluster.nvme_bandwidth_bytes_per_s)

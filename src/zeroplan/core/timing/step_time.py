@@ -18,7 +18,8 @@ bound: ELEMENTWISE_BYTES_PER_TOKEN_HIDDEN · T · h bytes forward (split over tp
 terms are: 10 + 24/t without, 34/t with sequence parallelism), twice that backward, at HBM bandwidth; under
 --torch-compile each fused region's inputs and outputs once (fused_elementwise_elements).
 Recompute: full re-runs each layer's forward, selective the attention core, selective-op (torch's op-level
-selective checkpointing) the element-wise ops only, at HBM bandwidth (matmul outputs are kept). The constants were fitted on the
+selective checkpointing with torchtitan's policy) the element-wise ops at HBM bandwidth and every second linear
+GEMM of the layer's forward (op_sac_recompute_shapes: the key, output and up projections). The constants were fitted on the
 calibration set only (benchmarks/fit_step_time.py; see the constants below for the fit and its sources).
 
 Communication as NCCL behaves (docs/formulas.md §9.3, §11): every collective is a ring over its group, priced
@@ -77,7 +78,9 @@ from typing import NamedTuple
 
 from zeroplan.core.errors import InputError, ref
 from zeroplan.core.hardware import Link
-from zeroplan.core.model.adapters import Finetune, adapted_linears, finetune_counts, layer_linears, quantised_storage
+from zeroplan.core.model.adapters import (
+    Finetune, adapted_linears, finetune_counts, quantised_linears, quantised_storage,
+)
 from zeroplan.core.model.experts import active_params, expert_params
 from zeroplan.core.model.spec import ModelSpec
 from zeroplan.core.model.pipeline_stages import layers_per_stage
@@ -179,7 +182,8 @@ class FinetuneFlops:
         dequant = 0
         if finetune.storage is not None:
             packed, constants = quantised_storage(shape, finetune.storage, finetune.double_quant)
-            dequant = (packed + constants) // shape.layers + 2 * sum(l.numel for l in layer_linears(shape))
+            dequantised = sum(linear.numel * copies for linear, copies in quantised_linears(shape))
+            dequant = (packed + constants + 2 * dequantised) // shape.layers
         frozen = shape.layers if finetune.adapters else counts.frozen_layers
         return cls(frozen, counts.inert_layers, adapters, finetune.rank, dequant, counts.trainable)
 
@@ -266,7 +270,11 @@ class FlopModel:
             total += 2 * self.layer_params * self.layers + attention
         elif recompute == "selective":
             total += attention
-        return total  # selective-op recomputes element-wise ops only: no FLOPs counted here
+        elif recompute == "selective-op":  # every second linear GEMM of the forward (op_sac_recompute_shapes)
+            kv = self.kv_width or self.attention_width
+            total += 2 * self.layers * (self.hidden * kv + self.attention_width * self.hidden
+                                        + self.experts_per_token * self.hidden * (self.ffn or 4 * self.hidden))
+        return total
 
 
 @dataclass(frozen=True)
@@ -372,6 +380,24 @@ def linear_shapes(layout: Layout, flops: FlopModel) -> list[tuple[float, float, 
     return shapes
 
 
+def op_sac_recompute_shapes(layout: Layout, flops: FlopModel) -> list[tuple[float, float, float]]:
+    """(tokens, inner, outer) of the linear GEMMs op-level selective checkpointing (selective-op) runs again in
+    backward, per layer and micro-batch after the tp split. torchtitan's policy (selective_ac_option = "op",
+    torchtitan/models/llama3/infra/parallelize.py and its successors' _custom_policy: "Saves output of all compute
+    ops, except every second mm") counts the matmuls of each layer's forward in call order and recomputes every
+    second one. A Llama layer calls wq, wk, wv, wo, then w1, w3, w2 (FeedForward: w2(silu(w1(x)) * w3(x))), so wk,
+    wo and w3 run again: the key projection, the output projection and the MLP's up projection (a plain MLP's
+    second matmul is its output GEMM, of the same size). The recomputed GEMMs' inputs (the norm output, the attention
+    output) are saved or pointwise, and the collectives' outputs are saved: no TP collective runs again."""
+    tp = layout.tp
+    tokens = layout.micro_batch * layout.seq_len / layout.cp
+    h, w, f = flops.hidden, flops.attention_width, flops.ffn or 4 * flops.hidden
+    kv = flops.kv_width or w
+    routed = tokens * flops.experts_per_token
+    mlp = (routed, h, f / tp) if flops.gated else (routed, f / tp, h)
+    return [(tokens, h, kv / tp), (tokens, w / tp, h), mlp]
+
+
 def tp_async_exposed(layout: Layout, flops: FlopModel, machine: Machine, all_reduce: float) -> float:
     """One layer's exposed TP seconds for one micro-batch under PyTorch's async TP (--async-tp; torchtitan's
     enable_async_tensor_parallel), forward, backward and a full recompute's forward, from what its compiler pass fuses
@@ -469,7 +495,8 @@ def moe_dispatch_seconds(layout: Layout, flops: FlopModel, machine: Machine) -> 
 
 def elementwise_seconds(layout: Layout, flops: FlopModel, machine: Machine) -> float:
     """One layer's element-wise forward work (norms, activations, dropout, residuals) for one micro-batch, at HBM
-    bandwidth: what op-level selective checkpointing ("selective-op") recomputes in backward. Eager frameworks:
+    bandwidth: what op-level selective checkpointing ("selective-op") recomputes in backward besides every second
+    linear GEMM (op_sac_recompute_shapes). Eager frameworks:
     ELEMENTWISE_BYTES_PER_TOKEN_HIDDEN per token × hidden, split over tp as Korthikanti's activation terms are.
     Compiled (--torch-compile, machine.elementwise_fused): fused_elementwise_elements per token, 16-bit."""
     tokens = layout.micro_batch * layout.seq_len / layout.cp
@@ -580,8 +607,9 @@ def _layer_pieces(layout: Layout, flops: FlopModel, hidden: int, machine: Machin
     one CP AllGather, the TP seconds async TP leaves exposed per layer)."""
     forward_layer, backward_layer, core = layer_seconds(layout, flops, machine)
     recompute = {"full": forward_layer, "selective": core}.get(layout.recompute, 0.0)
-    if layout.recompute == "selective-op":  # pointwise ops only, memory bound; no GEMM, no TP collective again
-        recompute = elementwise_seconds(layout, flops, machine)
+    if layout.recompute == "selective-op":  # pointwise ops and every second linear GEMM; no TP collective again
+        recompute = elementwise_seconds(layout, flops, machine) + sum(
+            gemm_seconds(2 * m * k * n, machine, k, n, linear=True) for m, k, n in op_sac_recompute_shapes(layout, flops))
     head_forward, head_backward = head_seconds(layout, flops, machine)
     tokens = layout.seq_len * layout.micro_batch // layout.cp
     message = tokens * hidden * ACTIVATION_ELEMENT_BYTES
