@@ -246,8 +246,8 @@ def test_gemm_shape_costs_its_weight_widths_against_the_gpu_ridge():
 
 
 def test_gemm_rows_tile_to_128_and_each_group_reads_its_weight():
-    """A GEMM's rows m (docs/formulas.md §14.2, core.timing.machine GEMM_ROW_TILE): CUTLASS's Hopper GEMM and
-    grouped-GEMM tiles are 128 rows, so m rows cost ceil(m/128)·128 rows' FLOPs, each expert of a grouped GEMM tiled
+    """A GEMM's rows m (docs/formulas.md §14.2, core.timing.machine GEMM_ROW_TILE): CUTLASS's Hopper grouped
+    GEMM (pingpong) tiles 128 rows, so m rows cost ceil(m/128)·128 rows' FLOPs, each expert of a grouped GEMM tiled
     on its own; every group's k × n weight is read from HBM once (2 bytes bf16, 1 in an FP8 GEMM). Hand-computed
     on A100 figures (312 TFLOP/s, 2.039 TB/s, efficiency 0.691)."""
     import dataclasses

@@ -40,11 +40,11 @@ GEMM_OVERHEAD_S = 0.0
 # whose ridge is high (H100's tensor cores outgrew its HBM more than A100's did). Fitted.
 GEMM_EPILOGUE_BYTES = 9.921
 # A GEMM's rows m (the tokens it multiplies; a routed expert's share of them): docs/formulas.md §14.2.
-# - Row tiles: the kernel covers m in tiles of GEMM_ROW_TILE rows (CUTLASS's Hopper GEMMs and grouped GEMMs, which
-#   Megatron-Core's grouped experts and Transformer Engine run, tile 128 rows per CTA: CUTLASS
-#   examples/48_hopper_warp_specialized_gemm and 57_hopper_grouped_gemm, TileShape 128 x 128 x 64, two m64 WGMMA
-#   warpgroups), so a GEMM of m rows costs ceil(m/128)·128 rows' FLOPs; in a grouped GEMM each expert's rows are
-#   tiled on their own. Stated, not fitted: a dense GEMM's m (micro-batch x sequence) is a multiple of 128 in every
+# - Row tiles: the kernel covers m in tiles of GEMM_ROW_TILE rows (CUTLASS's Hopper grouped GEMM, the kind
+#   Megatron-Core's grouped experts run: examples/57_hopper_grouped_gemm tiles 128 rows per CTA in its pingpong
+#   config, TileShape 128 x 128, and 256 in its cooperative one, 256 x 128 x 128; a Hopper WGMMA instruction is 64
+#   rows), so a GEMM of m rows costs ceil(m/128)·128 rows' FLOPs (the smaller tile: a stated lower bound); in a
+#   grouped GEMM each expert's rows are tiled on their own. Stated, not fitted: a dense GEMM's m (micro-batch x sequence) is a multiple of 128 in every
 #   published run, so only few-row expert GEMMs move.
 # - Weight reads: every GEMM streams its k x n weight (each expert's in a grouped GEMM) from HBM once, at HBM
 #   bandwidth, added like the epilogue (the large-GEMM efficiency was fitted on GEMMs whose m made that read a few
