@@ -306,6 +306,11 @@ def test_flash_attention_ceiling_follows_gpu_and_kernel():
     assert flash_efficiency("h100-80g", "fa3") == pytest.approx(FLASH_SHARE_OF_MAX * 0.75)
     assert flash_efficiency("h200-141g", "fa1") < flash_efficiency("a100-40g", "fa1")
     assert COMM_OVERLAPS["megatron"].attention_kernel == "fa3" and COMM_OVERLAPS["fsdp"].attention_kernel == "fa2"
+    # Blackwell Ultra: the same tensor rates as Blackwell, twice the softmax's exponential throughput; NVIDIA
+    # measured ~35% more attention forward throughput on GB300 than on GB200 (docs/formulas.md §14.2)
+    for kernel in ("fa2", "fa3"):
+        assert flash_efficiency("gb300-288g", kernel) == pytest.approx(1.35 * flash_efficiency("gb200", kernel))
+        assert flash_efficiency("b200", kernel) == flash_efficiency("gb200", kernel)
 
 
 def test_gemm_efficiency_per_gpu_from_measured_maxima():

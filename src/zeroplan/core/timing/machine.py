@@ -67,6 +67,14 @@ ATTENTION_SCORE_BYTES = 5.831  # memory traffic per attention score element, for
 FLASH_MAX_SHARE = {("ampere", "fa1"): 0.40, ("ampere", "fa2"): 0.73, ("ampere", "fa3"): 0.73,
                    ("hopper", "fa1"): 0.19, ("hopper", "fa2"): 0.35, ("hopper", "fa3"): 0.75}
 DEFAULT_FLASH_MAX_SHARE = 0.55  # other GPUs: the mean of the A100 and H100 fa2/fa3 ceilings, not measured
+# Blackwell Ultra (GB300, B300): the same dense bf16 tensor rate as Blackwell, but twice the special-function
+# units' exponential throughput (MUFU.EX2) that a flash kernel's softmax waits on between its two matmuls; NVIDIA
+# measured ~35% more attention forward throughput on GB300 than GB200 from it ("Making Softmax More Efficient with
+# NVIDIA Blackwell Ultra", NVIDIA technical blog, 2026: FP8 attention FPROP, DeepSeek-V3). Blackwell's own
+# ceiling is not measured (the default above); Blackwell Ultra's is that default × 1.35, for every kernel family.
+BLACKWELL_ULTRA_ATTENTION_SPEEDUP = 1.35
+FLASH_MAX_SHARE.update({("blackwell_ultra", kernel): DEFAULT_FLASH_MAX_SHARE * BLACKWELL_ULTRA_ATTENTION_SPEEDUP
+                        for kernel in ("fa1", "fa2", "fa3")})
 # Head dimension: the ceilings above are measured at head dim 128 (the FlashAttention-2/-3 papers' headline
 # shapes). Narrower heads do fewer FLOPs per byte of Q, K, V moved and per softmax element, and run further from
 # peak: FlashAttention-3's BF16 forward on H100 (arXiv 2407.08608 Fig. 5, sequence 8k) reaches 496 TFLOP/s at head
@@ -134,7 +142,8 @@ def gemm_efficiency(gpu_name: str) -> float:
 
 DEFAULT_EFFICIENCY = gemm_efficiency("a100")
 GPU_ARCHITECTURES = {"a100": "ampere", "a800": "ampere", "a10": "ampere", "a40": "ampere", "a6000": "ampere",
-                     "h100": "hopper", "h800": "hopper", "h200": "hopper", "gh200": "hopper"}
+                     "h100": "hopper", "h800": "hopper", "h200": "hopper", "gh200": "hopper",
+                     "gb300": "blackwell_ultra", "b300": "blackwell_ultra"}
 
 
 def flash_efficiency(gpu_name: str, kernel: str = "fa2") -> float:
