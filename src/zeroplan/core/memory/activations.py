@@ -45,6 +45,7 @@ from typing import Any
 
 from zeroplan.core.memory import activations_gated_families as gated
 from zeroplan.core.memory import activations_layernorm_families as layernorm_families
+from zeroplan.core.memory import activations_moe_families as moe_families
 from zeroplan.core.memory import activations_qk_norm_families as qk_norm
 from zeroplan.core.memory.activations_qk_norm_families import QK_NORM_FAMILIES
 from zeroplan.core.errors import InputError, ref
@@ -68,7 +69,10 @@ WINDOW_DERIVED = ("mistral", "mixtral", "phi3")
 # Gemma, Phi-3 and Mixtral in core.memory.activations_gated_families; GPT-NeoX, OPT and Falcon in
 # core.memory.activations_layernorm_families).
 LLAMA_STYLE_FAMILIES = ("llama", "mistral", "qwen2") + QK_NORM_FAMILIES
-TRANSFORMERS_FAMILIES = LLAMA_STYLE_FAMILIES + ("gpt2",) + GATED_FAMILIES + layernorm_families.FAMILIES
+# OLMoE, Qwen2-MoE and DeepSeek-V2/V3 (shared experts, latent attention, dense and sparse layers mixed) in
+# core.memory.activations_moe_families
+TRANSFORMERS_FAMILIES = (LLAMA_STYLE_FAMILIES + ("gpt2",) + GATED_FAMILIES + layernorm_families.FAMILIES
+                         + moe_families.FAMILIES)
 DEFAULT_SEQ_LEN_CAP = 4096  # the default sequence length: the model's context, at most this
 
 
@@ -194,6 +198,7 @@ class _Shape:
     gated: GatedTraits | None = None  # gemma, phi3, mixtral: what their config.json sets beyond the shape
     layernorm: layernorm_families.Layout | None = None  # gpt_neox, opt, falcon: what their config.json sets
     moe_traits: MoETraits | None = None  # qwen3_moe: what its config.json sets beyond the shape
+    moe_layout: moe_families.Layout | None = None  # olmoe, qwen2_moe, deepseek_v2/v3: layers, router, latent attention
 
 
 def _shape(model: ModelSpec) -> _Shape:
@@ -214,7 +219,18 @@ def _shape(model: ModelSpec) -> _Shape:
                                              shape.hidden, shape.head_dim)
                    if shape.family in layernorm_families.FAMILIES else None),
         gated=gated_traits(model.extra.get("hf_config") or {}, shape.family, shape.head_dim),
-        moe_traits=_moe_traits(model.extra.get("hf_config") or {}, shape.family))
+        moe_traits=_moe_traits(model.extra.get("hf_config") or {}, shape.family),
+        moe_layout=_moe_layout(model))
+
+
+def _moe_layout(model: ModelSpec) -> moe_families.Layout | None:
+    shape = model.shape
+    if shape is None or shape.family not in moe_families.FAMILIES or shape.moe is None:
+        return None
+    moe = shape.moe
+    return moe_families.layout(model.extra.get("hf_config") or {}, shape.family or "",
+                               moe.pattern or (True,) * shape.layers, moe.dense_ffn or 0, moe.expert_ffn,
+                               shape.experts or 0, shape.experts_per_token or 1, moe.shared_expert_ffn or 0)
 
 
 def _position_rows(family: str | None, max_seq_len: int | None) -> int:
@@ -291,6 +307,9 @@ def _transformers_gap(shape: _Shape, config: ActivationConfig) -> str:
         return reason
     if shape.moe_traits is not None and (reason := _moe_gap(shape.family or "", shape.moe_traits)):
         return reason
+    if shape.family in moe_families.FAMILIES:
+        return moe_families.gap(shape.moe_layout) if shape.moe_layout is not None else \
+            f"{shape.family} without experts is not derived: Megatron's formula is used"
     if shape.family in layernorm_families.FAMILIES:
         return layernorm_families.gap(_layernorm_layout(shape), config.flash_attention)
     if shape.family == "gpt2" and (shape.dropout or not config.flash_attention):
@@ -371,6 +390,8 @@ def _transformers_layer_bytes(shape: _Shape, config: ActivationConfig) -> int:
                                               d, f, config.recompute)
     if shape.family in qk_norm.POST_NORM_FAMILIES:
         return qk_norm.post_norm_layer_bytes(tokens, seq, e, h, a, k, d, f, config.recompute, config.flash_attention)
+    if shape.moe_layout is not None:  # the sparse layer (_transformers_layers_bytes sums dense and sparse ones)
+        return _moe_family_layer_bytes(shape, config, True)
     if config.recompute == "full":
         return tokens * e * h
     if shape.family in GATED_FAMILIES:
@@ -394,6 +415,38 @@ def _transformers_layer_bytes(shape: _Shape, config: ActivationConfig) -> int:
     return tokens * (2 * norm + core + _qk_norm_bytes_per_token(shape, e) + 4 * e * f) + _masked_sdpa_bytes(shape, config)
 
 
+def _moe_family_layer_bytes(shape: _Shape, config: ActivationConfig, sparse: bool) -> int:
+    """One OLMoE, Qwen2-MoE or DeepSeek layer, dense or sparse (core.memory.activations_moe_families)."""
+    lay = shape.moe_layout
+    if lay is None:  # only asked for a family whose layout _shape read
+        raise ValueError(f"{shape.family} has no MoE layout")
+    return moe_families.layer_bytes(lay, sparse, config.seq_len * config.micro_batch, config.seq_len,
+                                    config.dtype_bytes, shape.hidden, shape.heads, shape.kv_heads, shape.head_dim,
+                                    config.recompute, config.flash_attention,
+                                    _qk_norm_bytes_per_token(shape, config.dtype_bytes))
+
+
+def _transformers_layers_bytes(shape: _Shape, config: ActivationConfig) -> int:
+    """Every decoder layer's bytes for one micro-batch: the layers' count times one layer's, or, where dense and
+    sparse layers differ (DeepSeek's first_k_dense_replace, Qwen2-MoE's mlp_only_layers), each kind's."""
+    lay = shape.moe_layout
+    if lay is None:
+        return shape.layers * _transformers_layer_bytes(shape, config)
+    sparse = sum(lay.pattern)
+    dense = len(lay.pattern) - sparse
+    return (sparse * _moe_family_layer_bytes(shape, config, True)
+            + (dense * _moe_family_layer_bytes(shape, config, False) if dense else 0))
+
+
+def _rotary_width(shape: _Shape) -> int:
+    """The rotary embedding's width: Phi-3's partial rotary, DeepSeek's rope_dim, else head_dim."""
+    if shape.gated is not None:
+        return shape.gated.rotary_dim
+    if shape.moe_layout is not None:
+        return moe_families.rotary_width(shape.moe_layout, shape.head_dim)
+    return shape.head_dim
+
+
 def _qk_norm_bytes_per_token(shape: _Shape, e: int) -> int:
     """What the query and key norms keep per token (core.memory.activations_qk_norm_families; 0 without them)."""
     return qk_norm.qk_norm_bytes_per_token(shape.family, shape.heads, shape.kv_heads, shape.head_dim, e)
@@ -407,7 +460,7 @@ def _transformers_terms(shape: _Shape, config: ActivationConfig) -> dict[str, in
     recomputed working set over the loss temporaries it follows."""
     tokens, e, seq, b = config.seq_len * config.micro_batch, config.dtype_bytes, config.seq_len, config.micro_batch
     d, v = shape.head_dim, shape.vocab
-    layers = shape.layers * _transformers_layer_bytes(shape, config)
+    layers = _transformers_layers_bytes(shape, config)
     embedding = 2 * _TOKEN_ID_BYTES * tokens
     final_norm, final_norm_fixed = _norm_bytes_per_token(shape, e), 0
     if shape.family in layernorm_families.FAMILIES:
@@ -421,7 +474,9 @@ def _transformers_terms(shape: _Shape, config: ActivationConfig) -> dict[str, in
                                                                                        shape.hidden, e)
             embedding += scale
             d = shape.gated.rotary_dim
-        if shape.family not in qk_norm.POST_NORM_FAMILIES or e == _FP32_BYTES:  # OLMo-2's 16-bit: in the layers
+        if shape.moe_layout is not None:  # DeepSeek's rotary: rope_dim wide (V2: complex64)
+            embedding += moe_families.rotary_bytes(shape.moe_layout, tokens, e, d)
+        elif shape.family not in qk_norm.POST_NORM_FAMILIES or e == _FP32_BYTES:  # OLMo-2's 16-bit: in the layers
             embedding += 2 * tokens * d * e  # rotary cos and sin, shared by all layers
         if not config.flash_attention:
             embedding += b * seq * seq * e  # the eager causal mask
@@ -429,7 +484,11 @@ def _transformers_terms(shape: _Shape, config: ActivationConfig) -> dict[str, in
     output_and_loss = tokens * final_norm + final_norm_fixed + loss
     working_set = 0
     if config.recompute == "full":
-        working_set = max(0, _transformers_layer_bytes(shape, replace(config, recompute="none")) - loss)
+        whole = replace(config, recompute="none")
+        largest = _transformers_layer_bytes(shape, whole)
+        if shape.moe_layout is not None and not all(shape.moe_layout.pattern):
+            largest = max(largest, _moe_family_layer_bytes(shape, whole, False))
+        working_set = max(0, largest - loss)
     return dict(zip(BREAKDOWN_KEYS, (layers, embedding, output_and_loss, working_set)))
 
 
@@ -759,6 +818,11 @@ def transformers_peak_moments(model: ModelSpec, config: ActivationConfig) -> dic
     if shape.moe_traits is not None:  # qwen3_moe: the routing weights in the compute dtype
         family = gated.layer_moments(shape.family or "", tokens, e, h, f, shape.experts, shape.experts_per_token, e,
                                      shape.moe_traits.normalised)
+    elif shape.moe_layout is not None:  # the same grouped experts: fp32 routing weights (DeepSeek) as Mixtral's
+        lay = shape.moe_layout
+        latent = lay.family in moe_families.LATENT_FAMILIES
+        family = gated.layer_moments("mixtral" if latent else "qwen3_moe", tokens, e, h, lay.expert_ffn, lay.experts,
+                                     lay.top_k, _FP32_BYTES if latent else e, lay.normalised)
     else:
         family = gated.layer_moments(shape.family or "", tokens, e, h, f, shape.experts, shape.experts_per_token)
     moments = [mlp_weights + tokens * h * e + 3 * tokens * f * e - tokens * f * e]
@@ -769,7 +833,14 @@ def transformers_peak_moments(model: ModelSpec, config: ActivationConfig) -> dic
         moments.append(family.mlp_weight_gradients + tokens * h * e + 5 * _FP32_BYTES * tokens * h + h * e
                        - (norm_freed if family.norm_backward_freed is None else family.norm_backward_freed))
     moments.extend(family.other_moments)
-    if not gpt2 and not config.flash_attention:
+    latent = shape.moe_layout is not None and shape.moe_layout.family in moe_families.LATENT_FAMILIES
+    if latent and shape.moe_layout is not None:
+        # latent attention's softmax backward (sdpa runs the math kernel on CPU): the MLP's, the post-attention
+        # norm's and o_proj's weight gradients alive
+        moments.append(moe_families.latent_softmax_moment(
+            shape.moe_layout, config.recompute, config.flash_attention, tokens, seq, e, h, a,
+            family.mlp_weight_gradients, layer_at_backward, _norm_bytes_per_token(shape, e)))
+    elif not gpt2 and not config.flash_attention:
         probabilities = _FP32_BYTES * tokens * a * seq  # one fp32 a·s·s tensor
         if config.recompute == "selective":
             # the layer's q, k and v kept (k, v: KV heads) and the core recomputed: its fp32 softmax output and,
@@ -808,8 +879,9 @@ def transformers_peak_moments(model: ModelSpec, config: ActivationConfig) -> dic
                   "last_root_gradient": (norm_params // 2 if shape.tied else v * h) * e,
                   # the rotary embedding's inv_freq and its original (Phi-3's partial rotary: narrower); Gemma's fp32
                   # embedding scale
-                  "module_buffers": 0 if gpt2 else 2 * _FP32_BYTES * ((shape.gated.rotary_dim if shape.gated else d) // 2)
-                  + (_FP32_BYTES if shape.family == "gemma" else 0),
+                  "module_buffers": 0 if gpt2 else 2 * _FP32_BYTES * (_rotary_width(shape) // 2)
+                  + (_FP32_BYTES if shape.family == "gemma" else 0)
+                  + (moe_families.router_buffer_bytes(shape.moe_layout) if shape.moe_layout is not None else 0),
                   "hidden_state": tokens * h * e, "position_ids": positions,
                   "embedding": terms["activations/embedding"], "forward_locals": forward_locals,
                   "working_set": terms["activations/recompute_working_set"],
