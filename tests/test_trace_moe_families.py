@@ -27,7 +27,12 @@ CONFIGS = {
     # DeepSeek-V2's group-limited greedy router, complex rotary; V3's noaux_tc router, normalised top-k
     "deepseek_v2": {**BASE, "model_type": "deepseek_v2", **_LATENT, "topk_method": "group_limited_greedy"},
     "deepseek_v3": {**BASE, "model_type": "deepseek_v3", **_LATENT},
+    # Llama 4 Maverick's interleaving: MoE every second layer (a shared expert, top-1), every fourth layer without
+    # rotary (nor its qk L2 norm, but the query's temperature scales)
+    "llama4_text": {**BASE, "model_type": "llama4_text", "head_dim": 16, "intermediate_size_mlp": 160,
+                    "num_local_experts": 4, "num_experts_per_tok": 1, "interleave_moe_layer_step": 2},
 }
+_ROPE = [1] * 6  # Llama 4's layers all with rotary (and L2 qk-norm); [0] * 6: none
 pytestmark = pytest.mark.slow  # traces: `pytest -m "not slow"` skips them
 
 
@@ -47,6 +52,7 @@ def test_derived_with_eager_and_sdpa(family):
     ("qwen2_moe", {"output_router_logits": True}, "output_router_logits"),
     ("deepseek_v3", {"experts_implementation": "eager"}, "experts_implementation 'eager'"),
     ("deepseek_v2", {"qk_nope_head_dim": 8, "v_head_dim": 16}, "queries as wide as values"),
+    ("llama4_text", {"attention_chunk_size": 32}, "chunked attention (32 tokens) shorter than the sequence (64)"),
 ])
 def test_variants_not_derived_fall_back_and_say_so(family, change, said):
     implementation, note = applied_implementation(_model({**CONFIGS[family], **change}), ActivationConfig(
@@ -57,6 +63,7 @@ def test_variants_not_derived_fall_back_and_say_so(family, change, said):
 def _slope(config: dict, seq: int, precision: str, attention: str, recompute: str, sparse: bool) -> tuple[int, int]:
     """(the trace's activations added by a fourth layer at the end of forward, core's bytes for that layer)."""
     from zeroplan.core.memory.activations import _moe_family_layer_bytes, _shape
+    from zeroplan.core.memory.activations_moe_families import last_layer
     from zeroplan.trace.engine import TraceSettings, trace_once
 
     settings = TraceSettings(world_size=4, stage=0, seq_len=seq, precision=precision, attention=attention,
@@ -65,7 +72,9 @@ def _slope(config: dict, seq: int, precision: str, attention: str, recompute: st
     traced = four["forward_end"]["activations"] - three["forward_end"]["activations"]
     activations = ActivationConfig(seq_len=seq, flash_attention=attention == "sdpa", implementation="transformers",
                                    dtype_bytes=2 if precision == "mixed" else 4, recompute=recompute)
-    return traced, _moe_family_layer_bytes(_shape(_model(config)), activations, sparse)
+    shape = _shape(_model(config))
+    assert shape.moe_layout is not None
+    return traced, _moe_family_layer_bytes(shape, activations, last_layer(shape.moe_layout, sparse))
 
 
 @pytest.mark.parametrize("family,precision,attention,recompute", [
@@ -75,23 +84,29 @@ def _slope(config: dict, seq: int, precision: str, attention: str, recompute: st
     ("deepseek_v2", "mixed", "sdpa", "none"), ("deepseek_v2", "fp32", "sdpa", "none"),
     ("deepseek_v3", "mixed", "eager", "none"), ("deepseek_v3", "fp32", "eager", "selective"),
     ("deepseek_v3", "mixed", "sdpa", "selective"), ("deepseek_v3", "fp32", "sdpa", "none"),
+    ("llama4_text", "mixed", "sdpa", "none"), ("llama4_text", "fp32", "eager", "none"),
+    ("llama4_text", "mixed", "eager", "none"),  # its eager softmax in the compute dtype
+    ("llama4_text", "mixed", "eager", "selective"), ("llama4_text-no-rope", "mixed", "sdpa", "none"),
 ])
 def test_one_more_sparse_layer_adds_what_core_counts(family, precision, attention, recompute):
     pytest.importorskip("transformers", reason="zeroplan trace needs the `trace` extra (transformers)")
-    config = {**CONFIGS[family], "first_k_dense_replace": 0} if family.startswith("deepseek") else CONFIGS[family]
+    config = {**CONFIGS[family], "first_k_dense_replace": 0} if family.startswith("deepseek") else None
+    if family.startswith("llama4_text"):
+        config = {**CONFIGS["llama4_text"], "interleave_moe_layer_step": 1,
+                  "no_rope_layers": [0] * 6 if family.endswith("no-rope") else _ROPE}
+    config = config or CONFIGS[family]
     traced, counted = _slope(config, 64, precision, attention, recompute, sparse=True)
     assert counted == traced
 
 
 @pytest.mark.parametrize("family,change", [("deepseek_v3", {"first_k_dense_replace": 5}),
-                                           ("qwen2_moe", {"mlp_only_layers": [0, 1, 2, 3, 4, 5]})])
+                                           ("llama4_text", {"moe_layers": [5], "no_rope_layers": _ROPE}),
+                                           ("qwen2_moe", {"mlp_only_layers": [0, 1, 2, 3, 4]})])
 def test_one_more_dense_layer_adds_what_core_counts(family, change):
     # five dense layers then a sparse one: layers 3 and 4 are dense (core's dense layer, read with the sparse one's
     # layout)
     pytest.importorskip("transformers", reason="zeroplan trace needs the `trace` extra (transformers)")
     config = {**CONFIGS[family], **change}
-    if family == "qwen2_moe":  # keep the last layer sparse so that the layout is read
-        config["mlp_only_layers"] = [0, 1, 2, 3, 4]
     for precision in ("mixed", "fp32"):
         traced, counted = _slope(config, 64, precision, "sdpa", "none", sparse=False)
         assert counted == traced

@@ -308,7 +308,7 @@ def _transformers_gap(shape: _Shape, config: ActivationConfig) -> str:
     if shape.moe_traits is not None and (reason := _moe_gap(shape.family or "", shape.moe_traits)):
         return reason
     if shape.family in moe_families.FAMILIES:
-        return moe_families.gap(shape.moe_layout) if shape.moe_layout is not None else \
+        return moe_families.gap(shape.moe_layout, config.seq_len) if shape.moe_layout is not None else \
             f"{shape.family} without experts is not derived: Megatron's formula is used"
     if shape.family in layernorm_families.FAMILIES:
         return layernorm_families.gap(_layernorm_layout(shape), config.flash_attention)
@@ -390,8 +390,8 @@ def _transformers_layer_bytes(shape: _Shape, config: ActivationConfig) -> int:
                                               d, f, config.recompute)
     if shape.family in qk_norm.POST_NORM_FAMILIES:
         return qk_norm.post_norm_layer_bytes(tokens, seq, e, h, a, k, d, f, config.recompute, config.flash_attention)
-    if shape.moe_layout is not None:  # the sparse layer (_transformers_layers_bytes sums dense and sparse ones)
-        return _moe_family_layer_bytes(shape, config, True)
+    if shape.moe_layout is not None:  # the last layer (_transformers_layers_bytes sums every layer's)
+        return _moe_family_layer_bytes(shape, config, shape.layers - 1)
     if config.recompute == "full":
         return tokens * e * h
     if shape.family in GATED_FAMILIES:
@@ -415,27 +415,24 @@ def _transformers_layer_bytes(shape: _Shape, config: ActivationConfig) -> int:
     return tokens * (2 * norm + core + _qk_norm_bytes_per_token(shape, e) + 4 * e * f) + _masked_sdpa_bytes(shape, config)
 
 
-def _moe_family_layer_bytes(shape: _Shape, config: ActivationConfig, sparse: bool) -> int:
-    """One OLMoE, Qwen2-MoE or DeepSeek layer, dense or sparse (core.memory.activations_moe_families)."""
+def _moe_family_layer_bytes(shape: _Shape, config: ActivationConfig, index: int) -> int:
+    """Layer `index` of an OLMoE, Qwen2-MoE, DeepSeek or Llama 4 model (core.memory.activations_moe_families)."""
     lay = shape.moe_layout
     if lay is None:  # only asked for a family whose layout _shape read
         raise ValueError(f"{shape.family} has no MoE layout")
-    return moe_families.layer_bytes(lay, sparse, config.seq_len * config.micro_batch, config.seq_len,
+    return moe_families.layer_bytes(lay, index, config.seq_len * config.micro_batch, config.seq_len,
                                     config.dtype_bytes, shape.hidden, shape.heads, shape.kv_heads, shape.head_dim,
                                     config.recompute, config.flash_attention,
                                     _qk_norm_bytes_per_token(shape, config.dtype_bytes))
 
 
 def _transformers_layers_bytes(shape: _Shape, config: ActivationConfig) -> int:
-    """Every decoder layer's bytes for one micro-batch: the layers' count times one layer's, or, where dense and
-    sparse layers differ (DeepSeek's first_k_dense_replace, Qwen2-MoE's mlp_only_layers), each kind's."""
-    lay = shape.moe_layout
-    if lay is None:
+    """Every decoder layer's bytes for one micro-batch: the layers' count times one layer's, or, where layers differ
+    (DeepSeek's first_k_dense_replace, Qwen2-MoE's mlp_only_layers, Llama 4's interleaving and layers without
+    rotary), each layer's."""
+    if shape.moe_layout is None:
         return shape.layers * _transformers_layer_bytes(shape, config)
-    sparse = sum(lay.pattern)
-    dense = len(lay.pattern) - sparse
-    return (sparse * _moe_family_layer_bytes(shape, config, True)
-            + (dense * _moe_family_layer_bytes(shape, config, False) if dense else 0))
+    return sum(_moe_family_layer_bytes(shape, config, index) for index in range(shape.layers))
 
 
 def _rotary_width(shape: _Shape) -> int:
@@ -486,8 +483,8 @@ def _transformers_terms(shape: _Shape, config: ActivationConfig) -> dict[str, in
     if config.recompute == "full":
         whole = replace(config, recompute="none")
         largest = _transformers_layer_bytes(shape, whole)
-        if shape.moe_layout is not None and not all(shape.moe_layout.pattern):
-            largest = max(largest, _moe_family_layer_bytes(shape, whole, False))
+        if shape.moe_layout is not None:
+            largest = max(_moe_family_layer_bytes(shape, whole, index) for index in range(shape.layers))
         working_set = max(0, largest - loss)
     return dict(zip(BREAKDOWN_KEYS, (layers, embedding, output_and_loss, working_set)))
 

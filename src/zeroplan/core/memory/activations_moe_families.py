@@ -39,7 +39,7 @@ from dataclasses import dataclass
 
 from zeroplan.core.memory.activations_gated_families import attention_core_bytes, moe_bytes, norm_bytes_per_token
 
-FAMILIES = ("olmoe", "qwen2_moe", "deepseek_v2", "deepseek_v3")
+FAMILIES = ("olmoe", "qwen2_moe", "deepseek_v2", "deepseek_v3", "llama4_text")
 LATENT_FAMILIES = ("deepseek_v2", "deepseek_v3")
 _FP32_BYTES = 4
 _INDEX_BYTES = 8
@@ -69,6 +69,10 @@ class Layout:
     nope_dim: int = 0
     v_head_dim: int = 0
     not_derived: str = ""  # why a setting of the config is not derived ("" when everything is)
+    rope_layers: tuple[bool, ...] = ()  # Llama 4: per layer, True where it applies rotary (and its qk L2 norm)
+    qk_l2_norm: bool = False  # Llama 4's use_qk_norm
+    temperature_tuning: bool = False  # Llama 4's attn_temperature_tuning (on its layers without rotary)
+    chunk: int | None = None  # Llama 4's attention_chunk_size
 
 
 def layout(config: dict, family: str, pattern: tuple[bool, ...], dense_ffn: int, expert_ffn: int, experts: int,
@@ -89,6 +93,17 @@ def layout(config: dict, family: str, pattern: tuple[bool, ...], dense_ffn: int,
         reasons.append(f"hidden_act '{activation}'")
     common = dict(family=family, pattern=pattern, dense_ffn=dense_ffn, expert_ffn=expert_ffn, experts=experts,
                   top_k=top_k, shared_ffn=shared_ffn)
+    if family == "llama4_text":
+        interval = int(config.get("no_rope_layer_interval") or 4)
+        listed = config.get("no_rope_layers")
+        rope = (tuple(bool(flag) for flag in listed[:len(pattern)]) if isinstance(listed, list)
+                and len(listed) >= len(pattern)
+                else tuple((index + 1) % interval != 0 for index in range(len(pattern))))
+        chunk = config.get("attention_chunk_size", 8192)
+        return Layout(**common, not_derived=", ".join(reasons), rope_layers=rope,
+                      qk_l2_norm=bool(config.get("use_qk_norm", True)),
+                      temperature_tuning=bool(config.get("attn_temperature_tuning", True)),
+                      chunk=None if chunk is None else int(chunk))
     if family not in LATENT_FAMILIES:
         return Layout(**common, normalised=bool(config.get("norm_topk_prob", False)),
                       not_derived=", ".join(reasons))
@@ -107,8 +122,11 @@ def layout(config: dict, family: str, pattern: tuple[bool, ...], dense_ffn: int,
                   rope_dim=rope, nope_dim=nope, v_head_dim=v, not_derived=", ".join(reasons))
 
 
-def gap(lay: Layout) -> str:
+def gap(lay: Layout, seq: int) -> str:
     """Why the derivation does not cover this config ("" when it does)."""
+    if lay.chunk is not None and seq > lay.chunk and not all(lay.rope_layers):
+        return (f"llama4_text's chunked attention ({lay.chunk} tokens) shorter than the sequence ({seq}) makes "
+                "transformers build a mask, not derived: Megatron's formula is used")
     if lay.not_derived:
         return (f"{lay.family} with {lay.not_derived} is not derived (transformers' default grouped_mm experts "
                 "without the load-balancing loss is): Megatron's formula is used (balanced routing assumed)")
@@ -142,10 +160,19 @@ def _router_bytes(lay: Layout, e: int, hidden: int) -> tuple[int, int]:
     return per_token, (_FP32_BYTES * lay.experts * hidden if upcast else 0)
 
 
+def _llama4_moe_bytes(lay: Layout, tokens: int, e: int, hidden: int) -> int:
+    """Llama 4's sparse block: every token through every expert (the router's scores are 0 off its top-k)."""
+    per_expert = 2 * e * hidden + e + 4 * e * lay.expert_ffn  # repeated input, its product, gate_up, silu, product
+    router = _INDEX_BYTES * lay.top_k + _FP32_BYTES * lay.experts  # top-k indices, fp32 sigmoid output
+    return tokens * (router + lay.experts * per_expert + 4 * e * lay.shared_ffn)
+
+
 def mlp_bytes(lay: Layout, sparse: bool, tokens: int, e: int, hidden: int) -> int:
     """What one layer's MLP keeps for one micro-batch: llama's dense MLP, or the router, experts and shared experts."""
     if not sparse:
         return tokens * 4 * e * lay.dense_ffn
+    if lay.family == "llama4_text":
+        return _llama4_moe_bytes(lay, tokens, e, hidden)
     weight_bytes = _FP32_BYTES if lay.family in LATENT_FAMILIES else e
     total = moe_bytes(tokens, e, hidden, lay.expert_ffn, lay.experts, lay.top_k, weight_bytes, lay.normalised)
     per_token, per_layer = _router_bytes(lay, e, hidden)
@@ -157,25 +184,41 @@ def mlp_bytes(lay: Layout, sparse: bool, tokens: int, e: int, hidden: int) -> in
     return total + tokens * (per_token + shared) + per_layer + fallback_offsets
 
 
-def layer_bytes(lay: Layout, sparse: bool, tokens: int, seq: int, e: int, hidden: int, heads: int, kv_heads: int,
+def layer_bytes(lay: Layout, index: int, tokens: int, seq: int, e: int, hidden: int, heads: int, kv_heads: int,
                 head_dim: int, recompute: str, sdpa: bool, qk_norm: int = 0) -> int:
-    """Bytes one decoder layer (dense or sparse) keeps for one micro-batch; full recompute keeps its input.
+    """Bytes decoder layer `index` (dense or sparse) keeps for one micro-batch; full recompute keeps its input.
     qk_norm: what the query and key norms keep per token (core.memory.activations_qk_norm_families)."""
     if recompute == "full":
         return tokens * e * hidden
     norms = 2 * norm_bytes_per_token(lay.family, hidden, e)
+    per_layer = 0
     if lay.family in LATENT_FAMILIES:
         core = latent_attention_bytes(lay, recompute, sdpa, e, heads, seq)
     else:
         core = attention_core_bytes(recompute, sdpa, e, heads, kv_heads, head_dim, seq)
-    return tokens * (norms + core + qk_norm) + mlp_bytes(lay, sparse, tokens, e, hidden)
+    if lay.family == "llama4_text":
+        rope = lay.rope_layers[index]
+        if rope and lay.qk_l2_norm:  # the L2 norm on q and k: fp32 input and rsqrt per head
+            qk_norm = _FP32_BYTES * (heads + kv_heads) * (head_dim + 1)
+        if not rope and lay.temperature_tuning:  # the fp32 scales the query is multiplied by, one per position
+            per_layer += _FP32_BYTES * seq
+        if not sdpa and recompute == "none" and e < _FP32_BYTES:  # its eager softmax stays in the compute dtype
+            core -= heads * seq * _FP32_BYTES
+    return tokens * (norms + core + qk_norm) + mlp_bytes(lay, lay.pattern[index], tokens, e, hidden) + per_layer
+
+
+def last_layer(lay: Layout, sparse: bool) -> int:
+    """The index of the last dense (sparse False) or sparse layer (-1 if none)."""
+    return max((index for index, routed in enumerate(lay.pattern) if routed == sparse), default=-1)
 
 
 def rotary_bytes(lay: Layout, tokens: int, e: int, head_dim: int) -> int:
     """The rotary embedding's outputs, shared by all layers: cos and sin (2·T·d·e; DeepSeek-V3's rope_dim wide),
-    DeepSeek-V2's complex64 frequencies (8 bytes per rope_dim / 2)."""
+    DeepSeek-V2's and Llama 4's complex64 frequencies (8 bytes per rope_dim / 2, head_dim / 2)."""
     if lay.family == "deepseek_v2":
         return tokens * _COMPLEX_BYTES * (lay.rope_dim // 2)
+    if lay.family == "llama4_text":
+        return tokens * _COMPLEX_BYTES * (head_dim // 2) if any(lay.rope_layers) else 0
     return 2 * tokens * (lay.rope_dim if lay.family == "deepseek_v3" else head_dim) * e
 
 
