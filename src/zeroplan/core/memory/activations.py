@@ -805,54 +805,82 @@ def transformers_peak_moments(model: ModelSpec, config: ActivationConfig) -> dic
     positions = 0 if gpt2 else _TOKEN_ID_BYTES * seq  # beyond the activations: GPT-2 counts them there
     # the first norm reads the checkpoint itself, except a 16-bit RMSNorm, which upcasts a copy to fp32
     norm_reads_checkpoint = gpt2 or e == _FP32_BYTES
-    layer = _transformers_layer_bytes(shape, config)
-    whole_layer = _transformers_layer_bytes(shape, replace(config, recompute="none"))
-    recomputed_layer = whole_layer - (tokens * h * e if norm_reads_checkpoint else 0) if config.recompute == "full" else 0
-    # the layer's activations alive when its backward begins: its own (none, selective) or recomputed ones (full)
-    layer_at_backward = recomputed_layer if config.recompute == "full" else layer
-    mlp_weights = h * f * e + (h * e if gpt2 else 0)  # the down projection's weight (and bias) gradient
-    # Gemma's, Phi-3's and Mixtral's differ where their code does (core.memory.activations_gated_families)
-    if shape.moe_traits is not None:  # qwen3_moe: the routing weights in the compute dtype
-        family = gated.layer_moments(shape.family or "", tokens, e, h, f, shape.experts, shape.experts_per_token, e,
-                                     shape.moe_traits.normalised)
-    elif shape.moe_layout is not None:  # the same grouped experts: fp32 routing weights (DeepSeek) as Mixtral's
-        lay = shape.moe_layout
-        latent = lay.family in moe_families.LATENT_FAMILIES
-        family = gated.layer_moments("mixtral" if latent else "qwen3_moe", tokens, e, h, lay.expert_ffn, lay.experts,
-                                     lay.top_k, _FP32_BYTES if latent else e, lay.normalised)
-    else:
-        family = gated.layer_moments(shape.family or "", tokens, e, h, f, shape.experts, shape.experts_per_token)
-    moments = [mlp_weights + tokens * h * e + 3 * tokens * f * e - tokens * f * e]
-    if family.mlp_moment is not None:
-        moments = [family.mlp_moment]
-    if not gpt2 and e < _FP32_BYTES:
-        norm_freed = 4 * tokens * f * e + 2 * e * tokens * h + _FP32_BYTES * tokens
-        moments.append(family.mlp_weight_gradients + tokens * h * e + 5 * _FP32_BYTES * tokens * h + h * e
-                       - (norm_freed if family.norm_backward_freed is None else family.norm_backward_freed))
-    moments.extend(family.other_moments)
-    latent = shape.moe_layout is not None and shape.moe_layout.family in moe_families.LATENT_FAMILIES
-    if latent and shape.moe_layout is not None:
-        # latent attention's softmax backward (sdpa runs the math kernel on CPU): the MLP's, the post-attention
-        # norm's and o_proj's weight gradients alive
-        moments.append(moe_families.latent_softmax_moment(
-            shape.moe_layout, config.recompute, config.flash_attention, tokens, seq, e, h, a,
-            family.mlp_weight_gradients, layer_at_backward, _norm_bytes_per_token(shape, e)))
-    elif not gpt2 and not config.flash_attention:
-        probabilities = _FP32_BYTES * tokens * a * seq  # one fp32 a·s·s tensor
-        if config.recompute == "selective":
-            # the layer's q, k and v kept (k, v: KV heads) and the core recomputed: its fp32 softmax output and,
-            # with grouped-query attention, its repeat_kv'd k
-            kept = tokens * (_norm_bytes_per_token(shape, e) + _qk_norm_bytes_per_token(shape, e) + e * a * d
-                             + 2 * e * shape.kv_heads * d)
-            kept += probabilities + (tokens * e * a * d if shape.kv_heads < a else 0)
+
+    def layer_terms(index: int | None) -> tuple[int, int, list[int]]:
+        """(a layer's activations, the same recomputed in its backward under full recompute, its backward moments):
+        the family's layer, or layer `index` of a model whose layers differ (core.memory.activations_moe_families)."""
+        if index is None:
+            layer = _transformers_layer_bytes(shape, config)
+            whole_layer = _transformers_layer_bytes(shape, replace(config, recompute="none"))
         else:
-            kept = tokens * (_norm_bytes_per_token(shape, e) + _qk_norm_bytes_per_token(shape, e) + 2 * e * a * d)
-            kept += probabilities
-            if config.recompute == "full" and norm_reads_checkpoint:
-                kept -= tokens * h * e  # the first norm's fp32 input is the checkpoint, not recomputed
-        # the MLP's, the post-attention norm's, o_proj's
-        weights = family.mlp_weight_gradients + (h + h * a * d) * e
-        moments.append(weights + tokens * h * e + tokens * a * d * e + 2 * probabilities - (layer_at_backward - kept))
+            layer = _moe_family_layer_bytes(shape, config, index)
+            whole_layer = _moe_family_layer_bytes(shape, replace(config, recompute="none"), index)
+        lay = shape.moe_layout
+        sparse = lay is None or index is None or lay.pattern[index]
+        f_layer = lay.dense_ffn if lay is not None and not sparse else f  # a dense layer's MLP beside sparse ones
+        recomputed_layer = whole_layer - (tokens * h * e if norm_reads_checkpoint else 0) if config.recompute == "full" else 0
+        # the layer's activations alive when its backward begins: its own (none, selective) or recomputed ones (full)
+        layer_at_backward = recomputed_layer if config.recompute == "full" else layer
+        mlp_weights = h * f_layer * e + (h * e if gpt2 else 0)  # the down projection's weight (and bias) gradient
+        # Gemma's, Phi-3's and Mixtral's differ where their code does (core.memory.activations_gated_families)
+        if shape.moe_traits is not None:  # qwen3_moe: the routing weights in the compute dtype
+            family = gated.layer_moments(shape.family or "", tokens, e, h, f, shape.experts, shape.experts_per_token, e,
+                                         shape.moe_traits.normalised)
+        elif lay is not None and sparse and lay.family != "llama4_text":
+            # the same grouped experts: fp32 routing weights (DeepSeek) as Mixtral's
+            latent = lay.family in moe_families.LATENT_FAMILIES
+            family = gated.layer_moments("mixtral" if latent else "qwen3_moe", tokens, e, h, lay.expert_ffn, lay.experts,
+                                         lay.top_k, _FP32_BYTES if latent else e, lay.normalised)
+        else:
+            family = gated.layer_moments(shape.family or "", tokens, e, h, f_layer, shape.experts,
+                                         shape.experts_per_token)
+        moments = [mlp_weights + tokens * h * e + 3 * tokens * f_layer * e - tokens * f_layer * e]
+        if family.mlp_moment is not None:
+            moments = [family.mlp_moment]
+        if not gpt2 and e < _FP32_BYTES:
+            norm_freed = 4 * tokens * f_layer * e + 2 * e * tokens * h + _FP32_BYTES * tokens
+            moments.append(family.mlp_weight_gradients + tokens * h * e + 5 * _FP32_BYTES * tokens * h + h * e
+                           - (norm_freed if family.norm_backward_freed is None else family.norm_backward_freed))
+        moments.extend(family.other_moments)
+        if lay is not None and lay.family in moe_families.LATENT_FAMILIES:
+            # latent attention's softmax backward (sdpa runs the math kernel on CPU): the MLP's (and shared
+            # experts'), the post-attention norm's and o_proj's weight gradients alive
+            shared = 3 * h * lay.shared_ffn * e if sparse else 0
+            moments.append(moe_families.latent_softmax_moment(
+                lay, config.recompute, config.flash_attention, tokens, seq, e, h, a,
+                family.mlp_weight_gradients + shared, layer_at_backward, _norm_bytes_per_token(shape, e)))
+        elif not gpt2 and not config.flash_attention:
+            probabilities = _FP32_BYTES * tokens * a * seq  # one fp32 a·s·s tensor
+            if config.recompute == "selective":
+                # the layer's q, k and v kept (k, v: KV heads) and the core recomputed: its fp32 softmax output and,
+                # with grouped-query attention, its repeat_kv'd k
+                kept = tokens * (_norm_bytes_per_token(shape, e) + _qk_norm_bytes_per_token(shape, e) + e * a * d
+                                 + 2 * e * shape.kv_heads * d)
+                kept += probabilities + (tokens * e * a * d if shape.kv_heads < a else 0)
+            else:
+                kept = tokens * (_norm_bytes_per_token(shape, e) + _qk_norm_bytes_per_token(shape, e) + 2 * e * a * d)
+                kept += probabilities
+                if config.recompute == "full" and norm_reads_checkpoint:
+                    kept -= tokens * h * e  # the first norm's fp32 input is the checkpoint, not recomputed
+            # the MLP's, the post-attention norm's, o_proj's
+            weights = family.mlp_weight_gradients + (h + h * a * d) * e
+            moments.append(weights + tokens * h * e + tokens * a * d * e + 2 * probabilities - (layer_at_backward - kept))
+        return layer, recomputed_layer, moments
+
+    # one layer's terms; where layers differ (dense and sparse, with and without rotary), each layer's
+    per_layer = None
+    if shape.moe_layout is None:
+        layer, recomputed_layer, moments = layer_terms(None)
+    else:
+        kinds: dict[tuple, tuple[int, int, list[int]]] = {}
+        lay_of = shape.moe_layout
+        for index in range(shape.layers):
+            key = (lay_of.pattern[index], lay_of.rope_layers[index] if lay_of.rope_layers else True)
+            if key not in kinds:
+                kinds[key] = layer_terms(index)
+        per_layer = tuple(kinds[(lay_of.pattern[index], lay_of.rope_layers[index] if lay_of.rope_layers else True)]
+                          for index in range(shape.layers))
+        layer, recomputed_layer, moments = per_layer[-1]
     # the decoder's forward keeps its embedding outputs in locals: GPT-2's token and position embeddings (the first
     # block reads their sum), llama-style's token embeddings where the first RMSNorm keeps an fp32 copy instead
     # (not with full recompute: they are the first layer's checkpoint)
@@ -887,7 +915,9 @@ def transformers_peak_moments(model: ModelSpec, config: ActivationConfig) -> dic
                   "eager_mask": (0 if config.flash_attention or config.recompute == "full"
                                  else config.micro_batch * seq ** 2 * e),
                   "kept_position_ids": (positions if config.recompute != "none" else 0) + window_mask_kept,
-                  "recomputed_layer": recomputed_layer}
+                  "recomputed_layer": recomputed_layer,
+                  # where layers differ: each layer's (activations, recomputed, backward moments), first to last
+                  "per_layer": per_layer}
     if layernorm:  # their own moments inside a layer's backward, positions and buffers (the rest is the same code)
         moments_of.update(layernorm_families.peak_moments(
             _layernorm_layout(shape), seq, config.micro_batch, e, h, a, shape.kv_heads, d, f, config.recompute))

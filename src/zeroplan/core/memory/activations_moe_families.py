@@ -35,7 +35,7 @@ h hidden, a heads, k KV heads, d head_dim, E routed experts, r top-k, f an exper
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from zeroplan.core.memory.activations_gated_families import attention_core_bytes, moe_bytes, norm_bytes_per_token
 
@@ -91,22 +91,22 @@ def layout(config: dict, family: str, pattern: tuple[bool, ...], dense_ffn: int,
     activation = str(config.get("hidden_act") or "silu")
     if activation != "silu":
         reasons.append(f"hidden_act '{activation}'")
-    common = dict(family=family, pattern=pattern, dense_ffn=dense_ffn, expert_ffn=expert_ffn, experts=experts,
-                  top_k=top_k, shared_ffn=shared_ffn)
+    common = Layout(family=family, pattern=pattern, dense_ffn=dense_ffn, expert_ffn=expert_ffn, experts=experts,
+                    top_k=top_k, shared_ffn=shared_ffn)
     if family == "llama4_text":
         interval = int(config.get("no_rope_layer_interval") or 4)
         listed = config.get("no_rope_layers")
-        rope = (tuple(bool(flag) for flag in listed[:len(pattern)]) if isinstance(listed, list)
-                and len(listed) >= len(pattern)
-                else tuple((index + 1) % interval != 0 for index in range(len(pattern))))
+        rope_layers = (tuple(bool(flag) for flag in listed[:len(pattern)]) if isinstance(listed, list)
+                       and len(listed) >= len(pattern)
+                       else tuple((index + 1) % interval != 0 for index in range(len(pattern))))
         chunk = config.get("attention_chunk_size", 8192)
-        return Layout(**common, not_derived=", ".join(reasons), rope_layers=rope,
-                      qk_l2_norm=bool(config.get("use_qk_norm", True)),
-                      temperature_tuning=bool(config.get("attn_temperature_tuning", True)),
-                      chunk=None if chunk is None else int(chunk))
+        return replace(common, not_derived=", ".join(reasons), rope_layers=rope_layers,
+                       qk_l2_norm=bool(config.get("use_qk_norm", True)),
+                       temperature_tuning=bool(config.get("attn_temperature_tuning", True)),
+                       chunk=None if chunk is None else int(chunk))
     if family not in LATENT_FAMILIES:
-        return Layout(**common, normalised=bool(config.get("norm_topk_prob", False)),
-                      not_derived=", ".join(reasons))
+        return replace(common, normalised=bool(config.get("norm_topk_prob", False)),
+                       not_derived=", ".join(reasons))
     v3 = family == "deepseek_v3"
     router = "noaux_tc" if v3 else str(config.get("topk_method") or "greedy")
     if router not in ("noaux_tc", "greedy", "group_limited_greedy"):
@@ -115,11 +115,11 @@ def layout(config: dict, family: str, pattern: tuple[bool, ...], dense_ffn: int,
     nope, rope, v = int(config["qk_nope_head_dim"]), int(config["qk_rope_head_dim"]), int(config["v_head_dim"])
     if nope + rope == v:
         reasons.append("queries as wide as values (the fused CPU attention kernel)")
-    return Layout(**common, normalised=bool(config.get("norm_topk_prob", v3)), router=router,
-                  groups=int(config.get("n_group") or (8 if v3 else 1)),
-                  topk_group=int(config.get("topk_group") or (4 if v3 else 1)),
-                  q_lora_rank=None if q_lora is None else int(q_lora), kv_lora_rank=int(config["kv_lora_rank"]),
-                  rope_dim=rope, nope_dim=nope, v_head_dim=v, not_derived=", ".join(reasons))
+    return replace(common, normalised=bool(config.get("norm_topk_prob", v3)), router=router,
+                   groups=int(config.get("n_group") or (8 if v3 else 1)),
+                   topk_group=int(config.get("topk_group") or (4 if v3 else 1)),
+                   q_lora_rank=None if q_lora is None else int(q_lora), kv_lora_rank=int(config["kv_lora_rank"]),
+                   rope_dim=rope, nope_dim=nope, v_head_dim=v, not_derived=", ".join(reasons))
 
 
 def gap(lay: Layout, seq: int) -> str:
@@ -234,15 +234,32 @@ def router_buffer_bytes(lay: Layout) -> int:
 
 def latent_softmax_moment(lay: Layout, recompute: str, sdpa: bool, tokens: int, seq: int, e: int, hidden: int,
                           heads: int, mlp_weight_gradients: int, layer_at_backward: int, norm: int) -> int:
-    """The excess over a latent-attention layer's activations inside its softmax's backward: the MLP's (and shared
-    experts'), the post-attention norm's and o_proj's weight gradients; the residual gradient, the values' gradient
+    """The excess over a latent-attention layer's activations inside its softmax's backward: the MLP's
+    (mlp_weight_gradients: the experts', the router's and the shared experts'), the post-attention norm's and o_proj's
+    weight gradients; the residual gradient, the values' gradient
     and the probabilities' two fp32 gradients alive; of the layer's activations only the first norm's, the latent
     norms', q, k and the softmax output kept."""
     a, qk, v = heads, lay.nope_dim + lay.rope_dim, lay.v_head_dim
     probabilities = _FP32_BYTES * tokens * a * seq
-    weights = mlp_weight_gradients + 3 * hidden * lay.shared_ffn * e + (hidden + hidden * a * v) * e
+    weights = mlp_weight_gradients + (hidden + hidden * a * v) * e
     latent_norms = latent_attention_bytes(lay, "selective", sdpa, e, heads, seq) - e * a * (2 * qk + lay.nope_dim + 2 * v)
     qk_bytes = 2 * (_FP32_BYTES if sdpa else e) * a * qk
     kept = tokens * (norm + latent_norms + qk_bytes) + probabilities
     value_gradient = (_FP32_BYTES if sdpa else e) * a * v
     return weights + tokens * (hidden * e + value_gradient) + 2 * probabilities - (layer_at_backward - kept)
+
+
+def routing_note(family: str | None) -> str:
+    """What an estimate or trace of these families assumes ("" for the others)."""
+    if family not in FAMILIES:
+        return ""
+    if family == "llama4_text":
+        routing = ("routing: transformers' Llama 4 runs every token through every expert (the scores are 0 off its "
+                   "top-k), so the bytes hold for any routing")
+    else:
+        routing = ("routing: transformers' grouped_mm experts run all tokens × top-k token-expert pairs, so every "
+                   "size is fixed whatever the router picks (the bytes hold for any routing)")
+    if family in LATENT_FAMILIES:
+        routing += ("; latent attention: query and value widths differ, so sdpa runs CPU's math kernel (fp32 q, k, v "
+                    "and probabilities), as the trace does; a GPU's fused kernels keep less")
+    return routing
