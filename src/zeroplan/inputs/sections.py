@@ -107,6 +107,11 @@ class FinetuneMode(str, Enum):
     AUTO = "auto"
 
 
+class FinetuneRecipe(str, Enum):
+    PEFT = "peft"
+    TORCHTUNE = "torchtune"
+
+
 class Quant(str, Enum):
     NF4 = "nf4"
     INT8 = "int8"
@@ -416,6 +421,10 @@ class StepInputs(Section):
                               default=True)
     freeze: str | None = flag("--freeze", help="Freeze embeddings (and LM head), the first K layers (layers:K), or "
                               "both: embeddings,layers:8.", panel=FINETUNE)
+    finetune_recipe: str | None = flag("--finetune-recipe", help="Whose code trains the adapters: peft (default: "
+                                       "transformers + PEFT, fp32 adapters and Adam states, transformers' loss) or "
+                                       "torchtune (bf16 adapters and AdamW states, chunked cross-entropy).",
+                                       panel=FINETUNE, parse=one_of(FinetuneRecipe))
 
 
 @dataclass(init=False, repr=False, eq=False)

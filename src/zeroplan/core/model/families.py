@@ -163,6 +163,15 @@ def _experts(fields: _Fields, count_key: str, top_key: str, ffn: int, **options)
     return Experts(count, top_k, ffn, **options)
 
 
+def _route_groups(fields: _Fields) -> tuple[int, int] | None:
+    """DeepSeek's group-limited routing (config n_group, topk_group; transformers' DeepseekV3TopkRouter keeps the
+    top-k experts of the best topk_group of n_group groups): (n_group, topk_group), or None when it limits nothing."""
+    groups, chosen = fields.config.get("n_group"), fields.config.get("topk_group")
+    if not isinstance(groups, int) or not isinstance(chosen, int) or not 0 < chosen < groups:
+        return None
+    return groups, chosen
+
+
 def _first_key(fields: _Fields, *keys: str) -> str:
     """The first of `keys` the config.json has (the last one when none: the error then names it)."""
     return next((key for key in keys if fields.config.get(key) is not None), keys[-1])
@@ -291,7 +300,7 @@ def _moe(fields: _Fields, hidden: int, mlp_bias: bool) -> Experts:
         shared_count = fields.config.get("n_shared_experts") or 0
         shared_mlp = MLP(ffn * shared_count) if shared_count else None
         return _experts(fields, "n_routed_experts", "num_experts_per_tok", ffn, shared=shared_mlp,
-                        names=("gate", "experts", "shared_experts"))
+                        names=("gate", "experts", "shared_experts"), route_groups=_route_groups(fields))
     if family == "ernie4_5_moe":
         ffn = fields.count("moe_intermediate_size")
         shared_count = fields.config.get("moe_num_shared_experts") or 0
@@ -715,16 +724,11 @@ def parameter_layout(architecture: Architecture) -> tuple[int, int, int]:
     return per_layer, input_side, output_side
 
 
-def attention_linears(attention: Attention, hidden: int) -> tuple[tuple[int, int], ...]:
-    """(inner, outer) of each of an attention block's projection weights, in module order (the step time prices one
-    GEMM per weight: core.timing.step_time.layer_seconds)."""
-    found = []
-    for _, shapes in attention.modules(hidden):
-        weight = shapes[0]
-        if len(weight) == 2 and min(weight) > 1:
-            outer, inner = (weight[1], weight[0]) if attention.conv1d else weight
-            found.append((inner, outer))
-    return tuple(found)
+def attention_linears(layer: Layer, decoder: Decoder) -> tuple[tuple[int, int], ...]:
+    """(inner, outer) of each of a layer's attention projection weights, in module order, from the description's one
+    list of GEMMs (Decoder.gemms)."""
+    names = {name for name, _shapes in layer.attention.modules(decoder.hidden)}
+    return tuple((k, n) for name, _m, n, k, _c in decoder.gemms(layer, 1) if name in names)
 
 
 def model_spec_from_hf_config(config: dict, name: str, source: str | None = None) -> ModelSpec:
@@ -745,6 +749,7 @@ def model_spec_from_hf_config(config: dict, name: str, source: str | None = None
     moe = [layer.mlp for layer in decoder.layers if isinstance(layer.mlp, Experts)]
     experts = moe[0] if moe else None
     dense = next((layer.mlp for layer in decoder.layers if isinstance(layer.mlp, MLP)), None)
+    priced = next((layer for layer in decoder.layers if layer.is_moe), decoder.layers[0])  # the step time's layer
     shape = ModelShape.of(
         layers=architecture.layers, hidden=architecture.hidden, heads=architecture.heads,
         kv_heads=architecture.kv_heads, ffn=architecture.ffn, vocab=architecture.vocab,
@@ -758,8 +763,8 @@ def model_spec_from_hf_config(config: dict, name: str, source: str | None = None
             dense_ffn=dense.ffn if dense is not None else None,
             shared_expert_ffn=experts.shared.ffn if experts.shared is not None else None,
             expert_params=decoder.expert_params, active_params=decoder.active_params,
-            pattern=tuple(layer.is_moe for layer in decoder.layers),
-            attention_linears=attention_linears(next(layer for layer in decoder.layers if layer.is_moe).attention,
-                                                architecture.hidden)))
+            pattern=tuple(layer.is_moe for layer in decoder.layers), route_groups=experts.route_groups,
+            attention_linears=attention_linears(priced, decoder)),
+        gemms=decoder.tp_gemms(priced))
     return ModelSpec(params=architecture.params, name=name, largest_layer_params=largest.params, shape=shape,
                      extra=extra)

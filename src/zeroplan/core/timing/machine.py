@@ -11,15 +11,16 @@ from dataclasses import dataclass
 from zeroplan.core.errors import InputError
 from zeroplan.core.timing.collectives import LinkTable
 
-# Five constants fitted on the calibration set only (2026-12-01; benchmarks/fit_step_time.py,
+# Five constants fitted on the calibration set only (refitted 2026-12-01 with suite G; benchmarks/fit_step_time.py,
 # benchmarks/data/calibration_runs.json: 29 A100 runs from Narayanan 2021 Tables 1-2, MT-NLG, Korthikanti 2022
-# Table 5, BLOOM, OPT, and 57 MosaicML MPT runs, 125M-70B, 2k-64k, on A100 and H100): GEMM_SHARE_OF_MAX,
-# GEMM_EPILOGUE_BYTES, FLASH_SHARE_OF_MAX, ATTENTION_SCORE_BYTES, DP_OVERLAP, least squares on
-# ln(predicted/published); in-sample 0.070, leave-one-out 0.074 (bias -0.002), by band in docs/plan.md. The GEMM
+# Table 5, BLOOM, OPT, 57 MosaicML MPT runs, 125M-70B, 2k-64k, on A100 and H100, and 5 DGXC Llama 3.1 FP8 runs on
+# H100): GEMM_SHARE_OF_MAX, GEMM_EPILOGUE_BYTES, FLASH_SHARE_OF_MAX, ATTENTION_SCORE_BYTES, DP_OVERLAP, least squares
+# on ln(predicted/published); in-sample and leave-one-out by band in docs/plan.md (the refit moved each by under 8%
+# from the 86-run fit: 0.7926, 9.708, 0.928, 5.397, 0.275). The GEMM
 # ceiling is checked against measured maxima: large bf16 GEMMs reach 0.87 of peak on A100 and 0.80 on H100
 # (stas00/ml-engineering "Maximum Achievable Matmul FLOPS"); the fit lands below that since end-to-end kernels are
 # not all ideal shapes.
-GEMM_SHARE_OF_MAX = 0.7926  # share of the measured GEMM maximum (below) a large training GEMM reaches
+GEMM_SHARE_OF_MAX = 0.7948  # share of the measured GEMM maximum (below) a large training GEMM reaches
 # Measured maximum achievable bf16 matmul throughput / dense peak (stas00/ml-engineering, compute/accelerator
 # "Maximum Achievable Matmul FLOPS"): A100 SXM 271.2/312, H100 SXM 794.5/989, GH200 828.6/989. Other GPUs: the
 # A100/H100 mean. The calibration set has A100 and H100 runs; other GPUs carry this ratio, not a fit.
@@ -37,8 +38,8 @@ GEMM_OVERHEAD_S = 0.0
 # long), and its output tiles span the same widths, so each of its GEMMs is priced at 1 + K0·(1/inner + 1/outer)/2
 # times the large-GEMM time: small hidden sizes and narrow tp splits run further from peak, the more so on a GPU
 # whose ridge is high (H100's tensor cores outgrew its HBM more than A100's did). Fitted.
-GEMM_EPILOGUE_BYTES = 9.708
-ATTENTION_SCORE_BYTES = 5.397  # memory traffic per attention score element, forward, without flash attention
+GEMM_EPILOGUE_BYTES = 9.921
+ATTENTION_SCORE_BYTES = 5.831  # memory traffic per attention score element, forward, without flash attention
 # Flash attention (fused, causal: the masked half skipped): the kernel's measured ceiling on the GPU, times a fitted
 # share, times s/(s + FLASH_SEQ_HALF): short sequences leave the kernel's tiles and SMs partly idle (FlashAttention-2,
 # Dao 2023, arXiv 2307.08691 Figs. 4-7: throughput rises with sequence length and saturates past a few thousand).
@@ -54,7 +55,14 @@ ATTENTION_SCORE_BYTES = 5.397  # memory traffic per attention score element, for
 FLASH_MAX_SHARE = {("ampere", "fa1"): 0.40, ("ampere", "fa2"): 0.73, ("ampere", "fa3"): 0.73,
                    ("hopper", "fa1"): 0.19, ("hopper", "fa2"): 0.35, ("hopper", "fa3"): 0.75}
 DEFAULT_FLASH_MAX_SHARE = 0.55  # other GPUs: the mean of the A100 and H100 fa2/fa3 ceilings, not measured
-FLASH_SHARE_OF_MAX = 0.928  # fitted: share of the kernel's ceiling training shapes reach, forward and backward
+# Head dimension: the ceilings above are measured at head dim 128 (the FlashAttention-2/-3 papers' headline
+# shapes). Narrower heads do fewer FLOPs per byte of Q, K, V moved and per softmax element, and run further from
+# peak: FlashAttention-3's BF16 forward on H100 (arXiv 2407.08608 Fig. 5, sequence 8k) reaches 496 TFLOP/s at head
+# dim 64 against 646 at 128 (FlashAttention-3) and 322 against 370 (FlashAttention-2): shares 0.77 and 0.87 of the
+# head-dim-128 rate. Wider heads (256: 628 against 646) are taken as 128. Between 64 and 128 the share is
+# interpolated linearly in the head dim; below 64 it stays at 64's. fa1 (no measurement): fa2's.
+FLASH_HEAD_DIM_64_SHARE = {"fa1": 0.87, "fa2": 0.87, "fa3": 496 / 646}
+FLASH_SHARE_OF_MAX = 0.9296  # fitted: share of the kernel's ceiling training shapes reach, forward and backward
 FLASH_SEQ_HALF = 0.0  # the sequence length at which flash attention runs at half its long-sequence rate: fitted
 # on 2026-12-01 to its lower bound (no slowdown the 2k-64k runs can see), so 0 and out of the fit
 FLASH_ATTENTION_EFFICIENCY = FLASH_SHARE_OF_MAX * FLASH_MAX_SHARE[("ampere", "fa2")]
@@ -63,8 +71,8 @@ FLASH_ATTENTION_EFFICIENCY = FLASH_SHARE_OF_MAX * FLASH_MAX_SHARE[("ampere", "fa
 LAYER_OVERHEAD_S = 0.0
 # FP8 training (--precision fp8): the linear layers' GEMMs (QKV, output projection, MLP; not the attention core, the
 # embeddings or the LM head: torchao's Float8Linear conversion and Transformer Engine's te.Linear) run on the GPU's
-# FP8 tensor cores (presets: fp8_tflops) at the same fitted share of peak as bf16 (no FP8 training run in the
-# calibration set: a stated assumption), and each operand is cast on the way in, memory bound, per element:
+# FP8 tensor cores (presets: fp8_tflops) at the same fitted share of peak as bf16 (suite G's FP8 runs, NeMo 24.09 on
+# H100, land at 0.93-1.06 with it: no FP8-only constant is fitted), and each operand is cast on the way in, memory bound, per element:
 # read bf16 (2) + write FP8 (1) + the amax pass for a per-tensor or per-row scale (2) = 5 bytes; MXFP8 computes its
 # 1x32 block scales in the cast's one pass (3 + 1/32). Backward casts the output gradient and needs the input and
 # weight along the other axis: an FP8 transpose (1 byte read + 1 written) for tensorwise, a fresh cast for rowwise
@@ -79,15 +87,26 @@ ELEMENTWISE_BYTES_PER_TOKEN_HIDDEN = 68
 # before the dispatch all-to-all, the sort into local-expert order after it, the unsort before the combine
 # all-to-all and the unpermute (weighted sum into the token) after it: 4 copies, each a read and a write.
 MOE_DISPATCH_COPIES = 8
-# A fixed host/launch cost per MoE layer and micro-batch pass, forward (backward twice): Megatron-Core's MoE layer
-# without CUDA graphs launches many small kernels and syncs the host on the per-expert token counts, which shows at
-# small micro-batches (Megatron-Bridge 25.11: Qwen3-30B-A3B at 9,299 tokens/s/GPU on 8 B200 with micro-batch 1,
-# 23,766 on 8 GB200 with micro-batch 4). Scanned on the Blackwell MoE rows (docs/plan.md, MoE section): ~1 ms
-# lowers their mean |ln| from 0.36 to 0.27 but over-predicts the 26.08 rows (CUDA graphs), so it is not adopted
-# from 10 rows: 0 and out of the model until runs that state their CUDA-graph use support a value.
-MOE_LAYER_OVERHEAD_S = 0.0
+# Dropless routing through an all-to-all dispatcher syncs the host once per MoE layer forward: the all-to-all's
+# output sizes and the grouped GEMM's rows per expert are only known on the GPU, so Megatron-Core's
+# MoEAlltoAllTokenDispatcher copies the token counts to the host and synchronises the stream (token_dispatcher.py:
+# cuda_dtoh_point / cuda_sync_point; no sync when it drops and pads to a capacity, moe_pad_expert_input_to_capacity),
+# and torchtitan's all_to_all_single takes its split sizes as host lists the same way. The host cannot queue work
+# ahead of the sync, so each MoE layer's kernel launches after it (the rest of the layer, the backward that follows)
+# run exposed instead of hidden behind the GPU's queue. Priced per MoE layer and micro-batch (charged to the forward,
+# again in a recomputed forward) at the difference a paired published measurement shows: the Megatron-Bridge
+# performance summary ran the same layouts on the same DGX-B200 systems token-dropping (25.09 container) and
+# dropless (25.11), both with the alltoall dispatcher: Qwen3-30B-A3B (8 GPUs, ep 8, micro-batch 1) went from 18,066
+# to 9,299 tokens/s/GPU, 4.45 ms more per MoE layer and micro-batch (64 micro-batches x 48 layers); Qwen3-235B-A22B
+# (64 GPUs, pp 8, vp 2, ep 8, FP8-MX) from 4,275 to 3,269, 2.99 ms more (131.5 pipeline slots x 12 layers); their
+# mean is taken. (The 25.09 Qwen3-30B-A3B row names no precision; had it been BF16 against 25.11's FP8-MX, the
+# dropless cost would be larger, not smaller.) The flex dispatcher with HybridEP shows no such cost (Qwen3-30B-A3B on 8 GB200: 23,723 token-drop,
+# 23,766 dropless), so --moe-dispatcher hybridep pays none. Not fitted on any residual; the H100 pair of the same
+# tables (Qwen3-30B-A3B FP8-CS, 16 GPUs: 10,494 -> 5,275) shows 16 ms, far more than this: see docs/plan.md.
+MOE_DROPLESS_SYNC_PAIRS = {"qwen3-30b-a3b dgx-b200": 4.45e-3, "qwen3-235b-a22b dgx-b200": 2.99e-3}
+MOE_DROPLESS_SYNC_S = sum(MOE_DROPLESS_SYNC_PAIRS.values()) / len(MOE_DROPLESS_SYNC_PAIRS)
 LOGIT_BYTES = 12  # cross entropy over the vocabulary: fp32 logits written, read, gradient written
-DP_OVERLAP = 0.275  # share of a pass's compute that DP collectives can hide behind (fitted, see above)
+DP_OVERLAP = 0.2763  # share of a pass's compute that DP collectives can hide behind (fitted, see above)
 
 
 # DeepSpeed CPU Adam, per node: the step is memory bound (~30 bytes per parameter read or written), so a
@@ -113,6 +132,14 @@ def flash_efficiency(gpu_name: str, kernel: str = "fa2") -> float:
     return FLASH_SHARE_OF_MAX * FLASH_MAX_SHARE.get((architecture or "", kernel), DEFAULT_FLASH_MAX_SHARE)
 
 
+def flash_head_dim_share(head_dim: int, kernel: str) -> float:
+    """The flash kernel's rate at this head dimension relative to head dim 128 (FLASH_HEAD_DIM_64_SHARE)."""
+    if head_dim >= 128 or head_dim <= 0:
+        return 1.0
+    low = FLASH_HEAD_DIM_64_SHARE.get(kernel, FLASH_HEAD_DIM_64_SHARE["fa2"])
+    return low + (1.0 - low) * (max(head_dim, 64) - 64) / 64
+
+
 def check_efficiency(value: float) -> float:
     if not 0.001 <= value <= 1:  # below 0.1% of peak no step-time figure means anything (and may underflow)
         raise InputError("efficiency", f"must be a fraction in [0.001, 1], got {value:g}", "write e.g. 0.5")
@@ -136,11 +163,17 @@ class Machine:
     gemm_epilogue_bytes: float = GEMM_EPILOGUE_BYTES
     flash_seq_half: float = FLASH_SEQ_HALF
     layer_overhead_s: float = LAYER_OVERHEAD_S
+    moe_sync_s: float = 0.0  # per MoE layer and micro-batch: MOE_DROPLESS_SYNC_S when the dispatcher syncs, else 0
+    moe_a2a_hidden: bool = False  # the EP all-to-all hides behind another micro-batch's compute (--moe-a2a-overlap)
+    attention_kernel: str = "fa2"  # the flash kernel family flash_efficiency was taken for (its head-dim share)
+    moe_node_dedup: bool = False  # the dispatcher sends a token once per remote node, NVLink forwards it (HybridEP, DeepEP)
     fp8_flops: float = 0.0  # dense FP8 peak the linear layers run at under --precision fp8; 0: bf16 throughout
     fp8_recipe: str = ""  # core.precision.FP8_RECIPES
     gpus_per_node: int = 8
     dp_overlap: float = DP_OVERLAP
     tp_hidden: bool = False  # CommOverlap.tp_hidden
+    tp_async: bool = False  # PyTorch async TP (--async-tp): core.timing.step_time.tp_async_exposed
+    elementwise_fused: bool = False  # torch.compile (--torch-compile): core.timing.step_time.elementwise_seconds
     pp_hidden: bool = False  # CommOverlap.pp_hidden
 
     @property
