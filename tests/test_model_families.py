@@ -317,3 +317,14 @@ def test_interleaved_moe_layers_keep_their_pattern() -> None:
     sparse = model_spec_from_hf_config(_variants()["qwen3-moe-sparse-step"], "sparse").shape
     split = expert_params(sparse)
     assert split is not None and split.moe_layers == (False, True, False, False)
+
+
+@pytest.mark.slow  # builds the model in transformers on the meta device
+@pytest.mark.parametrize("name", ["deepseek-v3", "deepseek-v2-lite"])
+def test_a_deepseek_config_without_q_lora_rank_counts_what_transformers_builds(name: str) -> None:
+    """An absent q_lora_rank is transformers' default rank (1536), not direct query projections: the count follows
+    the model transformers builds from that config.json (an explicit null stays direct: DeepSeek-V2-Lite)."""
+    config = json.loads((MODELS / f"{name}.json").read_text(encoding="utf-8"))
+    config.pop("q_lora_rank", None)
+    config.update(num_hidden_layers=4, first_k_dense_replace=1)  # the layers' shapes matter, not their number
+    assert model_spec_from_hf_config(config, name).params == meta_counts(config)[0]

@@ -357,6 +357,9 @@ def _chunks(fields: _Fields, layers: int) -> list[int | None]:
     return [chunk if used else None for used in rope]
 
 
+_DEEPSEEK_Q_LORA_RANK = 1536  # transformers 5's DeepseekV2Config/DeepseekV3Config default
+
+
 def _llama_style(fields: _Fields) -> Architecture:
     """Every family built like Llama: embeddings, layers of (norms, attention, MLP or experts), final norm, head.
     _STYLES says how each differs; MLA, experts and linear-attention layers come from their config keys."""
@@ -371,8 +374,12 @@ def _llama_style(fields: _Fields) -> Architecture:
     windows = _windows(fields, layers, 4096 if family in ("mistral", "gemma2", "gemma3_text", "cohere2") else None)
     latent = None
     if family in ("deepseek_v2", "deepseek_v3"):
-        q_lora = fields.config.get("q_lora_rank")
-        latent = Latent(fields.count("kv_lora_rank"), None if q_lora is None else fields.count("q_lora_rank"),
+        # an explicit null: queries projected directly (DeepSeek-V2-Lite); absent: transformers' default rank, 1536
+        # (DeepseekV2Config and DeepseekV3Config), as the model transformers builds from that config.json has
+        absent = "q_lora_rank" not in fields.config
+        q_lora = _DEEPSEEK_Q_LORA_RANK if absent else fields.config["q_lora_rank"]
+        latent = Latent(fields.count("kv_lora_rank"), None if q_lora is None else
+                        (q_lora if absent else fields.count("q_lora_rank")),
                         fields.count("qk_rope_head_dim"), fields.count("qk_nope_head_dim"), fields.count("v_head_dim"))
         head_dim = latent.nope_dim + latent.rope_dim  # a query's and key's width (qk_head_dim); values: v_head_dim
     moe = _moe(fields, hidden, mlp_bias) if family in _MOE_FAMILIES else None
