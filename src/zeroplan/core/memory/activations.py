@@ -46,9 +46,11 @@ from typing import Any
 from zeroplan.core.memory import activations_gated_families as gated
 from zeroplan.core.memory import activations_layernorm_families as layernorm_families
 from zeroplan.core.memory import activations_qk_norm_families as qk_norm
+from zeroplan.core.memory import activations_sliding_families as sliding
 from zeroplan.core.memory.activations_qk_norm_families import QK_NORM_FAMILIES
 from zeroplan.core.errors import InputError, ref
 from zeroplan.core.parallel.rules import MAX_SEQ_LEN
+from zeroplan.core.model.families import layer_windows
 from zeroplan.core.model.spec import ModelSpec
 from zeroplan.core.memory.activations_gated_families import (
     GATED_FAMILIES,
@@ -69,6 +71,8 @@ WINDOW_DERIVED = ("mistral", "mixtral", "phi3")
 # core.memory.activations_layernorm_families).
 LLAMA_STYLE_FAMILIES = ("llama", "mistral", "qwen2") + QK_NORM_FAMILIES
 TRANSFORMERS_FAMILIES = LLAMA_STYLE_FAMILIES + ("gpt2",) + GATED_FAMILIES + layernorm_families.FAMILIES
+# Gemma 2, Gemma 3 and gpt-oss: sliding and global layers (core.memory.activations_sliding_families)
+TRANSFORMERS_FAMILIES += sliding.SLIDING_FAMILIES
 DEFAULT_SEQ_LEN_CAP = 4096  # the default sequence length: the model's context, at most this
 
 
@@ -194,6 +198,7 @@ class _Shape:
     gated: GatedTraits | None = None  # gemma, phi3, mixtral: what their config.json sets beyond the shape
     layernorm: layernorm_families.Layout | None = None  # gpt_neox, opt, falcon: what their config.json sets
     moe_traits: MoETraits | None = None  # qwen3_moe: what its config.json sets beyond the shape
+    sliding: sliding.SlidingTraits | None = None  # gemma2, gemma3_text, gpt_oss: each layer's window, soft-capping
 
 
 def _shape(model: ModelSpec) -> _Shape:
@@ -214,7 +219,14 @@ def _shape(model: ModelSpec) -> _Shape:
                                              shape.hidden, shape.head_dim)
                    if shape.family in layernorm_families.FAMILIES else None),
         gated=gated_traits(model.extra.get("hf_config") or {}, shape.family, shape.head_dim),
-        moe_traits=_moe_traits(model.extra.get("hf_config") or {}, shape.family))
+        moe_traits=_moe_traits(model.extra.get("hf_config") or {}, shape.family),
+        sliding=_sliding_traits(model.extra.get("hf_config") or {}, shape.family))
+
+
+def _sliding_traits(config: dict, family: str | None) -> sliding.SlidingTraits | None:
+    if family not in sliding.SLIDING_FAMILIES:
+        return None
+    return sliding.sliding_traits(config, family, layer_windows({"model_type": family, **config}))
 
 
 def _position_rows(family: str | None, max_seq_len: int | None) -> int:
@@ -251,6 +263,8 @@ def _sliding_window(config: dict) -> int | None:
         return config.get("sliding_window", 4096)
     if family in ("mixtral", "phi3"):  # no window unless the config sets one (Phi-3-mini-4k: 2047)
         return config.get("sliding_window")
+    if family in sliding.SLIDING_FAMILIES:  # the sliding layers' window (the others are global)
+        return min((window for window in layer_windows(config) if window is not None), default=None)
     return None
 
 
@@ -283,6 +297,8 @@ def _transformers_gap(shape: _Shape, config: ActivationConfig) -> str:
         return "transformers runs no tensor or pipeline parallelism: Megatron's formula is used with --tp/--pp"
     if config.ep > 1:
         return "transformers runs no expert parallelism: Megatron's formula is used with --ep"
+    if shape.sliding is not None:  # their sliding layers are derived with or without the window's mask
+        return sliding.gap(shape.family or "", shape.sliding, config.flash_attention)
     if _windowed(shape, config) and (shape.family not in WINDOW_DERIVED or config.recompute == "selective"):
         return (f"a sliding attention window ({shape.sliding_window}) no longer than the sequence ({config.seq_len}) "
                 f"makes transformers build an explicit mask; {shape.family} with it is derived for "
@@ -371,6 +387,8 @@ def _transformers_layer_bytes(shape: _Shape, config: ActivationConfig) -> int:
                                               d, f, config.recompute)
     if shape.family in qk_norm.POST_NORM_FAMILIES:
         return qk_norm.post_norm_layer_bytes(tokens, seq, e, h, a, k, d, f, config.recompute, config.flash_attention)
+    if shape.sliding is not None:
+        return max(_transformers_layers(shape, config))
     if config.recompute == "full":
         return tokens * e * h
     if shape.family in GATED_FAMILIES:
@@ -394,6 +412,22 @@ def _transformers_layer_bytes(shape: _Shape, config: ActivationConfig) -> int:
     return tokens * (2 * norm + core + _qk_norm_bytes_per_token(shape, e) + 4 * e * f) + _masked_sdpa_bytes(shape, config)
 
 
+def _transformers_layers(shape: _Shape, config: ActivationConfig) -> tuple[int, ...]:
+    """Bytes each decoder layer keeps for one micro-batch: the same for every layer but Gemma 3's sliding layers
+    with sdpa, whose window's explicit mask makes them keep more (_masked_sdpa_bytes)."""
+    if shape.sliding is None:
+        return (_transformers_layer_bytes(shape, config),) * shape.layers
+    tokens, e, h = config.seq_len * config.micro_batch, config.dtype_bytes, shape.hidden
+    if config.recompute == "full":
+        return (tokens * e * h,) * shape.layers
+    plain = sliding.layer_bytes(shape.family or "", shape.sliding, tokens, config.seq_len, e, h, shape.heads,
+                                shape.kv_heads, shape.head_dim, shape.ffn, shape.experts, shape.experts_per_token,
+                                config.recompute, config.flash_attention)
+    masked = _masked_sdpa_bytes(shape, config)
+    return tuple(plain + (masked if window is not None and window <= config.seq_len else 0)
+                 for window in shape.sliding.windows)
+
+
 def _qk_norm_bytes_per_token(shape: _Shape, e: int) -> int:
     """What the query and key norms keep per token (core.memory.activations_qk_norm_families; 0 without them)."""
     return qk_norm.qk_norm_bytes_per_token(shape.family, shape.heads, shape.kv_heads, shape.head_dim, e)
@@ -407,10 +441,16 @@ def _transformers_terms(shape: _Shape, config: ActivationConfig) -> dict[str, in
     recomputed working set over the loss temporaries it follows."""
     tokens, e, seq, b = config.seq_len * config.micro_batch, config.dtype_bytes, config.seq_len, config.micro_batch
     d, v = shape.head_dim, shape.vocab
-    layers = shape.layers * _transformers_layer_bytes(shape, config)
+    layers = sum(_transformers_layers(shape, config))
     embedding = 2 * _TOKEN_ID_BYTES * tokens
     final_norm, final_norm_fixed = _norm_bytes_per_token(shape, e), 0
-    if shape.family in layernorm_families.FAMILIES:
+    loss = _loss_temporaries(tokens, v)
+    if shape.sliding is not None:
+        final_norm, final_norm_fixed = sliding.final_norm_bytes(shape.family or "", shape.hidden, e)
+        embedding += sliding.embedding_bytes(shape.family or "", shape.sliding, tokens, seq, b, e, d,
+                                             config.flash_attention)
+        loss += sliding.loss_bytes(shape.sliding, tokens, v, e)
+    elif shape.family in layernorm_families.FAMILIES:
         final_norm = layernorm_families.final_norm_bytes(_layernorm_layout(shape), e, shape.hidden)
         embedding += layernorm_families.embedding_bytes(_layernorm_layout(shape), tokens, seq, e)
     elif shape.family == "gpt2":
@@ -425,7 +465,6 @@ def _transformers_terms(shape: _Shape, config: ActivationConfig) -> dict[str, in
             embedding += 2 * tokens * d * e  # rotary cos and sin, shared by all layers
         if not config.flash_attention:
             embedding += b * seq * seq * e  # the eager causal mask
-    loss = _loss_temporaries(tokens, v)
     output_and_loss = tokens * final_norm + final_norm_fixed + loss
     working_set = 0
     if config.recompute == "full":
@@ -759,6 +798,10 @@ def transformers_peak_moments(model: ModelSpec, config: ActivationConfig) -> dic
     if shape.moe_traits is not None:  # qwen3_moe: the routing weights in the compute dtype
         family = gated.layer_moments(shape.family or "", tokens, e, h, f, shape.experts, shape.experts_per_token, e,
                                      shape.moe_traits.normalised)
+    elif shape.sliding is not None:
+        family = sliding.layer_moments(shape.family or "", shape.sliding, tokens, seq, e, h, a, shape.kv_heads, d, f,
+                                       shape.experts, shape.experts_per_token, config.recompute, layer_at_backward,
+                                       config.flash_attention)
     else:
         family = gated.layer_moments(shape.family or "", tokens, e, h, f, shape.experts, shape.experts_per_token)
     moments = [mlp_weights + tokens * h * e + 3 * tokens * f * e - tokens * f * e]
@@ -769,7 +812,7 @@ def transformers_peak_moments(model: ModelSpec, config: ActivationConfig) -> dic
         moments.append(family.mlp_weight_gradients + tokens * h * e + 5 * _FP32_BYTES * tokens * h + h * e
                        - (norm_freed if family.norm_backward_freed is None else family.norm_backward_freed))
     moments.extend(family.other_moments)
-    if not gpt2 and not config.flash_attention:
+    if not gpt2 and not config.flash_attention and shape.sliding is None:
         probabilities = _FP32_BYTES * tokens * a * seq  # one fp32 a·s·s tensor
         if config.recompute == "selective":
             # the layer's q, k and v kept (k, v: KV heads) and the core recomputed: its fp32 softmax output and,
@@ -809,16 +852,23 @@ def transformers_peak_moments(model: ModelSpec, config: ActivationConfig) -> dic
                   # the rotary embedding's inv_freq and its original (Phi-3's partial rotary: narrower); Gemma's fp32
                   # embedding scale
                   "module_buffers": 0 if gpt2 else 2 * _FP32_BYTES * ((shape.gated.rotary_dim if shape.gated else d) // 2)
-                  + (_FP32_BYTES if shape.family == "gemma" else 0),
+                  * (shape.sliding.layer_types if shape.family == "gemma3_text" and shape.sliding else 1)
+                  + (_FP32_BYTES if shape.family in ("gemma", "gemma2", "gemma3_text") else 0),
                   "hidden_state": tokens * h * e, "position_ids": positions,
                   "embedding": terms["activations/embedding"], "forward_locals": forward_locals,
                   "working_set": terms["activations/recompute_working_set"],
                   # eager attention's causal mask lives through the decoder's forward only (counted in the embedding),
                   # unless the checkpoints of full recompute keep it
                   "eager_mask": (0 if config.flash_attention or config.recompute == "full"
-                                 else config.micro_batch * seq ** 2 * e),
+                                 else config.micro_batch * seq ** 2 * e * (2 if shape.sliding else 1)),
                   "kept_position_ids": (positions if config.recompute != "none" else 0) + window_mask_kept,
-                  "recomputed_layer": recomputed_layer}
+                  "recomputed_layer": recomputed_layer,
+                  # the last layer's attention forward (gpt-oss's eager attention with sinks), beyond its activations
+                  "forward_attention": 0}
+    if shape.sliding is not None and not config.flash_attention:
+        alive = sliding.forward_attention_bytes(shape.family or "", tokens, seq, e, h, a, shape.kv_heads, d,
+                                                config.recompute)
+        moments_of["forward_attention"] = alive - layer if alive else 0
     if layernorm:  # their own moments inside a layer's backward, positions and buffers (the rest is the same code)
         moments_of.update(layernorm_families.peak_moments(
             _layernorm_layout(shape), seq, config.micro_batch, e, h, a, shape.kv_heads, d, f, config.recompute))

@@ -38,7 +38,7 @@ MAX_CONFIG_FIELD = 2**31
 _PARAMS_FIX = f"or give the count with {ref('params')} (and {ref('largest_layer_params')}) instead"
 
 __all__ = ["Module", "Architecture", "DESCRIBED_FAMILIES", "SUPPORTED_FAMILIES", "architecture_from_hf_config",
-           "is_described", "model_spec_from_hf_config", "parameter_layout", "text_model_config"]
+           "is_described", "layer_windows", "model_spec_from_hf_config", "parameter_layout", "text_model_config"]
 
 
 @dataclass(frozen=True)
@@ -169,6 +169,16 @@ def _windows(fields: _Fields, layers: int, default: int | None = None) -> list[i
     if fields.family in ("qwen2", "qwen3", "qwen2_moe", "qwen3_moe") and not fields.config.get("use_sliding_window"):
         return [None] * layers
     return [window] * layers
+
+
+def layer_windows(config: dict) -> tuple[int | None, ...]:
+    """Each decoder layer's sliding window (None: global attention) of a config.json whose model_type is described,
+    as its reader gives them (layer_types, or transformers' default pattern); () for any other config."""
+    family = config.get("model_type")
+    layers = config.get("num_hidden_layers")
+    if family not in _STYLES or not isinstance(layers, int) or isinstance(layers, bool) or layers < 1:
+        return ()
+    return tuple(_windows(_Fields(config, family, "config.json"), layers, _WINDOW_DEFAULTS.get(family)))
 
 
 def _experts(fields: _Fields, count_key: str, top_key: str, ffn: int, **options) -> Experts:
