@@ -197,6 +197,14 @@ def layer_moments(family: str, traits: SlidingTraits, tokens: int, seq: int, e: 
         input_norm -= h * e  # the input norm's fp32 input is the checkpoint itself, not recomputed
     if family == "gpt_oss":
         weights = experts * (3 * h * f + 2 * f + h) * e + (experts * h + experts) * e
+        # the clamped SwiGLU's sigmoid backward: the down projection's weight and bias gradients, the residual
+        # gradient, the routing weights' gradient (e per pair), and six f-wide gradient temporaries per pair (the up
+        # branch's gradient of gate_up, 2f, awaiting the gate branch's; the gate's and the sigmoid's gradients, the
+        # sigmoid backward's 1 - y and its output); freed the down output, the routing weight, the down input, up + 1,
+        # glu, the clamped gate and the last index vector
+        pairs = tokens * experts_per_token
+        swiglu = (experts * (f * h + h) * e + t * h * e + pairs * e + 6 * pairs * f * e
+                  - pairs * (e * h + e + 4 * e * f + _INDEX_BYTES))
         probabilities = a * (seq + 1) * e
         kept = t * (input_norm + kept_core + _INDEX_BYTES * a + probabilities)
         weights += (h + h * a * d + h) * e  # the post-attention norm's, o_proj's weight and bias
@@ -205,9 +213,16 @@ def layer_moments(family: str, traits: SlidingTraits, tokens: int, seq: int, e: 
             # sink column and their difference (the masked scores and the maximum already freed, read off the
             # traces); the residual's and o_proj input's gradients alive
             recomputed = t * (h * e + e * a * d + 2 * e * a * (seq + 1) + e * a * d)
-            return LayerMoments(weights, other_moments=(weights + recomputed - (layer_at_backward - kept),))
+            return LayerMoments(weights, swiglu, other_moments=(weights + recomputed - (layer_at_backward - kept),))
         softmax = weights + t * (h * e + e * a * d + 2 * probabilities)
-        return LayerMoments(weights, other_moments=(softmax - (layer_at_backward - kept),))
+        moments = [softmax - (layer_at_backward - kept)]
+        if recompute == "full":
+            # the layer's forward recomputed in backward, at its attention's maximum: what the forward holds there, the
+            # residual gradient, and two more T·h·e read off the traces (bf16 and fp32, stages 0-3, sequences
+            # 512-2048; their origin is not pinned down)
+            alive = forward_attention_bytes(family, tokens, seq, e, h, a, k, d, "none") + 2 * t * h * e
+            moments.append(alive - layer_at_backward)
+        return LayerMoments(weights, swiglu, other_moments=tuple(moments))
     gemma = layer_moments_of("gemma", tokens, e, h, f, experts, experts_per_token)
     probabilities = _FP32_BYTES * a * seq
     tanh = e * a * seq if traits.attention_softcap else 0
@@ -230,6 +245,8 @@ def forward_attention_bytes(family: str, tokens: int, seq: int, e: int, hidden: 
     masked scores (e·a·s), the scores with the sink column and their difference from the maximum (two
     e·a·(s + 1)), the maximum and its int64 indices."""
     if family != "gpt_oss" or recompute == "selective":  # selective: the recomputed core in backward instead
+        return 0
+    if recompute == "full":  # lower than the layer recomputed in backward (layer_moments)
         return 0
     h, a, k, d = hidden, heads, kv_heads, head_dim
     residual = e * h if e < _FP32_BYTES or recompute == "full" else 0  # fp32: the norm's saved input itself
