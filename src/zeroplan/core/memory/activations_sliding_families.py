@@ -203,6 +203,9 @@ def layer_moments(family: str, traits: SlidingTraits, tokens: int, seq: int, e: 
         # sigmoid backward's 1 - y and its output); freed the down output, the routing weight, the down input, up + 1,
         # glu, the clamped gate and the last index vector
         pairs = tokens * experts_per_token
+        # the post-attention norm's backward frees the router and experts whole, its fp32 normalised x, cast output
+        # and rsqrt
+        norm_freed = gpt_oss_moe_bytes(t, e, h, f, experts, experts_per_token) + t * (4 * h + e * h + _FP32_BYTES)
         swiglu = (experts * (f * h + h) * e + t * h * e + pairs * e + 6 * pairs * f * e
                   - pairs * (e * h + e + 4 * e * f + _INDEX_BYTES))
         probabilities = a * (seq + 1) * e
@@ -213,7 +216,8 @@ def layer_moments(family: str, traits: SlidingTraits, tokens: int, seq: int, e: 
             # sink column and their difference (the masked scores and the maximum already freed, read off the
             # traces); the residual's and o_proj input's gradients alive
             recomputed = t * (h * e + e * a * d + 2 * e * a * (seq + 1) + e * a * d)
-            return LayerMoments(weights, swiglu, other_moments=(weights + recomputed - (layer_at_backward - kept),))
+            return LayerMoments(weights, swiglu, norm_freed,
+                                other_moments=(weights + recomputed - (layer_at_backward - kept),))
         softmax = weights + t * (h * e + e * a * d + 2 * probabilities)
         moments = [softmax - (layer_at_backward - kept)]
         if recompute == "full":
@@ -222,7 +226,7 @@ def layer_moments(family: str, traits: SlidingTraits, tokens: int, seq: int, e: 
             # 512-2048; their origin is not pinned down)
             alive = forward_attention_bytes(family, tokens, seq, e, h, a, k, d, "none") + 2 * t * h * e
             moments.append(alive - layer_at_backward)
-        return LayerMoments(weights, swiglu, other_moments=tuple(moments))
+        return LayerMoments(weights, swiglu, norm_freed, other_moments=tuple(moments))
     gemma = layer_moments_of("gemma", tokens, e, h, f, experts, experts_per_token)
     probabilities = _FP32_BYTES * a * seq
     tanh = e * a * seq if traits.attention_softcap else 0
