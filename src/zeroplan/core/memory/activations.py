@@ -423,7 +423,8 @@ def _transformers_layers(shape: _Shape, config: ActivationConfig) -> tuple[int, 
     plain = sliding.layer_bytes(shape.family or "", shape.sliding, tokens, config.seq_len, e, h, shape.heads,
                                 shape.kv_heads, shape.head_dim, shape.ffn, shape.experts, shape.experts_per_token,
                                 config.recompute, config.flash_attention)
-    masked = _masked_sdpa_bytes(shape, config)
+    # selective recompute repeats k and v and converts the mask inside the checkpoint: recomputed, not kept
+    masked = _masked_sdpa_bytes(shape, config) if config.recompute == "none" else 0
     return tuple(plain + (masked if window is not None and window <= config.seq_len else 0)
                  for window in shape.sliding.windows)
 
@@ -864,7 +865,11 @@ def transformers_peak_moments(model: ModelSpec, config: ActivationConfig) -> dic
                   "kept_position_ids": (positions if config.recompute != "none" else 0) + window_mask_kept,
                   "recomputed_layer": recomputed_layer,
                   # the last layer's attention forward (gpt-oss's eager attention with sinks), beyond its activations
-                  "forward_attention": 0}
+                  "forward_attention": 0,
+                  # each layer's activations where they differ (Gemma 3's sliding layers with sdpa): None where alike
+                  "layer_each": None}
+    if shape.sliding is not None and len(set(each := _transformers_layers(shape, config))) > 1:
+        moments_of["layer_each"] = each
     if shape.sliding is not None and not config.flash_attention:
         alive = sliding.forward_attention_bytes(shape.family or "", tokens, seq, e, h, a, shape.kv_heads, d,
                                                 config.recompute)

@@ -90,15 +90,19 @@ def torch_gpu_buffers(stage: int, params: int, layer_params: int, root_params: i
         # each moment the family's code shows inside the layer's backward: its excess over the layer's activations
         in_layer = [m["recomputed_layer"] + m["head_gradients"] + m["scalars"] - replaced + excess
                     for excess in m["layer_backward_moments"]]
-        for j in range(layers):
+        # each layer's activations where they differ (Gemma 3's sliding layers with their window's mask)
+        each = m.get("layer_each")
+        freed = 0  # the activations of the layers after j
+        for j in reversed(range(layers)):
             done = layers - 1 - j  # layers whose backward is done: sharded gradients kept, activations freed
             if stage == 3:
                 gathered = (root_params + layer_params) * c + (layer_params * c if j else 0)
             else:
                 gathered = (params - done * layer_params) * c
             held = (gathered + done * layer_gradient_shard - gradient_bytes
-                    + (_REDUCE_BYTES * layer_params if done else 0) - done * layer)
+                    + (_REDUCE_BYTES * layer_params if done else 0) - freed)
             candidates.extend(held + extra for extra in in_layer)
+            freed += each[j] if each else layer
         # the end of backward, every layer done: their gradients kept (sharded by FSDP2, whole under replicate) and
         # the activations freed but for the inputs and the loss scalars; the root's unsharded gradients alive
         end = (layers * layer_gradient_shard - gradient_bytes - activation_bytes + m["inputs"] + m["scalars"]
