@@ -192,6 +192,7 @@ class _Shape:
     experts_per_token: int  # 1 for a dense model
     family: str | None = None
     dropout: bool = False  # the config.json trains with dropout (GPT-2's default p = 0.1)
+    dropout_masks: tuple[int, int] = (0, 0)  # GPT-2's, OPT's residual dropouts per layer, embedding dropouts (T·h each)
     sliding_window: int | None = None  # attention window of the config.json (mistral's default 4096), if any
     tied: bool = False  # the LM head shares the input embedding's weight (GPT-2's default)
     position_rows: int = 0  # rows of a learned position table (GPT-2's n_positions); 0 for rotary positions
@@ -212,6 +213,7 @@ def _shape(model: ModelSpec) -> _Shape:
         experts=experts if experts and per_token else 0, experts_per_token=per_token if experts and per_token else 1,
         family=shape.family,
         dropout=_trains_with_dropout(model.extra.get("hf_config") or {}),
+        dropout_masks=dropout_masks({"model_type": shape.family, **(model.extra.get("hf_config") or {})}),
         sliding_window=_sliding_window(model.extra.get("hf_config") or {}),
         tied=shape.tied_embeddings if shape.tied_embeddings is not None else shape.family == "gpt2",
         position_rows=_position_rows(shape.family, shape.max_seq_len),
@@ -277,6 +279,36 @@ def _trains_with_dropout(config: dict) -> bool:
     return any(float(config.get(key, defaults.get(key, 0.0)) or 0.0) > 0.0 for key in _DROPOUT_KEYS)
 
 
+def dropout_masks(config: dict) -> tuple[int, int]:
+    """(dropout masks per decoder layer, on the embedding side), each over T·h elements, of a GPT-2 or OPT config.json
+    that trains with dropout (transformers' defaults: GPT-2's resid_pdrop and embd_pdrop 0.1, OPT's dropout 0.1):
+    GPT-2 drops the attention's and the MLP's outputs (resid_pdrop) and the embeddings (embd_pdrop), OPT the
+    attention's and fc2's outputs. Attention dropout (GPT-2's attn_pdrop, OPT's attention_dropout) runs inside the
+    fused sdpa kernel, which on a GPU keeps only its random-number state: no mask."""
+    family = config.get("model_type")
+    if family == "gpt2":
+        return (2 if _positive(config, "resid_pdrop", 0.1) else 0), (1 if _positive(config, "embd_pdrop", 0.1) else 0)
+    if family == "opt":
+        return (2 if _positive(config, "dropout", 0.1) else 0), 0
+    return 0, 0
+
+
+def _positive(config: dict, key: str, default: float) -> bool:
+    return float(config.get(key, default) or 0.0) > 0.0
+
+
+def dropout_note(model: ModelSpec) -> str:
+    """What the transformers estimate assumes about a config's dropout ("" when it trains without)."""
+    if model.shape is None or model.shape.family not in ("gpt2", "opt"):
+        return ""
+    per_layer, embedding = dropout_masks({"model_type": model.shape.family, **(model.extra.get("hf_config") or {})})
+    if not per_layer + embedding:
+        return ""
+    return ("dropout: a GPU's kernels keep one byte per dropped element (CPU kernels, and so `zeroplan trace`, keep the "
+            "mask in the compute dtype); attention dropout inside sdpa's fused kernel keeps only its random-number "
+            "state on a GPU (the CPU trace runs the math kernel instead)")
+
+
 def applied_implementation(model: ModelSpec, config: ActivationConfig) -> tuple[str, str]:
     """(the implementation whose formula applies, why when it is not the one asked for)."""
     if config.implementation == "megatron":
@@ -309,9 +341,8 @@ def _transformers_gap(shape: _Shape, config: ActivationConfig) -> str:
         return reason
     if shape.family in layernorm_families.FAMILIES:
         return layernorm_families.gap(_layernorm_layout(shape), config.flash_attention)
-    if shape.family == "gpt2" and (shape.dropout or not config.flash_attention):
-        return ("GPT-2 is derived for sdpa attention without dropout only (its config trains with dropout or eager "
-                "attention was asked): Megatron's formula is used")
+    if shape.family == "gpt2" and not config.flash_attention:
+        return ("GPT-2 is derived for sdpa attention only (eager attention was asked): Megatron's formula is used")
     return ""
 
 
@@ -383,8 +414,9 @@ def _transformers_layer_bytes(shape: _Shape, config: ActivationConfig) -> int:
     tokens, e, seq = config.seq_len * config.micro_batch, config.dtype_bytes, config.seq_len
     h, a, k, d, f = shape.hidden, shape.heads, shape.kv_heads, shape.head_dim, shape.ffn
     if shape.family in layernorm_families.FAMILIES:
+        masks = tokens * _MASK_BYTES * shape.dropout_masks[0] * h if config.recompute != "full" else 0
         return layernorm_families.layer_bytes(_layernorm_layout(shape), config.seq_len, config.micro_batch, e, h, a, k,
-                                              d, f, config.recompute)
+                                              d, f, config.recompute) + masks
     if shape.family in qk_norm.POST_NORM_FAMILIES:
         return qk_norm.post_norm_layer_bytes(tokens, seq, e, h, a, k, d, f, config.recompute, config.flash_attention)
     if shape.sliding is not None:
@@ -398,7 +430,7 @@ def _transformers_layer_bytes(shape: _Shape, config: ActivationConfig) -> int:
     norm = _norm_bytes_per_token(shape, e)
     if shape.family == "gpt2":
         core = 4 * e * h + (4 * a if config.recompute == "none" else 0)
-        return tokens * (2 * norm + core + 5 * e * f)
+        return tokens * (2 * norm + core + 5 * e * f + _MASK_BYTES * shape.dropout_masks[0] * h)
     if config.recompute == "selective":
         core = 2 * e * a * d + 2 * e * k * d
     elif config.flash_attention:
@@ -456,6 +488,7 @@ def _transformers_terms(shape: _Shape, config: ActivationConfig) -> dict[str, in
         embedding += layernorm_families.embedding_bytes(_layernorm_layout(shape), tokens, seq, e)
     elif shape.family == "gpt2":
         embedding += _TOKEN_ID_BYTES * seq  # the learned positions' int64 indices, kept for their backward
+        embedding += tokens * _MASK_BYTES * shape.dropout_masks[1] * shape.hidden  # embd_pdrop's mask
     else:
         if shape.gated is not None:  # Gemma's norm and scaled embeddings; Phi-3's partial rotary narrows cos and sin
             final_norm, final_norm_fixed, scale = gated.final_norm_and_embedding_scale(shape.family or "",

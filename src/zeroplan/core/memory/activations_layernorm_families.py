@@ -61,7 +61,7 @@ def layout(config: dict, hidden: int, head_dim: int) -> Layout:
     if family == "opt":
         bias = bool(config.get("enable_bias", True))
         return Layout(family, hidden, str(config.get("activation_function", "relu")),
-                      _positive(config, "attention_dropout") or _positive(config, "dropout", default=0.1),
+                      False,  # its dropout keeps masks counted in core.memory.activations (dropout_masks)
                       embed_width=int(config.get("word_embed_proj_dim") or hidden),
                       final_norm=bool(config.get("do_layer_norm_before", True))
                       and not config.get("_remove_final_layer_norm", False),
