@@ -236,8 +236,19 @@ def layer_moments(family: str, traits: SlidingTraits, tokens: int, seq: int, e: 
         kept += t * (a + k) * (norm_bytes_per_token("gemma", d, e) - e * d) + 2 * norm_bytes_per_layer("gemma", d)
     weights = gemma.mlp_weight_gradients + (3 * h + h * a * d) * e  # three norms' and o_proj's
     softmax = weights + t * (h * e + e * a * d + probabilities + e * a * seq)
-    return LayerMoments(gemma.mlp_weight_gradients, norm_backward_freed=gemma.norm_backward_freed,
-                        other_moments=() if sdpa else (softmax - (layer_at_backward - kept),))
+    # the post-feedforward norm's backward, first in the layer's: the residual gradient and five fp32 T·h
+    # temporaries, its fp32 normalised x, rsqrt and (1 + weight) freed, its weight gradient alive; by the MLP's
+    # moment it has freed its fp32 input too
+    post_norm = norm_bytes_per_token("gemma", h, e) - e * h
+    post_feedforward = (t * (h * e + 5 * _FP32_BYTES * h - _FP32_BYTES * h - _FP32_BYTES)
+                        - norm_bytes_per_layer("gemma", h) + h * e)
+    mlp = (gemma.mlp_weight_gradients // 3 + t * h * e + 2 * t * f * e - t * post_norm
+           - norm_bytes_per_layer("gemma", h) + h * e)
+    # the pre-feedforward norm's moment (Gemma's post-attention one): the post-feedforward norm freed too
+    pre_feedforward_freed = (gemma.norm_backward_freed or 0) + t * post_norm + norm_bytes_per_layer("gemma", h)
+    return LayerMoments(gemma.mlp_weight_gradients, mlp, norm_backward_freed=pre_feedforward_freed,
+                        other_moments=(post_feedforward,) if sdpa else (softmax - (layer_at_backward - kept),
+                                                                        post_feedforward))
 
 
 def forward_attention_bytes(family: str, tokens: int, seq: int, e: int, hidden: int, heads: int, kv_heads: int,
