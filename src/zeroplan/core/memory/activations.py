@@ -825,6 +825,8 @@ def transformers_peak_moments(model: ModelSpec, config: ActivationConfig) -> dic
     layer = _transformers_layer_bytes(shape, config)
     whole_layer = _transformers_layer_bytes(shape, replace(config, recompute="none"))
     recomputed_layer = whole_layer - (tokens * h * e if norm_reads_checkpoint else 0) if config.recompute == "full" else 0
+    if config.recompute == "full" and shape.family in qk_norm.POST_NORM_FAMILIES:
+        recomputed_layer = whole_layer - layer  # OLMo-2's checkpoint (its input and cast cos and sin) is not recomputed
     # the layer's activations alive when its backward begins: its own (none, selective) or recomputed ones (full)
     layer_at_backward = recomputed_layer if config.recompute == "full" else layer
     mlp_weights = h * f * e + (h * e if gpt2 else 0)  # the down projection's weight (and bias) gradient
@@ -832,6 +834,8 @@ def transformers_peak_moments(model: ModelSpec, config: ActivationConfig) -> dic
     if shape.moe_traits is not None:  # qwen3_moe: the routing weights in the compute dtype
         family = gated.layer_moments(shape.family or "", tokens, e, h, f, shape.experts, shape.experts_per_token, e,
                                      shape.moe_traits.normalised)
+    elif shape.family in qk_norm.POST_NORM_FAMILIES:
+        family = qk_norm.post_norm_layer_moments(tokens, e, h, f)
     elif shape.sliding is not None:
         family = sliding.layer_moments(shape.family or "", shape.sliding, tokens, seq, e, h, a, shape.kv_heads, d, f,
                                        shape.experts, shape.experts_per_token, config.recompute, layer_at_backward,
@@ -910,4 +914,8 @@ def transformers_peak_moments(model: ModelSpec, config: ActivationConfig) -> dic
     if layernorm:  # their own moments inside a layer's backward, positions and buffers (the rest is the same code)
         moments_of.update(layernorm_families.peak_moments(
             _layernorm_layout(shape), seq, config.micro_batch, e, h, a, shape.kv_heads, d, f, config.recompute))
+    if shape.dropout_masks[0]:
+        # inside the layer's backward the MLP's dropout mask (the first backward op) is freed
+        moments_of["layer_backward_moments"] = [moment - tokens * h * _MASK_BYTES
+                                                for moment in moments_of["layer_backward_moments"]]
     return moments_of
