@@ -139,10 +139,11 @@ class Outcome:
     plan: object = None
     budget: object = None  # the MemoryBudget the plan was judged against
     params: int | None = None  # the model's parameters as zeroplan counts them (its size band)
+    unscored: str | None = None  # why the row is predicted but not scored (its `not_scored`: a figure not published)
 
     @property
     def error(self) -> float | None:
-        if self.predicted is None or self.published is None:
+        if self.predicted is None or self.published is None or self.unscored:
             return None
         return math.log(self.predicted / self.published)
 
@@ -205,7 +206,8 @@ def predict(run: dict, request=None, layout=None) -> Outcome:
         return Outcome(run, published, None, None, "refused: " + "; ".join(reasons) or "nothing evaluated",
                        layout["notes"], params=params)
     plan = min(plans, key=lambda p: p.time.total)
-    return Outcome(run, published, plan.time.total, plan.fits, None, layout["notes"], plan, request.budget, params)
+    return Outcome(run, published, plan.time.total, plan.fits, None, layout["notes"], plan, request.budget, params,
+                   run.get("not_scored"))
 
 
 def free_inputs(run: dict, layout: dict) -> PlanInputs:
@@ -303,10 +305,11 @@ def summary(outcomes: list[Outcome]) -> dict:
     signed = [o.error for o in outcomes if o.error is not None]
     errors = [abs(e) for e in signed]
     refused = [o for o in outcomes if o.refused]
+    unscored = [o.run["id"] for o in outcomes if o.unscored]
     if not errors:
-        return {"runs": len(outcomes), "scored": 0, "refused": len(refused)}
+        return {"runs": len(outcomes), "scored": 0, "refused": len(refused), "unscored": unscored}
     worst = max(outcomes, key=lambda o: abs(o.error) if o.error is not None else -1)
-    return {"runs": len(outcomes), "scored": len(errors), "refused": len(refused),
+    return {"runs": len(outcomes), "scored": len(errors), "refused": len(refused), "unscored": unscored,
             "mean_abs_ln": statistics.fmean(errors), "mean_ln": statistics.fmean(signed), "worst_abs_ln": max(errors),
             "worst_factor": math.exp(max(errors)), "worst_run": worst.run["id"],
             "within_25pct": sum(e <= math.log(1.25) for e in errors),
@@ -324,6 +327,9 @@ def print_runs(title: str, outcomes: list[Outcome], cv: dict[str, float] | None 
             print(f"{name:<52} {pub} {'-':>11} {'-':>6}  {o.refused}")
             continue
         ratio = o.predicted / o.published
+        if o.unscored:
+            print(f"{name:<52} {o.published:11.3f} {o.predicted:11.3f} {ratio:6.2f}  (not scored: {o.unscored})")
+            continue
         cv_text = f"  {cv[o.run['id']]:8.2f}" if cv and o.run["id"] in cv else ("  " + " " * 8 if cv else "")
         note = "" if o.fits else f"  (zeroplan: does not fit in memory: {memory_text(o)})"
         print(f"{name:<52} {o.published:11.3f} {o.predicted:11.3f} {ratio:6.2f}{cv_text}{note}")
@@ -335,7 +341,8 @@ def print_summary(label: str, s: dict) -> None:
     if not s.get("scored"):
         print(f"{label}: {s['runs']} runs, none scored ({s['refused']} refused)")
         return
-    print(f"{label}: {s['scored']}/{s['runs']} scored, {s['refused']} refused; mean |ln(pred/pub)| "
+    print(f"{label}: {s['scored']}/{s['runs']} scored, {s['refused']} refused, {len(s['unscored'])} not scored (a figure the "
+          f"step needs not published); mean |ln(pred/pub)| "
           f"{s['mean_abs_ln']:.3f}, mean ln {s['mean_ln']:+.3f}, worst {s['worst_abs_ln']:.3f} ({s['worst_factor']:.2f}x, {s['worst_run']}); "
           f"within 25%: {s['within_25pct']}/{s['scored']}; judged not to fit in memory: {len(s['no_fit'])}")
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from zeroplan.core.memory.budget import MemoryBudget
@@ -65,3 +67,15 @@ def cli(capsys):
 @pytest.fixture
 def run(cli):
     return cli
+
+
+_WHOLE_MODULE_SLOW = "pytestmark = pytest.mark.slow"
+
+
+def pytest_ignore_collect(collection_path: Path, config: pytest.Config) -> bool | None:
+    """`-m "not slow"` does not even import a module marked slow as a whole: those import torch, transformers or
+    DeepSpeed at the top, seconds of the developer's quick loop spent on tests it then deselects."""
+    if config.getoption("markexpr", "").replace(" ", "") != "notslow" or collection_path.suffix != ".py" \
+            or not collection_path.name.startswith("test_"):
+        return None
+    return _WHOLE_MODULE_SLOW in collection_path.read_text(encoding="utf-8") or None

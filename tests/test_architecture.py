@@ -262,6 +262,7 @@ def _transformers_counts(raw: dict) -> tuple[int, int]:
     return sum(unique.values()), largest
 
 
+@pytest.mark.slow  # builds the model in transformers on the meta device
 @pytest.mark.parametrize("label", sorted(PUBLISHED) + sorted(_variants()))
 def test_matches_transformers_on_meta_device(label: str) -> None:
     raw = config(label) if label in PUBLISHED else _variants()[label]

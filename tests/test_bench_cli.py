@@ -83,6 +83,7 @@ def test_nccl_without_cuda_is_exit_2(monkeypatch, capsys):
     assert len(err) == 1 and "--backend: nccl needs CUDA" in err[0]
 
 
+@pytest.mark.slow  # imports torch
 def test_nproc_must_match_the_launcher(monkeypatch, capsys):
     pytest.importorskip("torch")
     monkeypatch.setenv("RANK", "0")

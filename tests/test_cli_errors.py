@@ -100,6 +100,7 @@ def test_presets_list_and_show(capsys):
     assert '"params": 6738415616' in capsys.readouterr().out
 
 
+@pytest.mark.slow  # tries transformers' meta-device count (imports torch)
 def test_unsupported_config_json(tmp_path, capsys):
     """A model_type neither the architecture description nor the installed transformers knows (transformers
     counts mamba, once refused, on the meta device now: tests/test_meta_count.py)."""

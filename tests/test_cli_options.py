@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pytest
 import typer
+from source_tree import walked
 
 from zeroplan.cli.app import build_app, main
 
@@ -28,7 +29,7 @@ def _calls(name: str) -> list[ast.Call]:
     """Every call of `name(...)` (a plain name: the declarations) or `x.name(...)` for a method (variant)."""
     found = []
     for path in SRC.rglob("*.py"):
-        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        for node in walked(path):
             if isinstance(node, ast.Call):
                 func = node.func
                 called = (func.attr if isinstance(func, ast.Attribute) and name == "variant"

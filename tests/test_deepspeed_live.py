@@ -12,6 +12,8 @@ import pytest
 
 from zeroplan.core.memory import deepspeed_estimator as ours
 
+pytestmark = pytest.mark.slow  # importing DeepSpeed (and torch) takes seconds
+
 stage_1_and_2 = pytest.importorskip("deepspeed.runtime.zero.stage_1_and_2")
 stage3 = pytest.importorskip("deepspeed.runtime.zero.stage3")
 

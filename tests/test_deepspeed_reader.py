@@ -154,6 +154,7 @@ def _deepspeed():
     return deepspeed
 
 
+@pytest.mark.slow  # imports DeepSpeed (and torch): seconds
 def test_field_tables_match_deepspeeds_models():
     _deepspeed()
     from deepspeed.runtime.precision_config import DeepSpeedBF16Config, DeepSpeedFP16Config
@@ -170,6 +171,7 @@ def test_field_tables_match_deepspeeds_models():
             assert info.alias == table[name][3], (model.__name__, name)
 
 
+@pytest.mark.slow  # imports DeepSpeed (and torch): seconds
 @pytest.mark.parametrize("case", CASES, ids=[case["name"] for case in CASES])
 def test_deepspeed_config_class_agrees(case, tmp_path):
     """DeepSpeedConfig(path), run now, gives the recorded verdict, and so does zeroplan's model."""

@@ -9,9 +9,11 @@ import ast
 import io
 import re
 import tokenize
+from functools import lru_cache
 from pathlib import Path
 
 import pytest
+from source_tree import parsed
 
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGE = ROOT / "src" / "zeroplan"
@@ -146,7 +148,7 @@ def _path_exists(name: str) -> bool:
 
 
 def _defined(module: Path, name: str) -> bool:
-    tree = ast.parse(module.read_text(encoding="utf-8"))
+    tree = parsed(module)
     for node in tree.body:
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) and node.name == name:
             return True
@@ -189,23 +191,34 @@ def dotted_exists(name: str) -> bool:
 _OTHER_PROJECT = re.compile(r"torchtitan|nccl-tests|ml-engineering|huggingface/transformers")
 
 
-def prose_lines(path: Path) -> list[tuple[int, str]]:
+def _statements(node: ast.AST):
+    """The node and every statement below it (docstrings are the first statement of a body; expressions are
+    not walked, which keeps this a fraction of ast.walk)."""
+    yield node
+    for field in ("body", "orelse", "finalbody", "handlers", "cases"):
+        for child in getattr(node, field, None) or ():
+            if isinstance(child, (ast.stmt, ast.excepthandler, ast.match_case)):
+                yield from _statements(child)
+
+
+@lru_cache(maxsize=None)
+def prose_lines(path: Path) -> tuple[tuple[int, str], ...]:
     """(line number, text) of what a reader reads: a Python file's docstrings and comments, any other file whole."""
     text = path.read_text(encoding="utf-8")
     if path.suffix != ".py":
-        return list(enumerate(text.splitlines(), 1))
+        return tuple(enumerate(text.splitlines(), 1))
     lines = []
     for token in tokenize.generate_tokens(io.StringIO(text).readline):
         if token.type == tokenize.COMMENT:
             lines.append((token.start[0], token.string))
-    for node in ast.walk(ast.parse(text)):
+    for node in _statements(parsed(path)):
         if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)) and node.body:
             first = node.body[0]
             if isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant) \
                     and isinstance(first.value.value, str):
                 lines.extend((first.lineno + offset, line)
                              for offset, line in enumerate(first.value.value.splitlines()))
-    return lines
+    return tuple(lines)
 
 
 def _names(pattern: re.Pattern, skip=lambda name: False) -> list[tuple[str, str]]:

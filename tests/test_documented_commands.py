@@ -16,6 +16,9 @@ from pathlib import Path
 
 import pytest
 
+# Every command the docs show, each in a subprocess: CI and `python -m pytest` run them, the quick loop does not.
+pytestmark = pytest.mark.slow
+
 ROOT = Path(__file__).resolve().parents[1]
 CONFIGS = Path(__file__).parent / "configs"
 PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]

@@ -63,6 +63,7 @@ def test_trainable_and_frozen_counts_match_peft(path, targets, rank):
     assert (counts.trainable, counts.frozen) == (trainable, frozen)
 
 
+@pytest.mark.slow  # torch, PEFT or bitsandbytes
 def test_freeze_layers_and_embeddings_counts_match_the_model():
     torch = pytest.importorskip("torch")
     config = json.loads((CONFIGS / "qwen2-0.5b.json").read_text())
@@ -108,6 +109,7 @@ def _saved_per_layer(config: dict, targets, rank: int, adapter_fp32: bool, seq: 
 @pytest.mark.parametrize("targets,rank,adapter_fp32", [
     (Finetune().targets, 16, True), (QV, 16, True), (Finetune().targets, 8, False), (QV, 32, False),
 ])
+@pytest.mark.slow  # torch, PEFT or bitsandbytes
 def test_lora_layer_activations_match_peft_on_fake_tensors(targets, rank, adapter_fp32):
     """A LoRA layer keeps the full layer's tensors minus what frozen weights no longer need, plus each adapter's
     input copy and rank-r intermediate: the difference to full training, per layer, to the byte."""
@@ -128,6 +130,7 @@ def test_lora_layer_activations_match_peft_on_fake_tensors(targets, rank, adapte
     assert lora - full == predicted
 
 
+@pytest.mark.slow  # torch, PEFT or bitsandbytes
 def test_nf4_storage_matches_bitsandbytes():
     torch = pytest.importorskip("torch")
     functional = pytest.importorskip("bitsandbytes.functional")
@@ -169,6 +172,7 @@ def _rows(*args: str) -> dict[str, dict]:
             for row in json.loads(result.stdout)["options"]}
 
 
+@pytest.mark.slow  # command lines in subprocesses
 def test_cli_refuses_flags_that_do_not_apply():
     for args in (("--finetune", "lora", "--quant", "nf4"), ("--lora-rank", "8"),
                  ("--finetune", "qlora", "--quant", "int8", "--no-double-quant"), ("--finetune", "lora",
@@ -261,6 +265,7 @@ def test_plan_prices_lora_below_full_and_qlora_above_lora_and_agrees_with_estima
     assert sum(lora[key].gpu) == found.options[0].gpu_bytes["total"]
 
 
+@pytest.mark.slow  # command lines in subprocesses
 def test_export_writes_the_finetune_section_and_check_reads_it(tmp_path):
     """A plan file carries what trains; check prices the same plan as LoRA (fits) or, without the section, as
     full training (ZP011: does not fit)."""
@@ -279,6 +284,7 @@ def test_export_writes_the_finetune_section_and_check_reads_it(tmp_path):
     assert checked.returncode == 1 and "ZP011" in checked.stdout
 
 
+@pytest.mark.slow  # torch, PEFT or bitsandbytes
 def test_paged_adamw_8bit_states_are_bitsandbytes_within_their_block_constants():
     """bitsandbytes' PagedAdamW8bit keeps two uint8 states per element (what zeroplan counts: 2 bytes), plus an
     fp32 absmax per 256 elements for each and two 256-entry code tables: under 2% more, left out as for adam-8bit."""

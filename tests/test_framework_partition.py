@@ -150,6 +150,7 @@ def test_architecture_parameter_list_adds_up_to_the_exact_count(path):
     assert sum(p.numel for p in params_from_architecture(architecture)) == architecture.params
 
 
+@pytest.mark.slow  # builds the model in transformers on the meta device
 @pytest.mark.parametrize("name", ["gpt2", "llama-2-7b-hf", "mixtral-8x7b-v0.1", "opt-1.3b", "falcon-7b"])
 def test_architecture_shapes_match_transformers(name):
     torch = pytest.importorskip("torch")
@@ -198,6 +199,7 @@ def test_the_most_loaded_rank_computed_directly_is_the_one_every_rank_gives(dims
     _same_as_every_rank(params, world, bytes_per_param(precision, optimizer), step_bytes)
 
 
+@pytest.mark.slow  # every rank's partition of a real model, rank by rank: seconds
 @pytest.mark.parametrize("path", ["gpt2.json", "mixtral-8x7b-v0.1.json", "falcon-7b.json"])
 def test_the_most_loaded_rank_of_real_models_at_uneven_world_sizes(path):
     with open(CONFIG_DIR / path, encoding="utf-8") as handle:

@@ -40,6 +40,7 @@ def _zeroplan(home: Path, *args: str) -> subprocess.CompletedProcess:
                           timeout=120)
 
 
+@pytest.mark.slow  # every command in a subprocess
 def test_a_cached_hub_id_is_read_offline_for_every_command(tmp_path):
     _cache(tmp_path, "meta-llama/Llama-2-7b-hf", CONFIGS / "llama-2-7b-hf.json")
     done = _zeroplan(tmp_path, "estimate", "--model", "meta-llama/Llama-2-7b-hf", "--gpus", "8", "-f", "json")

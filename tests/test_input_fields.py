@@ -9,6 +9,7 @@ import re
 from pathlib import Path
 
 import pytest
+from source_tree import walked
 
 import zeroplan
 from zeroplan.cli.app import main
@@ -125,7 +126,7 @@ def _flags_in_errors(paths, bare: bool) -> list[str]:
     `bare`, also every string that is a flag (the tables of names that feed those calls)."""
     found = []
     for path in paths:
-        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        for node in walked(path):
             if isinstance(node, ast.Call):
                 name = node.func.attr if isinstance(node.func, ast.Attribute) else getattr(node.func, "id", "")
                 if name in ("InputError", "PresetError", "require_shape"):

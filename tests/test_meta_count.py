@@ -26,6 +26,7 @@ def _meta_spec(config: dict, name: str = "model"):
 
 @pytest.mark.parametrize("name", ["deepseek-v2-lite", "gpt-oss-20b", "qwen3-0.6b", "olmo-2-1124-7b", "bloom-7b1",
                                   "starcoder", "ernie-4.5-21b-a3b"])
+@pytest.mark.slow  # builds the model in transformers on the meta device
 def test_meta_count_agrees_with_the_description(name: str) -> None:
     config = json.loads((MODELS / f"{name}.json").read_text())
     described, counted = model_spec_from_hf_config(config, name), _meta_spec(config, name)
@@ -41,6 +42,7 @@ def test_meta_count_agrees_with_the_description(name: str) -> None:
     assert "meta device" in counted.extra["notes"][0]
 
 
+@pytest.mark.slow  # builds the model in transformers on the meta device
 def test_state_space_model_is_counted_and_says_what_is_not_modelled() -> None:
     """mamba-130m's shape; its published count (state-spaces/mamba-130m-hf): 129.1M."""
     config = {"model_type": "mamba", "hidden_size": 768, "num_hidden_layers": 24, "vocab_size": 50280,
@@ -54,6 +56,7 @@ def test_state_space_model_is_counted_and_says_what_is_not_modelled() -> None:
     assert any("not modelled" in note for note in spec.extra["notes"])
 
 
+@pytest.mark.slow  # builds the model in transformers on the meta device
 def test_hybrid_moe_model_finds_its_experts() -> None:
     """Jamba v0.1's shape (ai21labs/Jamba-v0.1: 52B total, 12B active): mamba and attention layers, every other
     layer with 16 experts, 2 per token."""
@@ -77,6 +80,7 @@ def test_without_torch_the_error_names_the_extra(monkeypatch: pytest.MonkeyPatch
     assert "zeroplan[trace]" in caught.value.fix
 
 
+@pytest.mark.slow  # asks transformers (imports torch)
 def test_unknown_model_type_is_refused_by_name() -> None:
     with pytest.raises(InputError, match="does not know model_type 'no_such_model'"):
         _meta_spec({"model_type": "no_such_model", "hidden_size": 8})

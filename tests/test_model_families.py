@@ -5,6 +5,8 @@ the checkpoint whose config.json it follows). Composite vision-language configs 
 
 from __future__ import annotations
 
+import dataclasses
+
 import json
 from pathlib import Path
 
@@ -46,6 +48,7 @@ def test_every_released_config_is_a_described_family() -> None:
     assert {released(name)["model_type"] for name in NAMES} <= set(DESCRIBED_FAMILIES)
 
 
+@pytest.mark.slow  # builds the model in transformers on the meta device
 @pytest.mark.parametrize("name", NAMES)
 def test_released_config_matches_transformers_on_meta_device(name: str) -> None:
     spec = model_spec_from_hf_config(released(name), name)
@@ -110,6 +113,7 @@ def _variants() -> dict[str, dict]:
     }
 
 
+@pytest.mark.slow  # builds the model in transformers on the meta device
 @pytest.mark.parametrize("label", sorted(_variants()))
 def test_variant_matches_transformers_on_meta_device(label: str) -> None:
     raw = _variants()[label]
@@ -193,6 +197,7 @@ def _gemma4_variants() -> dict[str, dict]:
     }
 
 
+@pytest.mark.slow  # builds the model in transformers on the meta device
 @pytest.mark.parametrize("label", sorted(_gemma4_variants()))
 def test_gemma4_matches_transformers_on_meta_device(label: str) -> None:
     raw = _gemma4_variants()[label]
@@ -224,6 +229,34 @@ def test_moe_flops_meet_only_the_routed_experts_a_token_is_sent_to() -> None:
     gemms = {name: (m, n, k) for name, m, n, k, _count in decoder.gemms(decoder.layers[0], 1000)}
     assert gemms["experts.gate_up"] == (8000, 2 * 768, 2048) and gemms["experts.down"] == (8000, 2048, 768)
     assert gemms["q_proj"] == (1000, 32 * 128, 2048) and gemms["router"] == (1000, 128, 2048)
+
+
+def test_the_step_time_prices_the_gemms_the_description_lists() -> None:
+    """Decoder.gemms is the one list of a layer's GEMMs: FLOPs and the step time's shapes (Decoder.tp_gemms, carried
+    as ModelShape.gemms) come from it. Megatron-style tensor parallelism: q, k, v (and gate, up) read the same input and
+    run as one column-parallel GEMM, o_proj and down_proj are row-parallel; GPT-2's Conv1D weights, stored
+    (in, out), are turned, in its MLP as in its attention."""
+    from zeroplan.core.timing.step_time import FlopModel, Layout, linear_shapes
+
+    llama = {"model_type": "llama", "hidden_size": 4096, "num_hidden_layers": 2, "num_attention_heads": 32,
+             "num_key_value_heads": 8, "intermediate_size": 14336, "vocab_size": 128256}
+    decoder = architecture_from_hf_config(llama).decoder
+    assert decoder.tp_gemms(decoder.layers[0]) == ((4096, 4096 + 2 * 1024, 1, False), (4096, 4096, 1, True),
+                                                   (4096, 2 * 14336, 1, False), (14336, 4096, 1, True))
+    gpt2 = {"model_type": "gpt2", "n_embd": 768, "n_layer": 2, "n_head": 12, "vocab_size": 50257, "n_positions": 1024}
+    decoder = architecture_from_hf_config(gpt2).decoder
+    gemms = {name: (n, k) for name, _m, n, k, _c in decoder.gemms(decoder.layers[0], 1)}
+    assert gemms["mlp.c_fc"] == (3072, 768) and gemms["mlp.c_proj"] == (768, 3072)  # (outputs, inputs)
+    assert gemms["attn.c_attn"] == (2304, 768)
+    # the description's shapes are the ones the widths give a plain dense layer, at every tp split
+    model = model_spec_from_hf_config(llama, "llama")
+    described = FlopModel.from_model(model)
+    widths = dataclasses.replace(described, gemms=())
+    for tp in (1, 2, 8):
+        layout = Layout(dp=1, tp=tp, pp=1, virtual_stages=1, seq_len=4096, micro_batch=2, grad_accum=1,
+                        recompute="none", sequence_parallel=True, tp_intra_node=True, dp_intra_node=True,
+                        pp_intra_node=True)
+        assert linear_shapes(layout, described) == linear_shapes(layout, widths)
 
 
 def test_a_sliding_window_caps_the_keys_a_token_sees() -> None:

@@ -33,7 +33,7 @@ def _one_error_line(stderr: bytes) -> str:
     return lines[0]
 
 
-@pytest.mark.parametrize("option", ["-o", "--plot"])
+@pytest.mark.parametrize("option", ["-o", pytest.param("--plot", marks=pytest.mark.slow)])  # --plot: matplotlib
 def test_a_file_name_too_long_is_named(tmp_path, option):
     name = "a" * 300 + (".png" if option == "--plot" else ".txt")
     done = _run([*ESTIMATE, option, name], cwd=tmp_path)
@@ -61,6 +61,7 @@ def test_stdout_closed_is_named(tmp_path):
     assert done.returncode == 2 and "stdout" in _one_error_line(done.stderr)
 
 
+@pytest.mark.slow  # matplotlib or a pipe in a subprocess: seconds
 def test_a_reader_that_left_the_pipe_ends_the_run_quietly():
     read, write = os.pipe()
     os.close(read)  # `| head -1` that has already exited
@@ -96,6 +97,7 @@ def test_output_onto_a_full_device_is_an_error(tmp_path):
     assert stat.S_ISCHR(os.lstat(twin).st_mode)
 
 
+@pytest.mark.slow  # matplotlib or a pipe in a subprocess: seconds
 def test_a_bogus_mplbackend_does_not_stop_a_plot(tmp_path):
     pytest.importorskip("matplotlib")
     done = _run([*ESTIMATE, "--plot", str(tmp_path / "memory.png")], env={"MPLBACKEND": "bogus"})

@@ -6,15 +6,19 @@ from __future__ import annotations
 
 import ast
 import sys
+from functools import lru_cache
 from pathlib import Path
+
+from source_tree import parsed
 
 SRC = Path(__file__).resolve().parents[1] / "src" / "zeroplan"
 
 
-def _modules():
-    for path in sorted(SRC.rglob("*.py")):
-        rel = path.relative_to(SRC.parent).with_suffix("")
-        yield path, rel.parts, ast.parse(path.read_text(encoding="utf-8"))
+@lru_cache(maxsize=1)
+def _modules() -> tuple[tuple[Path, tuple[str, ...], ast.Module], ...]:
+    """Every source file parsed once per test session (the layout tests each walk all of them)."""
+    return tuple((path, path.relative_to(SRC.parent).with_suffix("").parts, parsed(path))
+                 for path in sorted(SRC.rglob("*.py")))
 
 
 def _imported(node: ast.AST, parts: tuple[str, ...]) -> list[str]:
@@ -29,18 +33,33 @@ def _imported(node: ast.AST, parts: tuple[str, ...]) -> list[str]:
 
 
 def _package_edges() -> dict[str, set[str]]:
+    return {package: set(targets) for package, targets in _package_edges_once().items()}
+
+
+_WALKED: dict[int, tuple[ast.AST, ...]] = {}
+
+
+def _walk(tree: ast.AST) -> tuple[ast.AST, ...]:
+    """ast.walk of a parsed module, once: the trees live as long as _modules' cache, so their ids are stable."""
+    if id(tree) not in _WALKED:
+        _WALKED[id(tree)] = tuple(ast.walk(tree))
+    return _WALKED[id(tree)]
+
+
+@lru_cache(maxsize=1)
+def _package_edges_once() -> dict[str, frozenset[str]]:
     edges: dict[str, set[str]] = {}
     for path, parts, tree in _modules():
         if len(parts) < 2 or path.name == "__main__.py" or parts[1] == "__init__":
             continue  # zeroplan/__init__.py only loads the API lazily; top-level modules (api) count as packages
         here = parts[1]
-        for node in ast.walk(tree):
+        for node in _walk(tree):
             for name in _imported(node, parts):
                 pieces = name.split(".")
                 if len(pieces) > 1 and pieces[0] == "zeroplan" and pieces[1] != here and \
                         ((SRC / pieces[1]).is_dir() or (SRC / f"{pieces[1]}.py").is_file()):
                     edges.setdefault(here, set()).add(pieces[1])
-    return edges
+    return {package: frozenset(targets) for package, targets in edges.items()}
 
 
 def test_no_import_cycle_between_packages():
@@ -71,7 +90,7 @@ def test_core_is_pure_standard_library():
     for path, parts, tree in _modules():
         if parts[1] != "core":
             continue
-        for node in ast.walk(tree):
+        for node in _walk(tree):
             for name in _imported(node, parts):
                 top = name.split(".")[0]
                 if top == "zeroplan":
@@ -88,7 +107,7 @@ def test_one_error_hierarchy():
     (parsers' internal ValueErrors, caught where they are raised, are not reported errors)."""
     offenders = []
     for path, parts, tree in _modules():
-        for node in ast.walk(tree):
+        for node in _walk(tree):
             if isinstance(node, ast.ClassDef):
                 bases = {base.id for base in node.bases if isinstance(base, ast.Name)}
                 carries_status = any(isinstance(item, (ast.Assign, ast.AnnAssign)) and "exit_code" in ast.dump(item)
@@ -133,7 +152,7 @@ def test_core_folders_import_only_folders_below_them():
         if parts[1] != "core":
             continue
         here = _core_folder(parts)
-        for node in ast.walk(tree):
+        for node in _walk(tree):
             for name in _imported(node, parts):
                 pieces = name.split(".")
                 if pieces[:2] != ["zeroplan", "core"] or len(pieces) < 3:
@@ -156,7 +175,7 @@ def test_no_import_circle_between_files():
     edges: dict[str, set[str]] = {}
     for (path, parts, tree) in _modules():
         name = ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
-        for node in ast.walk(tree):
+        for node in _walk(tree):
             if isinstance(node, ast.ImportFrom) and node.module and not node.level:
                 targets = [node.module] + [f"{node.module}.{alias.name}" for alias in node.names]
             else:
@@ -234,7 +253,7 @@ def test_imports_are_at_the_top_unless_optional_or_lazy_for_start_up():
         rel = "/".join(parts[1:]) + ".py"
         if any(rel == lazy or (lazy.endswith("/") and rel.startswith(lazy)) for lazy in LAZY_FOR_START_UP):
             continue
-        for function in ast.walk(tree):
+        for function in _walk(tree):
             if not isinstance(function, (ast.FunctionDef, ast.AsyncFunctionDef)):
                 continue
             for node in ast.walk(function):

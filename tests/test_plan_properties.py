@@ -13,6 +13,7 @@ where ZeRO-3 with a larger micro-batch wins) — more GPUs buy speed, not always
 
 from __future__ import annotations
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -59,6 +60,7 @@ def least_gpu_memory(result) -> int | None:
     return min(on_gpu) if on_gpu else None
 
 
+@pytest.mark.slow  # hypothesis runs whole plan searches: seconds
 @settings(max_examples=25, deadline=None)
 @given(setups())
 def test_adding_gpus_never_raises_the_least_memory_a_plan_needs(setup):
@@ -114,6 +116,7 @@ def free_searches(draw):
             draw(st.sampled_from([(1,), (1, 2), (1, 2, 4), (1, 3), (2, 3)])))
 
 
+@pytest.mark.slow  # hypothesis runs whole plan searches: seconds
 @settings(max_examples=60, deadline=None)
 @given(free_searches())
 def test_the_free_search_never_returns_a_plan_that_breaks_a_layout_rule(setup):

@@ -145,7 +145,11 @@ def test_micro_batches_reach_the_global_batch_exactly():
     assert plan_space.interleave_problem(48, 4, 2, 8) is None
     assert plan_space.interleave_problem(48, 1, 2, 8) == plan_space.INTERLEAVE_PIPELINE
     assert plan_space.interleave_problem(44, 4, 2, 8) is None  # uneven chunks: the busiest stage sets the pace
-    assert plan_space.interleave_problem(7, 4, 2, 8) == plan_space.INTERLEAVE_LAYERS
+    assert plan_space.interleave_problem(5, 4, 2, 8) == plan_space.INTERLEAVE_LAYERS
+    # Llama 3 405B (arXiv 2407.21783 sec 3.3.2): 126 layers on 16 stages of 8 one-layer chunks, the first chunk
+    # the embedding alone and the last the head alone
+    assert plan_space.interleave_problem(126, 16, 8, 16) is None
+    assert plan_space.interleave_problem(126, 16, 9, 16) == plan_space.INTERLEAVE_LAYERS
     assert plan_space.interleave_problem(48, 4, 2, 6) == plan_space.INTERLEAVE_MICRO_BATCHES
 
 

@@ -134,7 +134,12 @@ CASES = {
 }
 
 
-@pytest.mark.parametrize("name", CASES)
+# The two largest cases evaluate thousands of plans one by one (seconds): the quick loop runs the others.
+_SLOW_CASES = ("llama-2-13b cp v fsdp-pp", "deep pipelines")
+
+
+@pytest.mark.parametrize("name", [pytest.param(name, marks=pytest.mark.slow) if name in _SLOW_CASES else name
+                                  for name in CASES])
 def test_optimised_search_is_the_straightforward_evaluation(name):
     request = resolve(PlanInputs.of(**CASES[name])).request
     result = search(request)

@@ -176,6 +176,7 @@ FORMULA_PRESETS = [name for name in presets.names("models") if presets.entry("mo
 OTHER_PRESETS = [name for name in presets.names("models") if name not in FORMULA_PRESETS]
 
 
+@pytest.mark.slow  # builds the model in transformers on the meta device
 @pytest.mark.parametrize("name", OTHER_PRESETS)
 def test_params_match_transformers_on_meta_device(name):
     """The preset's total and largest layer are those of transformers' model built from its config on the meta

@@ -16,6 +16,7 @@ from zeroplan.inputs import preset_schema, presets
 from zeroplan.inputs.preset_schema import PresetFileError
 
 
+@pytest.mark.slow  # the regenerator in a subprocess, every YAML source read
 def test_committed_data_matches_the_yaml_sources():
     expected = preset_schema.render(preset_schema.build_data())
     committed = preset_schema.DATA_FILE.read_text(encoding="utf-8")
@@ -131,6 +132,7 @@ def test_a_user_presets_file_is_validated_with_yaml_and_pydantic(tmp_path):
     assert line == "PROBE status=0 yaml=True pydantic=True"
 
 
+@pytest.mark.slow  # the regenerator in a subprocess, every YAML source read
 def test_the_regenerator_after_a_plain_install_says_what_it_needs(tmp_path):
     """`python -m zeroplan.inputs.preset_schema` from an installed copy (the package without presets/ beside
     it) is one line naming what is missing and what to run instead, exit 2: never a traceback."""

@@ -331,3 +331,48 @@ def test_fp8_moves_only_the_linear_gemms_to_the_fp8_peak_and_adds_their_casts():
     mx = layer_seconds(layout(), flops, dataclasses.replace(fp8, fp8_recipe="mxfp8"))[0]
     assert FP8_CAST_BYTES["tensorwise"] == 5
     assert fp8_forward - mx == pytest.approx((5 - FP8_CAST_BYTES["mxfp8"]) * inputs / MACHINE.hbm_bytes_per_s)
+
+
+def test_async_tp_hides_what_its_compiler_pass_fuses():
+    """--async-tp (PyTorch micro-pipelined TP, torch/_inductor/fx_passes/micro_pipeline_tp.py): an all-gather feeding
+    matmuls and a reduce-scatter of one matmul's output hide behind (tp-1)/tp of that matmul; the backward's
+    input-gradient reduce-scatters (a sum over q/k/v and gate/up, not one matmul's output) stay exposed."""
+    import dataclasses
+
+    from zeroplan.core.timing.step_time import gemm_seconds, linear_shapes, tp_async_exposed
+
+    flops = FlopModel(params=70_000_000_000, layer_params=800_000_000, layers=80, hidden=8192, attention_width=8192,
+                      kv_width=1024, ffn=28672, gated=True, vocab=128256, heads=64)
+    layout = Layout(dp=1, tp=8, pp=1, virtual_stages=1, seq_len=8192, micro_batch=1, grad_accum=1, recompute="none",
+                    sequence_parallel=True, tp_intra_node=True, dp_intra_node=True, pp_intra_node=True)
+    machine = MACHINE
+    tiny = 1e-9  # every fused collective hides: only the backward's two reduce-scatters (one AllReduce) remain
+    assert tp_async_exposed(layout, flops, machine, tiny) == pytest.approx(tiny)
+    full = dataclasses.replace(layout, recompute="full")
+    assert tp_async_exposed(full, flops, machine, tiny) == pytest.approx(tiny)  # the recomputed forward hides too
+    huge = 1.0  # nothing can hide all of it: each collective exposes what (tp-1)/tp of its GEMM cannot cover
+    gemms = [gemm_seconds(2 * m * k * n, machine, k, n, linear=True) for m, k, n in linear_shapes(layout, flops)]
+    share = 7 / 8
+    hidden = share * (sum(gemms) + gemms[1] + gemms[3])  # forward: all four; backward: the two all-gathers
+    assert tp_async_exposed(layout, flops, machine, huge) == pytest.approx(4 * huge - hidden)
+
+
+def test_torch_compile_prices_each_fused_region_once():
+    """--torch-compile (docs/formulas.md §22.2): a compiled layer's element-wise traffic is its three fused regions'
+    inputs and outputs (residual + norm twice, 4·h each; the gated MLP's activation, 3·f), 16-bit: Llama 3 8B's
+    75,776 elements a token at t = 1; with sequence parallelism the residual regions split over tp like the MLP's."""
+    import dataclasses
+
+    from zeroplan.core.timing.step_time import elementwise_seconds, fused_elementwise_elements
+
+    flops = FlopModel(params=8_000_000_000, layer_params=218_000_000, layers=32, hidden=4096, attention_width=4096,
+                      kv_width=1024, ffn=14336, gated=True, vocab=128256, heads=32)
+    layout = Layout(dp=8, tp=1, pp=1, virtual_stages=1, seq_len=8192, micro_batch=2, grad_accum=1, recompute="none",
+                    sequence_parallel=False, tp_intra_node=True, dp_intra_node=True, pp_intra_node=True)
+    assert fused_elementwise_elements(layout, flops) == 8 * 4096 + 3 * 14336 == 75_776
+    split = dataclasses.replace(layout, tp=4, sequence_parallel=True)
+    assert fused_elementwise_elements(split, flops) == 75_776 / 4
+    compiled = dataclasses.replace(MACHINE, elementwise_fused=True)
+    eager, fused = elementwise_seconds(layout, flops, MACHINE), elementwise_seconds(layout, flops, compiled)
+    assert fused == pytest.approx(2 * 75_776 * 2 * 8192 / MACHINE.hbm_bytes_per_s)
+    assert eager == pytest.approx(68 * 4096 * 2 * 8192 / MACHINE.hbm_bytes_per_s) and fused < eager

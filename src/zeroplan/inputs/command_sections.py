@@ -94,8 +94,13 @@ class SearchInputs(Section):
                                         "megatron, else fa2).", panel=TIMING, parse=one_of(AttentionKernelChoice))
     async_tp: bool = flag("--async-tp", help="The framework overlaps tensor-parallel collectives with the GEMMs "
                           "(torchtitan's async TP, PyTorch symmetric-memory micro-pipelining; Megatron-Core's "
-                          "tp_comm_overlap is already in --comm-overlap megatron): TP inside a node hides behind "
-                          "the stage's compute.", panel=TIMING, kind=bool, default=False)
+                          "tp_comm_overlap is already in --comm-overlap megatron): inside a node each TP collective "
+                          "fused with a GEMM hides behind it (all of the forward's; in backward the all-gathers, not "
+                          "the reduce-scatters).", panel=TIMING, kind=bool, default=False)
+    torch_compile: bool = flag("--torch-compile", help="The framework compiles each transformer block with "
+                               "torch.compile (torchtitan's compile.enable): the element-wise and norm ops between two "
+                               "GEMMs run as one fused kernel, each region's inputs read and outputs written once "
+                               "(fewer HBM passes than eager's per-op kernels).", panel=TIMING, kind=bool, default=False)
     cpu_adam_rate: int | None = flag("--cpu-adam-rate", help="CPU optimizer parameters per second per node "
                                      "(default 1e9).", panel=TIMING, parse=as_count)
     cp: tuple[int, ...] | None = option(flag_of(ParallelInputs, "cp").variant(

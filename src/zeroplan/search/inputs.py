@@ -50,7 +50,7 @@ FIELDS[SearchInputs] = ("efficiency", "cpu_adam_rate", "stages", "offload", "rec
                         "virtual_stages", "micro_batches", "tp", "pp", "allow_cross_node_tp")
 FIELDS[StepInputs] += ("flash_attention",)
 FIELDS[SearchInputs] += ("cp", "fsdp_pipeline", "top", "tie_tolerance", "comm_overlap", "attention_kernel",
-                         "async_tp", "dp_shard", "ep", "etp")
+                         "async_tp", "torch_compile", "dp_shard", "ep", "etp")
 FIELDS[StepInputs] += ("capacity_factor",)
 FIELDS[StepInputs] += FINETUNE_FIELDS
 ECHO_ORDER = ("gpus", "global_batch", "seq_len", "model", "params", "layers", "hidden", "heads", "kv_heads", "vocab",
@@ -59,7 +59,7 @@ ECHO_ORDER = ("gpus", "global_batch", "seq_len", "model", "params", "layers", "h
               "optimizer", "tokens", "calibration", "efficiency", "cpu_adam_rate", "stages", "offload", "recompute",
               "sequence_parallel", "virtual_stages", "micro_batches", "tp", "pp", "allow_cross_node_tp",
               "flash_attention", "cp", "fsdp_pipeline", "top", "tie_tolerance", "comm_overlap", "attention_kernel",
-              "fp8_recipe", "async_tp", "dp_shard", "ep", "etp", "capacity_factor", *FINETUNE_FIELDS)
+              "fp8_recipe", "async_tp", "torch_compile", "dp_shard", "ep", "etp", "capacity_factor", *FINETUNE_FIELDS)
 
 
 @dataclass
@@ -84,6 +84,13 @@ class ResolvedPlan:
     training_tokens: int | None
     assumptions: list[str] = field(default_factory=list)
 
+
+# The assumption line of --torch-compile (core.timing.step_time.elementwise_seconds).
+COMPILE_NOTE = ("; torch.compile (--torch-compile): element-wise and norm ops fused, one kernel per region between two "
+                "GEMMs, each region's inputs read and outputs written once")
+# The assumption line of --async-tp (core.timing.step_time.tp_async_exposed says what is fused and why).
+ASYNC_TP_NOTE = ("; async TP (--async-tp): TP collectives inside a node hide behind the GEMM each feeds or comes from: all "
+                 "of the forward's, in backward the output-gradient all-gathers only")
 
 def resolve_model(inputs: PlanInputs, assumptions: list[str]) -> ModelSpec:
     asked = inputs.model
@@ -225,7 +232,8 @@ def resolve(inputs: PlanInputs) -> ResolvedPlan:
                                   else inputs.search.efficiency),
                       cpu_adam_params_per_s=cpu_rate, gpus_per_node=cluster.gpus_per_node,
                       dp_overlap=DP_OVERLAP if overlap.dp_overlap is None else overlap.dp_overlap,
-                      tp_hidden=overlap.tp_hidden or inputs.search.async_tp, pp_hidden=overlap.pp_hidden,
+                      tp_hidden=overlap.tp_hidden, tp_async=inputs.search.async_tp and not overlap.tp_hidden,
+                      pp_hidden=overlap.pp_hidden, elementwise_fused=inputs.search.torch_compile,
                       flash_efficiency=flash_efficiency(cluster.gpu.name,
                                                         inputs.search.attention_kernel or overlap.attention_kernel),
                       fp8_flops=float(gpu.fp8_flops or 0) if recipe else 0.0, fp8_recipe=recipe or "")
@@ -280,7 +288,8 @@ def model_notes(inputs: PlanInputs, request: SearchRequest) -> list[str]:
         f"--comm-overlap): gradient reductions hide behind backward, parameter gathers behind forward, "
         f"up to {machine.dp_overlap:.0%} of that compute; with pp > 1 reductions wait for the pipeline flush"
         f"{'; TP collectives inside a node hide behind the GEMMs' if machine.tp_hidden else ''}"
-        f"{' (--async-tp)' if inputs.search.async_tp and not overlap_rule.tp_hidden else ''}"
+        f"{ASYNC_TP_NOTE if machine.tp_async else ''}"
+        f"{COMPILE_NOTE if machine.elementwise_fused else ''}"
         f"{'; interleaved pipeline transfers hide behind compute' if machine.pp_hidden else ''}",
         f"offload: PCIe {format_rate(cluster.pcie_bandwidth_bytes_per_s)} per GPU, CPU Adam "
         f"{format_count(int(machine.cpu_adam_params_per_s))} parameters/s per node"

@@ -30,7 +30,8 @@ NO_MICRO_BATCH = "no --micro-batches value divides the per-rank batch"
 # Reasons a (layout, option, step shape) combination is skipped without evaluation.
 PIPELINE_STAGE = "ZeRO-2/3 with pipeline parallelism (DeepSpeed supports stages 0-1 there; --fsdp-with-pp)"
 INTERLEAVE_PIPELINE = "interleaving needs a pipeline (pp > 1)"
-INTERLEAVE_LAYERS = "interleaving needs at least one layer per chunk (pp × virtual stages layers)"
+INTERLEAVE_LAYERS = ("interleaving needs at least one layer per chunk (pp × virtual stages chunks, the first and last of "
+                     "which may hold only the embedding and the head)")
 INTERLEAVE_MICRO_BATCHES = "interleaving needs micro-batches divisible by pp"
 EP_WITHOUT_SP = "expert parallelism with tp > 1 needs sequence parallelism (Megatron-Core)"
 
@@ -154,12 +155,14 @@ def micro_batch_choices(space: SearchSpace, dp: int) -> list[int]:
 def interleave_problem(layers: int, pp: int, virtual_stages: int, grad_accum: int) -> str | None:
     """Megatron's interleaved schedule: micro-batches in whole rounds of pp, at least a layer per chunk. Chunks
     need not be equal: uneven stages (Llama 3's first and last stages hold a layer less) are priced by the
-    busiest stage."""
+    busiest stage. The first chunk may hold only the embedding and the last only the head and loss, as Llama 3's
+    schedule does (arXiv 2407.21783 sec 3.3.2: one layer per chunk, 126 layers on 16 stages × 8 chunks), so
+    pp × virtual stages may reach layers + 2."""
     if virtual_stages == 1:
         return None
     if pp == 1:
         return INTERLEAVE_PIPELINE
-    if layers < pp * virtual_stages:
+    if layers + 2 < pp * virtual_stages:
         return INTERLEAVE_LAYERS
     if grad_accum % pp:
         return INTERLEAVE_MICRO_BATCHES

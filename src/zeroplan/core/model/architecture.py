@@ -392,22 +392,51 @@ class Decoder:
     # --- FLOPs and GEMMs -------------------------------------------------------------------------------------
 
     def gemms(self, layer: Layer, tokens: int) -> list[tuple[str, int, int, int, int]]:
-        """The GEMMs one layer runs forward for `tokens` tokens: (name, m, n, k, how many). Routed experts as
-        if tokens spread evenly: top_k·tokens rows in all."""
-        found: list[tuple[str, int, int, int, int]] = []
-        for name, shapes in layer.attention.modules(self.hidden) + _dense_modules(layer.mlp, self.hidden):
-            weight = shapes[0]
-            if len(weight) == 2 and min(weight) > 1 and not name.endswith("norm"):
-                out, inp = (weight[1], weight[0]) if layer.attention.conv1d and name in layer.attention.names + \
-                    (layer.attention.fused,) else weight
-                found.append((name, tokens, out, inp, 1))
+        """The GEMMs one layer runs forward for `tokens` tokens: (name, m, n, k, how many), n the weight's outputs and
+        k its inputs (GPT-2's Conv1D weights, stored (in, out), turned). Routed experts as if tokens spread evenly:
+        top_k·tokens rows in all. The one list of a layer's GEMMs: FLOPs (flops_per_token) and the step time's
+        shapes (tp_gemms) are read from it."""
+        found = [(name, tokens, out, inp, 1) for name, out, inp in _attention_weights(layer.attention, self.hidden)]
+        if isinstance(layer.mlp, MLP):
+            found += [(name, tokens, out, inp, 1) for name, out, inp in _mlp_weights(layer.mlp, self.hidden)]
         if isinstance(layer.mlp, Experts):
             experts = layer.mlp
+            if experts.shared is not None:
+                found += [(name, tokens, out, inp, 1) for name, out, inp in _mlp_weights(experts.shared, self.hidden)]
             up = (2 if experts.gated else 1) * experts.ffn
             rows = tokens * experts.top_k
             found += [("router", tokens, experts.count, self.hidden, 1), ("experts.gate_up", rows, up, self.hidden, 1),
                       ("experts.down", rows, self.hidden, experts.ffn, 1)]
         return found
+
+    def tp_gemms(self, layer: Layer) -> tuple[tuple[int, int, int, bool], ...]:
+        """The layer's linear GEMMs as a tensor-parallel framework runs them, from gemms: (inner, outer, rows per
+        token, row-parallel), by block: attention, then the MLP (routed experts), then shared experts. In a block
+        the last weight is row-parallel (its inner width split over tp, Megatron's RowParallelLinear) and the rest
+        column-parallel (outer split); consecutive column weights reading the same input run as one GEMM
+        (Megatron-Core's linear_qkv and linear_fc1: q, k, v; gate, up). The router (E outputs, not split) is left out
+        of the step time."""
+        rows = {name: m for name, m, _n, _k, _c in self.gemms(layer, 1)}
+        named = {name: (n, k) for name, _m, n, k, _c in self.gemms(layer, 1)}
+        blocks = [[name for name, _out, _inp in _attention_weights(layer.attention, self.hidden)]]
+        if isinstance(layer.mlp, MLP):
+            blocks.append([name for name, _out, _inp in _mlp_weights(layer.mlp, self.hidden)])
+        if isinstance(layer.mlp, Experts):
+            blocks.append(["experts.gate_up", "experts.down"])
+            if layer.mlp.shared is not None:
+                blocks.append([name for name, _out, _inp in _mlp_weights(layer.mlp.shared, self.hidden)])
+        found: list[tuple[int, int, int, bool]] = []
+        for block in (b for b in blocks if b):
+            columns: list[tuple[int, int, int, bool]] = []
+            for name in block[:-1]:
+                outer, inner = named[name]
+                if columns and columns[-1][0] == inner and columns[-1][2] == rows[name]:
+                    columns[-1] = (inner, columns[-1][1] + outer, rows[name], False)
+                else:
+                    columns.append((inner, outer, rows[name], False))
+            outer, inner = named[block[-1]]
+            found += columns + [(inner, outer, rows[block[-1]], True)]
+        return tuple(found)
 
     def flops_per_token(self, seq_len: int, active: bool = True) -> int:
         """Forward FLOPs per token: 2 per weight of every GEMM met (top-k experts only when active), the head, and
@@ -423,10 +452,26 @@ class Decoder:
         return total + 2 * self.vocab * self.width
 
 
-def _dense_modules(mlp: MLP | Experts, hidden: int) -> list[tuple[str, tuple[Shape, ...]]]:
-    if isinstance(mlp, MLP):
-        return mlp.modules(hidden)
-    return mlp.shared.modules(hidden) if mlp.shared is not None else []
+def _linear_weights(modules: list[tuple[str, tuple[Shape, ...]]], turned: frozenset[str] | None
+                    ) -> list[tuple[str, int, int]]:
+    """(name, outputs, inputs) of each 2-D weight among modules (norms and vectors left out); `turned`: the names
+    stored (in, out) as GPT-2's Conv1D stores them (None: every weight)."""
+    found = []
+    for name, shapes in modules:
+        weight = shapes[0]
+        if len(weight) == 2 and min(weight) > 1 and not name.endswith("norm"):
+            out, inp = (weight[1], weight[0]) if turned is None or name in turned else weight
+            found.append((name, out, inp))
+    return found
+
+
+def _attention_weights(attention: Attention, hidden: int) -> list[tuple[str, int, int]]:
+    turned = frozenset(n for n in attention.names + (attention.fused,) if n) if attention.conv1d else frozenset()
+    return _linear_weights(attention.modules(hidden), turned)
+
+
+def _mlp_weights(mlp: MLP, hidden: int) -> list[tuple[str, int, int]]:
+    return _linear_weights(mlp.modules(hidden), None if mlp.conv1d else frozenset())
 
 
 def _attention_flops(attention: Attention, seq_len: int) -> int:

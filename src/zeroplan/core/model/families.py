@@ -741,16 +741,11 @@ def parameter_layout(architecture: Architecture) -> tuple[int, int, int]:
     return per_layer, input_side, output_side
 
 
-def attention_linears(attention: Attention, hidden: int) -> tuple[tuple[int, int], ...]:
-    """(inner, outer) of each of an attention block's projection weights, in module order (the step time prices one
-    GEMM per weight: core.timing.step_time.layer_seconds)."""
-    found = []
-    for _, shapes in attention.modules(hidden):
-        weight = shapes[0]
-        if len(weight) == 2 and min(weight) > 1:
-            outer, inner = (weight[1], weight[0]) if attention.conv1d else weight
-            found.append((inner, outer))
-    return tuple(found)
+def attention_linears(layer: Layer, decoder: Decoder) -> tuple[tuple[int, int], ...]:
+    """(inner, outer) of each of a layer's attention projection weights, in module order, from the description's one
+    list of GEMMs (Decoder.gemms)."""
+    names = {name for name, _shapes in layer.attention.modules(decoder.hidden)}
+    return tuple((k, n) for name, _m, n, k, _c in decoder.gemms(layer, 1) if name in names)
 
 
 def model_spec_from_hf_config(config: dict, name: str, source: str | None = None) -> ModelSpec:
@@ -771,6 +766,7 @@ def model_spec_from_hf_config(config: dict, name: str, source: str | None = None
     moe = [layer.mlp for layer in decoder.layers if isinstance(layer.mlp, Experts)]
     experts = moe[0] if moe else None
     dense = next((layer.mlp for layer in decoder.layers if isinstance(layer.mlp, MLP)), None)
+    priced = next((layer for layer in decoder.layers if layer.is_moe), decoder.layers[0])  # the step time's layer
     shape = ModelShape.of(
         layers=architecture.layers, hidden=architecture.hidden, heads=architecture.heads,
         kv_heads=architecture.kv_heads, ffn=architecture.ffn, vocab=architecture.vocab,
@@ -785,7 +781,7 @@ def model_spec_from_hf_config(config: dict, name: str, source: str | None = None
             shared_expert_ffn=experts.shared.ffn if experts.shared is not None else None,
             expert_params=decoder.expert_params, active_params=decoder.active_params,
             pattern=tuple(layer.is_moe for layer in decoder.layers),
-            attention_linears=attention_linears(next(layer for layer in decoder.layers if layer.is_moe).attention,
-                                                architecture.hidden)))
+            attention_linears=attention_linears(priced, decoder)),
+        gemms=decoder.tp_gemms(priced))
     return ModelSpec(params=architecture.params, name=name, largest_layer_params=largest.params, shape=shape,
                      extra=extra)

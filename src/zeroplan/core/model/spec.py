@@ -63,6 +63,9 @@ class ModelShape:
     layout: ParamLayout | None = None
     defaulted: frozenset[str] = frozenset()
     moe: MoEShape | None = None
+    # the architecture description's linear GEMMs of a layer (core.model.architecture.Decoder.tp_gemms: inner, outer,
+    # rows per token, row-parallel), the layer the step time prices (a MoE model's MoE layer); None: read the widths
+    gemms: tuple[tuple[int, int, int, bool], ...] | None = None
 
     @property
     def expert_params(self) -> int | None:
@@ -89,7 +92,8 @@ class ModelShape:
            ffn: int | None = None, head_dim: int | None = None, gated_mlp: bool | None = None,
            experts: int | None = None, experts_per_token: int | None = None, max_seq_len: int | None = None,
            family: str | None = None, tied_embeddings: bool | None = None,
-           layout: ParamLayout | None = None, moe: MoEShape | None = None) -> ModelShape:
+           layout: ParamLayout | None = None, moe: MoEShape | None = None,
+           gemms: tuple[tuple[int, int, int, bool], ...] | None = None) -> ModelShape:
         """The shape with the usual defaults for the fields a source leaves out (None)."""
         if head_dim is None and hidden % heads:
             raise InputError("heads", f"{heads} heads do not divide hidden size {hidden}",
@@ -102,7 +106,7 @@ class ModelShape:
                    kv_heads=heads if kv_heads is None else kv_heads, ffn=4 * hidden if ffn is None else ffn,
                    head_dim=hidden // heads if head_dim is None else head_dim, gated_mlp=bool(gated_mlp),
                    experts=experts, experts_per_token=experts_per_token, max_seq_len=max_seq_len, family=family,
-                   tied_embeddings=tied_embeddings, layout=layout, moe=moe,
+                   tied_embeddings=tied_embeddings, layout=layout, moe=moe, gemms=gemms,
                    defaulted=frozenset(name for name, value in given.items() if value is None))
 
     def as_given(self, name: str) -> int | bool | None:

@@ -15,7 +15,8 @@ attention as one fused kernel skipping the masked half of a causal sequence, at 
 a fitted share of the kernel family's measured ceiling on the GPU (core.timing.machine FLASH_MAX_SHARE; the
 framework's kernel, CommOverlap.attention_kernel). Element-wise work (norms, activations, dropout, residuals) is memory
 bound: ELEMENTWISE_BYTES_PER_TOKEN_HIDDEN · T · h bytes forward (split over tp as Korthikanti's activation
-terms are: 10 + 24/t without, 34/t with sequence parallelism), twice that backward, at HBM bandwidth.
+terms are: 10 + 24/t without, 34/t with sequence parallelism), twice that backward, at HBM bandwidth; under
+--torch-compile each fused region's inputs and outputs once (fused_elementwise_elements).
 Recompute: full re-runs each layer's forward, selective the attention core, selective-op (torch's op-level
 selective checkpointing) the element-wise ops only, at HBM bandwidth (matmul outputs are kept). The constants were fitted on the
 calibration set only (benchmarks/fit_step_time.py; see the constants below for the fit and its sources).
@@ -27,7 +28,8 @@ collective phase, not per bucket; each further bucket costs NCCL_LAUNCH_S. AllRe
 ring's latency and a tree's (2·(k-1) hops in the node + 2·log2(nodes) hops across).
 - TP (Megatron): 4 AllReduces of T·h per layer and micro-batch (6 with full recompute); sequence
   parallelism replaces each by AllGather + ReduceScatter (same bytes). Not overlapped with compute, except
-  under the megatron framework rule (CommOverlap: tp_comm_overlap hides them behind the stage's GEMMs).
+  under the megatron framework rule (CommOverlap: tp_comm_overlap hides them behind the stage's GEMMs) and under
+  PyTorch's async TP (--async-tp: what its compiler pass fuses hides behind its GEMM, tp_async_exposed).
 - CP (ring / all-gather attention): keys and values of the other cp−1 chunks gathered in forward (again in a
   full recompute), their gradients reduce-scattered in backward; hidden behind the attention core up to its
   time.
@@ -196,6 +198,8 @@ class FlopModel:
     attention_linears: tuple[tuple[int, int], ...] = ()
     shared_ffn: int = 0  # a MoE layer's shared experts' summed width, run on every token (0: none)
     finetune: FinetuneFlops | None = None  # frozen base, adapters, dequantisation (None: every parameter trains)
+    # the description's GEMMs of a layer (ModelShape.gemms, from Decoder.tp_gemms); (): from the widths above
+    gemms: tuple[tuple[int, int, int, bool], ...] = ()
 
     @classmethod
     def from_model(cls, model: ModelSpec, finetune: Finetune | None = None) -> FlopModel:
@@ -225,7 +229,7 @@ class FlopModel:
                    shape.vocab, (shape.experts_per_token or 1) if shape.experts else 1, shape.heads,
                    sum(split.moe_layers) if split is not None else 0,
                    (moe.attention_linears or ()) if moe is not None else (),
-                   (moe.shared_expert_ffn or 0) if moe is not None else 0, tuned)
+                   (moe.shared_expert_ffn or 0) if moe is not None else 0, tuned, shape.gemms or ())
 
     def model_flops_per_token(self) -> int:
         """The MFU numerator: 6Ψ (forward 2Ψ, backward 4Ψ). Fine-tuning: 4Ψ (forward, and the data gradients
@@ -322,15 +326,22 @@ def flash_seconds(core_flops: float, seq_len: int, machine: Machine) -> float:
     return core_flops / 2 / rate
 
 
-def layer_seconds(layout: Layout, flops: FlopModel, machine: Machine) -> tuple[float, float, float]:
-    """(forward, backward without recompute, attention-core forward) seconds of one layer, one micro-batch."""
-    tp, cp = layout.tp, layout.cp
-    tokens = layout.micro_batch * layout.seq_len / cp
+def linear_shapes(layout: Layout, flops: FlopModel) -> list[tuple[float, float, float]]:
+    """(tokens, inner, outer) of each linear GEMM one layer runs forward for one micro-batch after the tp split: QKV,
+    the output projection, the MLP's input and output GEMMs (then a MoE description's shared experts); backward's data-
+    and weight-gradient GEMMs have the same weight shape, so they cost twice the forward. The attention block's
+    column-parallel GEMMs come first and its row-parallel one last, then the MLP's (tp_async_exposed pairs them with
+    the TP collectives around them). A model with an architecture description takes them from it
+    (core.model.architecture.Decoder.tp_gemms, the same list its FLOPs are counted from); a shape given by its widths
+    alone, from the widths."""
+    tp = layout.tp
+    tokens = layout.micro_batch * layout.seq_len / layout.cp
+    if flops.gemms:  # the architecture description's (Decoder.tp_gemms): row-parallel split inner, column outer
+        return [(tokens * rows, inner / tp if row else inner, outer if row else outer / tp)
+                for inner, outer, rows, row in flops.gemms]
     h, w, kv, f = flops.hidden, flops.attention_width, flops.kv_width or flops.attention_width, flops.ffn or 4 * flops.hidden
     mlp_in = (2 if flops.gated else 1) * f
     experts = flops.experts_per_token
-    # (tokens, inner, outer) of QKV, the output projection, the MLP's input and output GEMMs; backward's data- and
-    # weight-gradient GEMMs have the same weight shape, so they cost twice the forward
     shapes = [(tokens, h, (w + 2 * kv) / tp), (tokens, w / tp, h),
               (tokens * experts, h, mlp_in / tp), (tokens * experts, f / tp, h)]
     if flops.attention_linears:  # the description's projections (latent attention): column-parallel, the last row
@@ -338,6 +349,44 @@ def layer_seconds(layout: Layout, flops: FlopModel, machine: Machine) -> tuple[f
         shapes[:2] = [(tokens, k, n / tp) for k, n in columns] + [(tokens, inner / tp, outer)]
     if flops.shared_ffn:  # shared experts: a dense MLP every token runs
         shapes += [(tokens, h, (2 if flops.gated else 1) * flops.shared_ffn / tp), (tokens, flops.shared_ffn / tp, h)]
+    return shapes
+
+
+def tp_async_exposed(layout: Layout, flops: FlopModel, machine: Machine, all_reduce: float) -> float:
+    """One layer's exposed TP seconds for one micro-batch under PyTorch's async TP (--async-tp; torchtitan's
+    enable_async_tensor_parallel), forward, backward and a full recompute's forward, from what its compiler pass fuses
+    (torch/_inductor/fx_passes/micro_pipeline_tp.py): an all-gather whose output feeds matmuls
+    (fuse_all_gather_matmul, one all-gather into several matmuls allowed: q, k, v) and a reduce-scatter whose input is
+    one matmul's output (fuse_matmul_reduce_scatter). Each fused pair runs as tp micro-pipelined steps
+    (torch.distributed._symmetric_memory: the local shard's matmul first while the remote shards are copied one at a
+    time), so the collective hides behind the matmul's other (tp-1)/tp and only what exceeds it is exposed.
+    Forward (and its recompute): the sequence-parallel all-gathers before QKV and the MLP's input GEMM and the
+    reduce-scatters after the output projection and the MLP's output GEMM all fuse. Backward: the all-gathers of the
+    output gradient before the row-parallel layers' data-gradient GEMMs fuse; the reduce-scatters of the input gradient
+    after the column-parallel ones do not, since that gradient is a sum over q, k and v (gate and up), not one matmul's
+    output: they stay exposed. That is why PyTorch measured ~20% faster forward passes but ~8% faster steps for Llama 3
+    70B (dev-discuss.pytorch.org "Introducing Async Tensor Parallelism in PyTorch", 2024; docs/formulas.md §22.1).
+    all_reduce: one TP AllReduce
+    of the layer's activations; an all-gather or reduce-scatter of it costs half. Sequence parallelism only: without
+    it TP runs AllReduces, which the pass leaves alone (_stage_seconds keeps them exposed)."""
+    half = all_reduce / 2
+    shapes = linear_shapes(layout, flops)
+    shapes = shapes[:len(shapes) - 2] if flops.shared_ffn else shapes  # the collectives pair with the layer's own MLP
+    gemms = [gemm_seconds(2 * m * k * n, machine, k, n, linear=True) for m, k, n in shapes]
+    attention_in, attention_out = sum(gemms[:-3]), gemms[-3]  # the attention block's column GEMMs, its row GEMM
+    mlp_in, mlp_out = gemms[-2:]
+    share = 1 - 1 / layout.tp  # the first step's matmul runs on the local shard, before any copy has landed
+    forward = sum(max(0.0, half - share * gemm) for gemm in (attention_in, attention_out, mlp_in, mlp_out))
+    backward = sum(max(0.0, half - share * gemm) for gemm in (attention_out, mlp_out)) + 2 * half
+    return (2 if layout.recompute == "full" else 1) * forward + backward
+
+
+def layer_seconds(layout: Layout, flops: FlopModel, machine: Machine) -> tuple[float, float, float]:
+    """(forward, backward without recompute, attention-core forward) seconds of one layer, one micro-batch."""
+    tp = layout.tp
+    tokens = layout.micro_batch * layout.seq_len / layout.cp
+    w = flops.attention_width
+    shapes = linear_shapes(layout, flops)
     forward = sum(gemm_seconds(2 * m * k * n, machine, k, n, linear=True) for m, k, n in shapes)
     forward += machine.layer_overhead_s + MOE_LAYER_OVERHEAD_S * flops.moe_layers / flops.layers
     backward = 2 * forward
@@ -385,10 +434,30 @@ def moe_dispatch_seconds(layout: Layout, flops: FlopModel, machine: Machine) -> 
 
 def elementwise_seconds(layout: Layout, flops: FlopModel, machine: Machine) -> float:
     """One layer's element-wise forward work (norms, activations, dropout, residuals) for one micro-batch, at HBM
-    bandwidth: what op-level selective checkpointing ("selective-op") recomputes in backward."""
+    bandwidth: what op-level selective checkpointing ("selective-op") recomputes in backward. Eager frameworks:
+    ELEMENTWISE_BYTES_PER_TOKEN_HIDDEN per token × hidden, split over tp as Korthikanti's activation terms are.
+    Compiled (--torch-compile, machine.elementwise_fused): fused_elementwise_elements per token, 16-bit."""
     tokens = layout.micro_batch * layout.seq_len / layout.cp
+    if machine.elementwise_fused:
+        elements = fused_elementwise_elements(layout, flops)
+        return elements * ACTIVATION_ELEMENT_BYTES * tokens / machine.hbm_bytes_per_s
     split = 34 / layout.tp if layout.sequence_parallel else 10 + 24 / layout.tp
     return ELEMENTWISE_BYTES_PER_TOKEN_HIDDEN / 34 * split * tokens * flops.hidden / machine.hbm_bytes_per_s
+
+
+def fused_elementwise_elements(layout: Layout, flops: FlopModel) -> float:
+    """16-bit elements per token one compiled layer's element-wise kernels move forward (docs/formulas.md §22.2):
+    torch.compile's TorchInductor fuses the pointwise and reduction ops between two GEMMs into one kernel that reads
+    its inputs once and writes its outputs once (Ansel et al. 2024, "PyTorch 2", ASPLOS, §TorchInductor; torchtitan
+    compiles each TransformerBlock, torchtitan/models/llama3/parallelize.py apply_compile). A layer has three such
+    regions: before attention, the residual add and the norm (read the stream and the last block's output, write the
+    new stream and the normalised input: 4·h); the same before the MLP (4·h); the MLP's activation between its two
+    GEMMs (gated: read gate and up, write their product, 3·f; plain: read f, write f). The residual regions run on
+    h/tp per rank with sequence parallelism, on all of h without it; the activation on f/tp."""
+    h, f = flops.hidden, flops.ffn or 4 * flops.hidden
+    residual = 8 * h / (layout.tp if layout.sequence_parallel else 1)
+    activation = (3 if flops.gated else 2) * f * flops.experts_per_token / layout.tp
+    return residual + activation
 
 
 def head_seconds(layout: Layout, flops: FlopModel, machine: Machine) -> tuple[float, float]:
@@ -434,7 +503,7 @@ def _stage_seconds(layout: Layout, flops: FlopModel, hidden: int, machine: Machi
         pieces = _layer_pieces(layout, flops, hidden, machine)
         if cache is not None:
             cache[key] = pieces
-    forward_layer, backward_layer, core, recompute, head_forward, head_backward, message, tp_each, gather = pieces
+    forward_layer, backward_layer, core, recompute, head_forward, head_backward, message, tp_each, gather, tp_async = pieces
     counts = layers_per_stage(flops.layers, layout.pp)
     candidates = [(counts[0], 0.0, 0.0) if layout.pp > 1 else (counts[0], head_forward, head_backward),
                   (counts[-1], head_forward, head_backward)]
@@ -444,8 +513,13 @@ def _stage_seconds(layout: Layout, flops: FlopModel, hidden: int, machine: Machi
     if layout.tp > 1:
         collectives = 6 if layout.recompute == "full" else 4
         tp_seconds = layers * collectives * tp_each
-        hidden = machine.tp_hidden and layout.tp_intra_node  # userbuffers exchange over NVLink (CUDA IPC) only
-        comm += max(0.0, tp_seconds - forward - backward) if hidden else tp_seconds
+        if machine.tp_hidden and layout.tp_intra_node:  # userbuffers exchange over NVLink (CUDA IPC) only
+            comm += max(0.0, tp_seconds - forward - backward)
+        elif machine.tp_async and layout.tp_intra_node and layout.sequence_parallel:
+            comm += layers * tp_async  # symmetric memory over NVLink only; without sequence parallelism TP runs
+            # AllReduces, which the pass does not fuse (it matches all-gathers and reduce-scatters only)
+        else:
+            comm += tp_seconds
     if layout.cp > 1:
         passes = 2 if layout.recompute == "full" else 1
         exposed_forward = max(0.0, gather - core)
@@ -464,7 +538,7 @@ def _stage_seconds(layout: Layout, flops: FlopModel, hidden: int, machine: Machi
 def _layer_pieces(layout: Layout, flops: FlopModel, hidden: int, machine: Machine) -> tuple:
     """What _stage_seconds takes from one layer whatever the pipeline: (forward, backward, attention core,
     recompute seconds of a layer, LM head forward and backward, the activation message's bytes, one TP AllReduce,
-    one CP AllGather)."""
+    one CP AllGather, the TP seconds async TP leaves exposed per layer)."""
     forward_layer, backward_layer, core = layer_seconds(layout, flops, machine)
     recompute = {"full": forward_layer, "selective": core}.get(layout.recompute, 0.0)
     if layout.recompute == "selective-op":  # pointwise ops only, memory bound; no GEMM, no TP collective again
@@ -473,16 +547,18 @@ def _layer_pieces(layout: Layout, flops: FlopModel, hidden: int, machine: Machin
     tokens = layout.seq_len * layout.micro_batch // layout.cp
     message = tokens * hidden * ACTIVATION_ELEMENT_BYTES
     per_node = machine.gpus_per_node
-    tp_each = gather = 0.0
+    tp_each = gather = tp_async = 0.0
     if layout.tp > 1:
         tp_per_node = layout.tp if layout.tp_intra_node else min(per_node, max(1, layout.tp // 2))
         tp_each = collective_seconds("all_reduce", message, layout.tp, machine.links, tp_per_node)
+        if machine.tp_async:
+            tp_async = tp_async_exposed(layout, flops, machine, tp_each)
     if layout.cp > 1:
         kv_bytes = layout.seq_len * layout.micro_batch * 2 * (flops.kv_width or flops.attention_width) / layout.tp \
             * ACTIVATION_ELEMENT_BYTES
         cp_per_node = max(1, per_node // layout.tp) if layout.tp <= per_node else 1
         gather = collective_seconds("all_gather", kv_bytes, layout.cp, machine.links, cp_per_node)
-    return forward_layer, backward_layer, core, recompute, head_forward, head_backward, message, tp_each, gather
+    return forward_layer, backward_layer, core, recompute, head_forward, head_backward, message, tp_each, gather, tp_async
 
 
 
