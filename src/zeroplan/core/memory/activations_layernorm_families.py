@@ -12,7 +12,8 @@ kernels (what the trace runs; CUDA keeps them in fp32), as GPT-2's block. The la
 first LayerNorm, so each layer counts its input; the last layer's output is the final norm's input.
 
 Covered: sdpa attention (fused kernels on CPU and GPU keep the output and an fp32 logsumexp, 4 B per head and
-token), no dropout, the GELU (exact, "gelu") or ReLU MLP. Everything else falls back to Megatron's formula and
+token), no dropout for GPT-NeoX and Falcon (OPT's residual dropout masks are counted by core.memory.activations'
+dropout_masks, one byte per element as a GPU keeps them), the GELU (exact, "gelu") or ReLU MLP. Everything else falls back to Megatron's formula and
 says why (gap()).
 """
 
