@@ -70,8 +70,8 @@ WINDOW_DERIVED = ("mistral", "mixtral", "phi3")
 # Gemma, Phi-3 and Mixtral in core.memory.activations_gated_families; GPT-NeoX, OPT and Falcon in
 # core.memory.activations_layernorm_families).
 LLAMA_STYLE_FAMILIES = ("llama", "mistral", "qwen2") + QK_NORM_FAMILIES
-TRANSFORMERS_FAMILIES = LLAMA_STYLE_FAMILIES + ("gpt2",) + GATED_FAMILIES + layernorm_families.FAMILIES
 # Gemma 2, Gemma 3 and gpt-oss: sliding and global layers (core.memory.activations_sliding_families)
+TRANSFORMERS_FAMILIES: tuple[str, ...] = LLAMA_STYLE_FAMILIES + ("gpt2",) + GATED_FAMILIES + layernorm_families.FAMILIES
 TRANSFORMERS_FAMILIES += sliding.SLIDING_FAMILIES
 DEFAULT_SEQ_LEN_CAP = 4096  # the default sequence length: the model's context, at most this
 
@@ -916,6 +916,7 @@ def transformers_peak_moments(model: ModelSpec, config: ActivationConfig) -> dic
             _layernorm_layout(shape), seq, config.micro_batch, e, h, a, shape.kv_heads, d, f, config.recompute))
     if shape.dropout_masks[0]:
         # inside the layer's backward the MLP's dropout mask (the first backward op) is freed
-        moments_of["layer_backward_moments"] = [moment - tokens * h * _MASK_BYTES
-                                                for moment in moments_of["layer_backward_moments"]]
+        in_layer = moments_of["layer_backward_moments"]
+        if isinstance(in_layer, list):
+            moments_of["layer_backward_moments"] = [moment - tokens * h * _MASK_BYTES for moment in in_layer]
     return moments_of
