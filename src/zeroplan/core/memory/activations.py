@@ -191,7 +191,6 @@ class _Shape:
     experts: int
     experts_per_token: int  # 1 for a dense model
     family: str | None = None
-    dropout: bool = False  # the config.json trains with dropout (GPT-2's default p = 0.1)
     dropout_masks: tuple[int, int] = (0, 0)  # GPT-2's, OPT's residual dropouts per layer, embedding dropouts (T·h each)
     sliding_window: int | None = None  # attention window of the config.json (mistral's default 4096), if any
     tied: bool = False  # the LM head shares the input embedding's weight (GPT-2's default)
@@ -212,7 +211,6 @@ def _shape(model: ModelSpec) -> _Shape:
         head_dim=shape.head_dim, ffn=shape.ffn, vocab=shape.vocab, gated_mlp=shape.gated_mlp,
         experts=experts if experts and per_token else 0, experts_per_token=per_token if experts and per_token else 1,
         family=shape.family,
-        dropout=_trains_with_dropout(model.extra.get("hf_config") or {}),
         dropout_masks=dropout_masks({"model_type": shape.family, **(model.extra.get("hf_config") or {})}),
         sliding_window=_sliding_window(model.extra.get("hf_config") or {}),
         tied=shape.tied_embeddings if shape.tied_embeddings is not None else shape.family == "gpt2",
@@ -268,15 +266,6 @@ def _sliding_window(config: dict) -> int | None:
     if family in sliding.SLIDING_FAMILIES:  # the sliding layers' window (the others are global)
         return min((window for window in layer_windows(config) if window is not None), default=None)
     return None
-
-
-_DROPOUT_KEYS = ("resid_pdrop", "embd_pdrop", "attn_pdrop", "attention_dropout", "hidden_dropout", "dropout")
-
-
-def _trains_with_dropout(config: dict) -> bool:
-    """Whether a config.json asks for dropout; GPT-2's defaults (0.1) apply when its keys are absent."""
-    defaults = {"resid_pdrop": 0.1, "embd_pdrop": 0.1, "attn_pdrop": 0.1} if config.get("model_type") == "gpt2" else {}
-    return any(float(config.get(key, defaults.get(key, 0.0)) or 0.0) > 0.0 for key in _DROPOUT_KEYS)
 
 
 def dropout_masks(config: dict) -> tuple[int, int]:
