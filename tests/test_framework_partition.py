@@ -207,3 +207,51 @@ def test_the_most_loaded_rank_of_real_models_at_uneven_world_sizes(path):
     assert zero1_owners(params, 1000) == _zero1_owners_by_scanning(params, 1000)
     for world in (3, 8, 100, 1000):
         _same_as_every_rank(params, world, MIXED_ADAM, 4)
+
+
+# ---- expert parallelism as torchtitan shards it (FSDP2 + EP) ----
+
+@pytest.mark.parametrize("experts,ep,efsdp,dim", [
+    # torchtitan's own cases (tests/unit_tests/test_fsdp_moe_sharding.py): Shard(1) when efsdp × ep > experts
+    (4, 2, 4, 1), (8, 2, 4, 0), (128, 8, 2, 0), (8, 8, 2, 1)])
+def test_experts_split_over_ep_then_sharded_over_efsdp_on_torchtitans_dim(experts, ep, efsdp, dim):
+    """torchtitan (distributed/fsdp.py apply_fsdp_to_decoder): a stacked (E, a, b) experts tensor keeps E/ep experts
+    per EP rank, and fully_shard shards them over efsdp on dim 0, or on dim 1 when efsdp × ep > E."""
+    from zeroplan.core.memory.framework_partition import expert_parallel_params
+
+    params = [ParamSpec("experts.0.0", (experts, 96, 16)), ParamSpec("shared_experts.0.0", (experts, 96, 16)),
+              ParamSpec("q_proj.0.0", (32, 16))]
+    dense, local = expert_parallel_params(params, experts, ep, efsdp, fsdp=True)
+    assert [p.name for p in dense] == ["shared_experts.0.0", "q_proj.0.0"]
+    (spec,) = local
+    assert spec.shape == ((experts // ep, 96, 16) if dim == 0 else (96, experts // ep, 16))
+    # what a rank holds is fully_shard's chunk of its local tensor along that dim: ceil(rows / efsdp) rows
+    rows = spec.shape[0]
+    chunk = -(-rows // efsdp)
+    part = framework_partition([spec], efsdp, bytes_per_param("fp32", "adam"), "fsdp2-zero3")
+    assert part.rank(0)["gpu/params"] == 4 * chunk * (96 * 16 * experts // ep) // rows
+
+
+def test_fsdp2_with_ep_holds_the_dense_shard_plus_the_local_experts_shard():
+    """Per rank: the dense tensors sharded over dp plus the E/ep local experts sharded over edp (rank 0, the most
+    loaded of both groups); stage 0 keeps the local experts whole; the deepspeed framework refuses EP."""
+    from zeroplan.core.memory.framework_partition import expert_parallel_params
+    from zeroplan.core.memory.framework_states import framework_model_states
+    from zeroplan.core.options import Option
+
+    experts = 16
+    params = (ParamSpec("embed_tokens.0", (1000, 64)), ParamSpec("q_proj.0.0", (64, 64)),
+              ParamSpec("experts.0.0", (experts, 256, 64)), ParamSpec("experts.0.1", (experts, 64, 128)))
+    mixed = bytes_per_param("mixed", "adam")
+    dp, ep, edp = 32, 8, 4
+    found = framework_model_states(Option(3), params, dp, mixed, "torch", ep=ep, edp=edp, experts=experts)
+    dense, local = expert_parallel_params(params, experts, ep, edp, fsdp=True)
+    assert [p.shape for p in local] == [(256, 2, 64), (64, 2, 128)]  # efsdp 4 × ep 8 > 16 experts: dim 1
+    fp32 = bytes_per_param("fp32", "adam")
+    expected = (most_loaded_rank_bytes(dense, dp, fp32, "fsdp2-zero3", per_tensor_state_bytes=4)[1]["gpu/params"]
+                + most_loaded_rank_bytes(local, edp, fp32, "fsdp2-zero3", per_tensor_state_bytes=4)[1]["gpu/params"])
+    assert found["gpu/params"] == expected == 4 * (-(-1000 // 32) * 64 + 2 * 64 + 64 * 2 * 64 + 16 * 2 * 128)
+    whole = framework_model_states(Option(0), params, dp, mixed, "torch", ep=ep, edp=edp, experts=experts)
+    assert whole["gpu/params"] == 4 * (1000 * 64 + 64 * 64 + 2 * 256 * 64 + 2 * 64 * 128)  # E/ep = 2 experts kept
+    with pytest.raises(InputError, match="torchtitan"):
+        framework_model_states(Option(1), params, dp, mixed, "deepspeed", ep=ep, edp=edp, experts=experts)

@@ -194,6 +194,11 @@ def test_all_to_all_prices_each_peer_share_on_its_link():
     assert inside == pytest.approx(3e-6 + 7 / 8 * size / (400e9 * NVLINK_EFFICIENCY) + NCCL_LAUNCH_S)
     across = collective_seconds(ALL_TO_ALL, size, 64, links, 8)
     assert across == pytest.approx(5e-6 + 56 / 64 * size / (50e9 * NIC_EFFICIENCY) + NCCL_LAUNCH_S)
+    # the frameworks whose rings spread over a node's NICs (node_rails) do not make an all-to-all faster: each of
+    # the node's 8 ranks sends its own 56/64 across at once, one NIC's worth each
+    import dataclasses
+
+    assert collective_seconds(ALL_TO_ALL, size, 64, dataclasses.replace(links, node_rails=True), 8) == across
     assert collective_seconds(ALL_TO_ALL, size, 1, links, 8) == 0.0
 
 
@@ -222,6 +227,131 @@ def test_ep_adds_exposed_all_to_all_and_leaves_compute_alone():
     assert flops.model_flops_per_token() == 6 * active_params(mixtral)
 
 
+def test_dropless_alltoall_sync_is_per_moe_layer_and_the_a2a_overlap_hides_up_to_compute():
+    """The host sync of dropless routing (core.timing.machine MOE_DROPLESS_SYNC_S: the paired published B200
+    measurements) is paid once per MoE layer and micro-batch in forward (again under full recompute), never on dense
+    models; --moe-a2a-overlap hides the stage's all-to-all behind up to its compute."""
+    import dataclasses
+
+    from zeroplan.core.hardware import Link
+    from zeroplan.core.timing.collectives import LinkTable
+    from zeroplan.core.timing.machine import MOE_DROPLESS_SYNC_PAIRS, MOE_DROPLESS_SYNC_S, Machine
+    from zeroplan.core.timing.step_time import FlopModel, Layout, ep_alltoall_layer_seconds, microbatch_seconds
+
+    # the pairs: (dropless - token-drop step seconds) / MoE layer-micro-batch slots, from the published throughputs
+    assert MOE_DROPLESS_SYNC_PAIRS["qwen3-30b-a3b dgx-b200"] == pytest.approx(
+        (512 * 4096 / 8 / 9299 - 512 * 4096 / 8 / 18066) / (64 * 48), abs=5e-6)
+    assert MOE_DROPLESS_SYNC_PAIRS["qwen3-235b-a22b dgx-b200"] == pytest.approx(
+        (1024 * 4096 / 64 / 3269 - 1024 * 4096 / 64 / 4275) / ((128 + 7 / 2) * 12), abs=5e-6)
+    mixtral = load_model("mixtral-8x7b")
+    flops = FlopModel.from_model(mixtral)
+    machine = Machine(peak_flops=989e12, hbm_bytes_per_s=3.35e12, pcie_bytes_per_s=63e9, nvme_bytes_per_s=None,
+                      links=LinkTable(Link(450e9, 3e-6, "preset"), Link(50e9, 5e-6, "preset")))
+    synced = dataclasses.replace(machine, moe_sync_s=MOE_DROPLESS_SYNC_S)
+    layout = Layout(8, 1, 1, 1, 4096, 1, 8, "selective", False, True, True, True, ep=8, ep_per_node=8)
+    f0, b0, c0, _ = microbatch_seconds(layout, flops, flops.hidden, machine)
+    f1, b1, c1, _ = microbatch_seconds(layout, flops, flops.hidden, synced)
+    assert f1 - f0 == pytest.approx(32 * MOE_DROPLESS_SYNC_S) and (b1, c1) == (b0, c0)
+    full = dataclasses.replace(layout, recompute="full")
+    (fa, ba, _, _), (fb, bb, _, _) = (microbatch_seconds(full, flops, flops.hidden, m) for m in (machine, synced))
+    assert (fb + bb) - (fa + ba) == pytest.approx(2 * 32 * MOE_DROPLESS_SYNC_S)  # the recomputed forward syncs too
+    dense = FlopModel.from_model(load_model("llama-2-7b"))
+    plain = Layout(8, 1, 1, 1, 4096, 1, 8, "selective", False, True, True, True)
+    assert microbatch_seconds(plain, dense, dense.hidden, synced) == microbatch_seconds(plain, dense, dense.hidden,
+                                                                                         machine)
+    # the overlap: exposed all-to-all = max(0, all-to-all - the stage's forward and backward compute)
+    hidden = dataclasses.replace(machine, moe_a2a_hidden=True)
+    _, _, c2, _ = microbatch_seconds(layout, flops, flops.hidden, hidden)
+    alltoall = 32 * ep_alltoall_layer_seconds(layout, flops, machine)
+    assert c0 == pytest.approx(alltoall) and c2 == pytest.approx(max(0.0, alltoall - f0 - b0))
+    slow = dataclasses.replace(hidden, links=LinkTable(Link(450e9, 3e-6, "preset"), Link(0.5e9, 5e-6, "preset")))
+    across = dataclasses.replace(layout, ep=64, dp=64, ep_per_node=8)
+    fs, bs, cs, _ = microbatch_seconds(across, flops, flops.hidden, slow)
+    exposed = 32 * ep_alltoall_layer_seconds(across, flops, slow) - fs - bs
+    assert exposed > 0 and cs == pytest.approx(exposed)  # more all-to-all than compute: the rest stays exposed
+
+
+def test_plan_prices_the_sync_by_dispatcher_and_capacity_factor(cli):
+    """--moe-dispatcher hybridep and --capacity-factor each remove the dropless alltoall sync; the notes say which."""
+    import json
+
+    base = ("plan", "--model", "mixtral-8x7b", "--gpus", "64", "--gpu", "h100-80g", "--global-batch", "512",
+            "--seq-len", "4096", "--ep", "8", "--tp", "1", "--pp", "1", "--micro-batches", "1", "--stages", "1",
+            "--recompute", "none", "-f", "json")
+    plans = {}
+    for name, extra in (("alltoall", ()), ("hybridep", ("--moe-dispatcher", "hybridep")),
+                        ("capacity", ("--capacity-factor", "1.25")), ("overlap", ("--moe-a2a-overlap",))):
+        code, out, err = cli(*base, *extra)
+        assert code == 0, err
+        document = json.loads(out)
+        plans[name] = document["top"][0]
+        notes = " ".join(document["assumptions"])
+        assert ("ms per MoE layer and micro-batch (dropless" in notes) == (name in ("alltoall", "overlap"))
+    from zeroplan.core.timing.machine import MOE_DROPLESS_SYNC_S
+
+    synced, free = plans["alltoall"], plans["hybridep"]
+    assert synced["grad_accum"] == free["grad_accum"] == 8  # 512 sequences / dp 64 / micro-batch 1
+    assert synced["seconds_compute"] - free["seconds_compute"] == pytest.approx(8 * 32 * MOE_DROPLESS_SYNC_S)
+    assert plans["capacity"]["seconds_compute"] == pytest.approx(free["seconds_compute"])
+    hidden = plans["overlap"]
+    assert synced["seconds_ep_alltoall"] > 0 and hidden["seconds_ep_alltoall"] < synced["seconds_ep_alltoall"]
+    assert hidden["step_seconds"] < synced["step_seconds"]
+
+
+@pytest.mark.parametrize("experts,k,groups,nodes", [(8, 2, None, 4), (16, 3, None, 2), (16, 4, (4, 2), 4),
+                                                     (16, 4, (8, 3), 4), (16, 4, (4, 2), 8)])
+def test_expected_remote_nodes_match_enumerating_every_routing(experts, k, groups, nodes):
+    """A token's remote nodes under balanced routing, by enumerating every equally likely choice: k of the experts
+    (or, group-limited, k experts inside topk_group of n_group groups), experts in contiguous blocks per node."""
+    import itertools
+    import statistics
+
+    from zeroplan.core.timing.step_time import FlopModel, expected_remote_nodes
+
+    flops = FlopModel(1, 1, 1, 1, 1, experts_per_token=k, experts=experts, route_groups=groups)
+    per_node = experts // nodes
+    home = 0  # the sender's node: by symmetry any
+    if groups is None or groups[0] % nodes:
+        choices = itertools.combinations(range(experts), k)
+        counts = [len({e // per_node for e in chosen} - {home}) for chosen in choices]
+    else:
+        count, top = groups
+        size = experts // count
+        counts = []
+        for picked in itertools.combinations(range(count), top):  # the experts inside the picked groups: the
+            pool = [e for g in picked for e in range(g * size, (g + 1) * size)]  # nodes they sit on, whatever k
+            counts.append(len({e // per_node for e in pool} - {home}))
+    assert expected_remote_nodes(flops, nodes) == pytest.approx(statistics.fmean(counts))
+
+
+def test_deepseek_v3_routes_to_at_most_4_nodes_and_deepep_sends_once_per_node():
+    """DeepSeek-V3's config limits routing to 4 of 8 groups (n_group, topk_group): over EP 64 on 8 nodes a token
+    reaches 3.5 other nodes on average; a node-deduplicating dispatcher (DeepEP, HybridEP) sends it once to each,
+    where the alltoall dispatcher sends each of the k = 8 copies that leave the node."""
+    import dataclasses
+
+    from zeroplan.core.hardware import Link
+    from zeroplan.core.timing.collectives import ALL_TO_ALL, LinkTable, collective_seconds
+    from zeroplan.core.timing.machine import Machine
+    from zeroplan.core.timing.step_time import FlopModel, Layout, ep_alltoall_layer_seconds, expected_remote_nodes
+
+    model = load_model("deepseek-v3")
+    assert model.shape.moe.route_groups == (8, 4)
+    flops = FlopModel.from_model(model)
+    assert expected_remote_nodes(flops, 8) == pytest.approx(3.5)
+    machine = Machine(peak_flops=989e12, hbm_bytes_per_s=3.35e12, pcie_bytes_per_s=63e9, nvme_bytes_per_s=None,
+                      links=LinkTable(Link(200e9, 3e-6, "preset"), Link(50e9, 5e-6, "preset")))
+    layout = Layout(128, 1, 16, 1, 4096, 1, 120, "none", False, True, False, False, ep=64, ep_per_node=8)
+    plain = ep_alltoall_layer_seconds(layout, flops, machine)
+    dedup = ep_alltoall_layer_seconds(layout, flops, dataclasses.replace(machine, moe_node_dedup=True))
+    token = 4096 * 7168 * 2
+    assert plain == pytest.approx(4 * collective_seconds(ALL_TO_ALL, 8 * token, 64, machine.links, 8))
+    nvlink = token * 8 * (7 / 64 + 56 / 64 * 7 / 8)
+    assert dedup == pytest.approx(4 * collective_seconds(ALL_TO_ALL, 8 * token, 64, machine.links, 8,
+                                                         split=(nvlink, 3.5 * token)))
+    assert dedup / plain == pytest.approx(3.5 / 7, rel=0.01)  # the NIC share sets both: 3.5 node copies, not 7
+
+
 # ---- commands ----
 
 def test_estimate_with_ep_shards_experts_over_edp(cli):
@@ -241,6 +371,55 @@ def test_estimate_with_ep_shards_experts_over_edp(cli):
     assert document["inputs"]["ep"] == 8
 
 
+def test_estimate_framework_convention_shards_experts_as_torchtitan(cli):
+    """--convention framework --framework torch with --ep: FSDP2 over dp for the dense tensors and over edp for each
+    rank's E/ep experts (torchtitan); the totals equal the fully sharded Ψ/N when nothing pads, and the deepspeed
+    framework refuses EP in one line."""
+    import json
+
+    base = ("estimate", "--model", "qwen3-30b-a3b", "--gpus", "16", "--gpu", "h100-80g", "--convention", "framework",
+            "--stage", "3", "--seq-len", "4096", "-f", "json")
+    code, out, err = cli(*base, "--framework", "torch", "--ep", "8")
+    assert code == 0, err
+    with_ep = json.loads(out)["options"][0]["breakdown"]
+    code, out, err = cli(*base, "--framework", "torch")
+    without = json.loads(out)["options"][0]["breakdown"]
+    # FSDP2 shards everything: 1/16 of every tensor either way (128 experts / 8 = 16 per rank, over edp 2: no padding)
+    assert abs(with_ep["gpu/params"] - without["gpu/params"]) < 0.001 * without["gpu/params"]
+    code, out, err = cli(*base, "--stage", "0", "--framework", "torch", "--ep", "8")
+    assert code == 0, err
+    states = json.loads(out)["options"][0]["breakdown"]["gpu/params"]
+    model = load_model("qwen3-30b-a3b")
+    routed = expert_params(model.shape).routed_total
+    assert states == 4 * (model.params - routed + routed // 8)  # DDP: the dense whole, 16 of 128 experts
+    code, out, err = cli(*base, "--framework", "deepspeed", "--ep", "8")
+    assert code == 2 and err.count("\n") == 1 and "torchtitan" in err
+
+
+@pytest.mark.slow
+def test_deepseek_v3_on_2048_h800_with_deepseeks_traits_hides_the_all_to_all(cli):
+    """docs/plan.md, DeepSeek-V3 on 2048 H800: DeepSeek's layout (PP 16 × EP 64 over 8 nodes, no TP) exposes its
+    k-copy all-to-all by default; node-limited dispatch halves it and DualPipe's overlap hides it; with those traits
+    the free search's top plan spreads the experts over at least 64 ranks."""
+    import json
+
+    base = ("plan", "--model", "deepseek-v3", "--gpus", "2048", "--gpu", "h800-80g", "--global-batch", "15360",
+            "--seq-len", "4096", "-f", "json")
+    pinned = ("--tp", "1", "--pp", "16", "--ep", "64", "--stages", "1", "--recompute", "full")
+    seconds = {}
+    for name, extra in (("alltoall", ()), ("deepep", ("--moe-dispatcher", "deepep")),
+                        ("dualpipe", ("--moe-dispatcher", "deepep", "--moe-a2a-overlap"))):
+        code, out, err = cli(*base, *pinned, *extra)
+        assert code == 0, err
+        seconds[name] = json.loads(out)["top"][0]["seconds_ep_alltoall"]
+    assert seconds["alltoall"] > 10 and seconds["deepep"] == pytest.approx(seconds["alltoall"] / 2, rel=0.02)
+    assert seconds["dualpipe"] == 0.0
+    code, out, err = cli(*base, "--moe-dispatcher", "deepep", "--moe-a2a-overlap", "--comm-overlap", "megatron")
+    assert code == 0, err
+    top = json.loads(out)["top"][0]
+    assert top["ep"] >= 64 and top["seconds_ep_alltoall"] == 0.0
+
+
 @pytest.mark.parametrize("args,expected", [
     (("--model", "mixtral-8x7b", "--gpus", "48", "--ep", "3"),
      "zeroplan: error: --ep: ep(3) does not divide the 8 experts of mixtral-8x7b"),
@@ -250,6 +429,13 @@ def test_estimate_with_ep_shards_experts_over_edp(cli):
 def test_estimate_refuses_a_broken_expert_layout_in_one_line(cli, args, expected):
     code, out, err = cli("estimate", *args)
     assert code == 2 and not out and err.startswith(expected) and err.count("\n") == 1
+
+
+@pytest.mark.parametrize("flag", [("--moe-dispatcher", "deepep"), ("--moe-a2a-overlap",)])
+def test_plan_refuses_moe_traits_on_a_dense_model_in_one_line(cli, flag):
+    code, out, err = cli("plan", "--model", "llama-2-7b", "--gpus", "8", "--global-batch", "64", *flag)
+    assert code == 2 and not out and err.startswith(f"zeroplan: error: {flag[0]}: prices a mixture-of-experts")
+    assert err.count("\n") == 1
 
 
 def test_plan_explains_why_ep_wins(cli):

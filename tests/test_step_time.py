@@ -260,22 +260,35 @@ def test_gemm_efficiency_per_gpu_from_measured_maxima():
     assert gemm_efficiency("a100-40g") == gemm_efficiency("a100-80g")
 
 
-def test_op_level_selective_checkpointing_recomputes_only_elementwise_work():
-    """selective-op (torch's op-level selective activation checkpointing): backward re-runs each layer's
-    element-wise forward at HBM bandwidth and no GEMM, so no extra TP collective; it keeps less than no recompute
-    (norm/activation outputs and dropout masks go) and more than full recompute (matmul outputs stay)."""
+def test_op_level_selective_checkpointing_recomputes_elementwise_work_and_every_second_matmul():
+    """selective-op (torch's op-level selective activation checkpointing with torchtitan's policy, "Saves output of
+    all compute ops, except every second mm"): backward re-runs each layer's element-wise forward at HBM bandwidth
+    and the second, fourth and sixth matmuls of a Llama layer's forward (wq wk wv wo w1 w3 w2: the key, output and
+    up projections), no TP collective; torchtitan's published rows say the same: op-level SAC costs its Llama 2 13B
+    12% of the no-AC tokens/s (1904 against 2162 on 64 A100, torchtitan's performance page),
+    more than element-wise work alone.
+    In memory it keeps less than no recompute and more than full recompute."""
     from zeroplan.core.memory.activations import ActivationConfig, activation_memory
-    from zeroplan.core.timing.step_time import elementwise_seconds
+    from zeroplan.core.timing.step_time import elementwise_seconds, gemm_seconds, op_sac_recompute_shapes
 
     flops = FlopModel.from_model(gpt())
     none = microbatch_seconds(layout(tp=8), flops, 12288, MACHINE)
     op = microbatch_seconds(layout(tp=8, recompute="selective-op"), flops, 12288, MACHINE)
     full = microbatch_seconds(layout(tp=8, recompute="full"), flops, 12288, MACHINE)
-    extra = flops.layers * elementwise_seconds(layout(tp=8), flops, MACHINE)
-    assert extra > 0
+    h, tokens = 12288, 2048  # the GPT-3 175B shape: plain MLP of 4h, no GQA
+    shapes = op_sac_recompute_shapes(layout(tp=8), flops)
+    assert shapes == [(tokens, h, h / 8), (tokens, h / 8, h), (tokens, 4 * h / 8, h)]  # wk, wo, the MLP's output
+    gemms = sum(gemm_seconds(2 * m * k * n, MACHINE, k, n, linear=True) for m, k, n in shapes)
+    extra = flops.layers * (elementwise_seconds(layout(tp=8), flops, MACHINE) + gemms)
+    assert gemms > 0 and extra > 0
     assert op[0] == none[0] and op[1] == pytest.approx(none[1] + extra) and op[2] == none[2]
     assert op[1] < full[1] and op[2] < full[2]
-    assert flops.hardware_flops_per_token(2048, "selective-op") == flops.hardware_flops_per_token(2048, "none")
+    added = flops.hardware_flops_per_token(2048, "selective-op") - flops.hardware_flops_per_token(2048, "none")
+    assert added == 2 * flops.layers * (h * h + h * h + h * 4 * h)
+    llama = FlopModel(params=0, layer_params=0, layers=1, hidden=4096, attention_width=4096, kv_width=1024,
+                      ffn=14336, gated=True)
+    assert op_sac_recompute_shapes(layout(tp=1), llama) == [(2048, 4096, 1024), (2048, 4096, 4096),
+                                                            (2048, 4096, 14336)]  # wk, wo, w3
     memory = {mode: activation_memory(gpt(), ActivationConfig(seq_len=2048, micro_batch=1, recompute=mode, tp=8,
                                                               flash_attention=True, sequence_parallel=True)).total
               for mode in ("none", "selective", "full", "selective-op")}
@@ -376,3 +389,26 @@ def test_torch_compile_prices_each_fused_region_once():
     eager, fused = elementwise_seconds(layout, flops, MACHINE), elementwise_seconds(layout, flops, compiled)
     assert fused == pytest.approx(2 * 75_776 * 2 * 8192 / MACHINE.hbm_bytes_per_s)
     assert eager == pytest.approx(68 * 4096 * 2 * 8192 / MACHINE.hbm_bytes_per_s) and fused < eager
+def test_flash_attention_runs_narrow_heads_at_the_measured_share_of_the_head_dim_128_rate():
+    """FlashAttention-3 paper Fig. 5 (BF16 forward, H100, sequence 8k): 496 TFLOP/s at head dim 64 against 646 at 128
+    (FlashAttention-3), 322 against 370 (FlashAttention-2). The same attention FLOPs with 64-wide heads take
+    1/share as long; 128 and wider are unchanged."""
+    import dataclasses
+
+    from zeroplan.core.hardware import Link
+    from zeroplan.core.timing.collectives import LinkTable
+    from zeroplan.core.timing.machine import Machine, flash_head_dim_share
+    from zeroplan.core.timing.step_time import FlopModel, Layout, layer_seconds
+
+    assert flash_head_dim_share(64, "fa3") == pytest.approx(496 / 646)
+    assert flash_head_dim_share(64, "fa2") == pytest.approx(0.87) == flash_head_dim_share(32, "fa2")
+    assert flash_head_dim_share(96, "fa3") == pytest.approx((496 / 646 + 1) / 2)
+    assert flash_head_dim_share(128, "fa3") == flash_head_dim_share(256, "fa2") == 1.0
+    machine = Machine(peak_flops=989e12, hbm_bytes_per_s=3.35e12, pcie_bytes_per_s=63e9, nvme_bytes_per_s=None,
+                      links=LinkTable(Link(450e9, 3e-6, "preset"), Link(50e9, 5e-6, "preset")), attention_kernel="fa3")
+    wide = FlopModel(1, 1, 1, 4096, 4096, heads=32)  # head dim 128
+    narrow = dataclasses.replace(wide, heads=64)  # the same width in 64-wide heads: the same attention FLOPs
+    layout = Layout(1, 1, 1, 1, 8192, 1, 1, "none", False, True, True, True)
+    _, _, core_wide = layer_seconds(layout, wide, machine)
+    _, _, core_narrow = layer_seconds(layout, narrow, machine)
+    assert core_narrow == pytest.approx(core_wide * 646 / 496)

@@ -35,6 +35,12 @@ class CommOverlapChoice(str, Enum):  # core.timing.step_time.COMM_OVERLAPS' name
     MEGATRON = "megatron"
 
 
+class MoEDispatcherChoice(str, Enum):  # core.timing.machine MOE_DROPLESS_SYNC_S: which dispatchers sync the host
+    ALLTOALL = "alltoall"
+    DEEPEP = "deepep"
+    HYBRIDEP = "hybridep"
+
+
 class AttentionKernelChoice(str, Enum):  # core.timing.machine.FLASH_MAX_SHARE's kernel families
     FA1 = "fa1"
     FA2 = "fa2"
@@ -101,6 +107,18 @@ class SearchInputs(Section):
                                "torch.compile (torchtitan's compile.enable): the element-wise and norm ops between two "
                                "GEMMs run as one fused kernel, each region's inputs read and outputs written once "
                                "(fewer HBM passes than eager's per-op kernels).", panel=TIMING, kind=bool, default=False)
+    moe_dispatcher: str | None = flag("--moe-dispatcher", help="How a mixture-of-experts model's tokens reach their "
+                                      "experts: alltoall (Megatron-Core's alltoall dispatcher, torchtitan's "
+                                      "all_to_all_single; the default: a copy per routed expert, and dropless "
+                                      "routing syncs the host once per MoE layer), deepep (DeepEP's normal "
+                                      "kernels: a token crosses the network once per node it reaches, NVLink "
+                                      "forwards it; dropless still syncs) or hybridep (Megatron-Core's flex "
+                                      "dispatcher with HybridEP: once per node, no host sync).", panel=TIMING,
+                                      parse=one_of(MoEDispatcherChoice))
+    moe_a2a_overlap: bool = flag("--moe-a2a-overlap", help="The framework hides the expert-parallel all-to-all behind "
+                                 "another micro-batch's compute (Megatron-Core's "
+                                 "overlap_moe_expert_parallel_comm, DeepSeek-V3's DualPipe).", panel=TIMING,
+                                 kind=bool, default=False)
     cpu_adam_rate: int | None = flag("--cpu-adam-rate", help="CPU optimizer parameters per second per node "
                                      "(default 1e9).", panel=TIMING, parse=as_count)
     cp: tuple[int, ...] | None = option(flag_of(ParallelInputs, "cp").variant(

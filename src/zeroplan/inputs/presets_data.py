@@ -86,7 +86,7 @@ GPUS = {
   "hbm_bandwidth": "3350GB/s",
   "bf16_tflops": 989.4,
   "bf16": true,
-  "fp8_tflops": null,
+  "fp8_tflops": 1978.9,
   "mxfp8": false,
   "intra_node_link": {
    "bandwidth": "200GB/s",
@@ -286,6 +286,25 @@ GPUS = {
    "public nvidia-smi transcripts (NVIDIA GB200, 189471 MiB)"
   ]
  },
+ "gb300": {
+  "description": "NVIDIA Blackwell Ultra GPU of a GB300 superchip, as in GB300 NVL72 (72 GPUs on one NVLink 5 switch domain). 288 GB HBM3e per GPU (12-high stacks); the Grace CPU attaches over NVLink-C2C, not PCIe. Same dense BF16 and FP8 tensor rates as GB200; the gains are FP4 and attention's exponentials (SFU), which the step-time model does not price.",
+  "memory": "279GiB",
+  "hbm_bandwidth": "8000GB/s",
+  "bf16_tflops": 2500.0,
+  "bf16": true,
+  "fp8_tflops": 5000.0,
+  "mxfp8": true,
+  "intra_node_link": {
+   "bandwidth": "900GB/s",
+   "latency_us": 3.0
+  },
+  "default_cluster": "gb300-nvl72",
+  "sources": [
+   "https://www.nvidia.com/en-us/data-center/gb300-nvl72/",
+   "https://docs.nvidia.com/enterprise-reference-architectures/nvl72-ai-factory/latest/components.html",
+   "https://www.nvidia.com/en-us/data-center/hgx/ (HGX B300, 2.3 TB HBM3e for 8 GPUs)"
+  ]
+ },
  "a10g": {
   "description": "NVIDIA A10G 24GB GDDR6 (Ampere GA102, AWS-specific variant of the A10; AWS g5 instances), PCIe Gen4 x16, no NVLink. Tensor throughput is lower than the A10's 125 TFLOP/s: FP16/BF16 with FP32 accumulate runs at half rate on this part.",
   "memory": "23028MiB",
@@ -468,6 +487,21 @@ CLUSTERS = {
    "https://docs.nvidia.com/dgx/dgxgb200-user-guide/hardware.html (18 compute trays, 4x ConnectX-7 400G per tray)",
    "https://docs.nvidia.com/dgx/dgxgb200-user-guide/storage.html (E1.S NVMe cache in RAID 0 per tray)",
    "https://docs.nvidia.com/multi-node-nvlink-systems/multi-node-tuning-guide/system.html"
+  ]
+ },
+ "gb300-nvl72": {
+  "description": "NVIDIA GB300 NVL72 rack modelled as ONE node, because its NVLink domain is the whole rack: 72 Blackwell Ultra GPUs + 36 Grace CPUs (18 compute trays of 2 Grace + 4 GPUs), 9 NVLink switch trays (130 TB/s), 4x ConnectX-8 800 Gb/s per tray (one per GPU), 4x E1.S NVMe cache per tray. Grace<->GPU is NVLink-C2C, much faster than the PCIe Gen5 the schema can express, so CPU offload is modelled pessimistically.",
+  "gpu": "gb300",
+  "gpus_per_node": 72,
+  "inter_node_bandwidth_per_gpu": "800Gb/s",
+  "inter_node_latency_us": 5.0,
+  "cpu_memory": "17TB",
+  "nvme": "276.48TB",
+  "nvme_bandwidth": "288GB/s",
+  "pcie_generation": 5,
+  "sources": [
+   "https://www.nvidia.com/en-us/data-center/gb300-nvl72/",
+   "https://docs.nvidia.com/enterprise-reference-architectures/nvl72-ai-factory/latest/components.html (4 ConnectX-8 per compute tray, 4 E1.S)"
   ]
  },
  "amd-mi300x-platform": {

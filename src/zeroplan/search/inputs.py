@@ -20,8 +20,9 @@ from zeroplan.core.model.spec import ModelShape, ModelSpec, check_count_against_
 from zeroplan.core.layout.space import SearchSpace
 from zeroplan.core.precision import bytes_per_param, check_fp8
 from zeroplan.core.layout.search import DEFAULT_TIE_TOLERANCE, SearchRequest
-from zeroplan.core.timing.step_time import (DEFAULT_CPU_ADAM_PARAMS_PER_S, DP_OVERLAP, LinkTable, Machine, check_efficiency,
-                                     comm_overlap, flash_efficiency, gemm_efficiency, gemm_k0)
+from zeroplan.core.timing.step_time import (DEFAULT_CPU_ADAM_PARAMS_PER_S, DP_OVERLAP, MOE_DROPLESS_SYNC_S, LinkTable,
+                                            Machine, check_efficiency, comm_overlap, flash_efficiency,
+                                            gemm_efficiency, gemm_k0)
 from zeroplan.core.units import format_count, format_rate
 from zeroplan.inputs.command_sections import SearchInputs
 from zeroplan.inputs.sections import CommandInputs, BudgetInputs, HardwareInputs, ModelInputs, Section, StepInputs
@@ -50,7 +51,7 @@ FIELDS[SearchInputs] = ("efficiency", "cpu_adam_rate", "stages", "offload", "rec
                         "virtual_stages", "micro_batches", "tp", "pp", "allow_cross_node_tp")
 FIELDS[StepInputs] += ("flash_attention",)
 FIELDS[SearchInputs] += ("cp", "fsdp_pipeline", "top", "tie_tolerance", "comm_overlap", "attention_kernel",
-                         "async_tp", "torch_compile", "dp_shard", "ep", "etp")
+                         "async_tp", "torch_compile", "dp_shard", "ep", "etp", "moe_dispatcher", "moe_a2a_overlap")
 FIELDS[StepInputs] += ("capacity_factor",)
 FIELDS[StepInputs] += FINETUNE_FIELDS
 ECHO_ORDER = ("gpus", "global_batch", "seq_len", "model", "params", "layers", "hidden", "heads", "kv_heads", "vocab",
@@ -59,7 +60,8 @@ ECHO_ORDER = ("gpus", "global_batch", "seq_len", "model", "params", "layers", "h
               "optimizer", "tokens", "calibration", "efficiency", "cpu_adam_rate", "stages", "offload", "recompute",
               "sequence_parallel", "virtual_stages", "micro_batches", "tp", "pp", "allow_cross_node_tp",
               "flash_attention", "cp", "fsdp_pipeline", "top", "tie_tolerance", "comm_overlap", "attention_kernel",
-              "fp8_recipe", "async_tp", "torch_compile", "dp_shard", "ep", "etp", "capacity_factor", *FINETUNE_FIELDS)
+              "fp8_recipe", "async_tp", "torch_compile", "dp_shard", "ep", "etp", "capacity_factor", "moe_dispatcher",
+              "moe_a2a_overlap", *FINETUNE_FIELDS)
 
 
 @dataclass
@@ -176,6 +178,12 @@ def _space(inputs: PlanInputs, model: ModelSpec, assumptions: list[str]) -> Sear
 
 
 def _capacity_factor(inputs: PlanInputs, model: ModelSpec) -> float | None:
+    dense = model.shape is None or not model.shape.experts
+    for field, given in (("moe_dispatcher", inputs.search.moe_dispatcher is not None),
+                         ("moe_a2a_overlap", inputs.search.moe_a2a_overlap)):
+        if given and dense:
+            raise InputError(field, f"prices a mixture-of-experts model's token exchange, and {model.name} has no "
+                             "experts", f"drop {ref(field)}, or use a mixture-of-experts model")
     factor = inputs.step.capacity_factor
     if factor is not None and (model.shape is None or not model.shape.experts):
         raise InputError("capacity_factor", f"caps the tokens of each expert, and {model.name} has no experts",
@@ -236,7 +244,10 @@ def resolve(inputs: PlanInputs) -> ResolvedPlan:
                       pp_hidden=overlap.pp_hidden, elementwise_fused=inputs.search.torch_compile,
                       flash_efficiency=flash_efficiency(cluster.gpu.name,
                                                         inputs.search.attention_kernel or overlap.attention_kernel),
-                      fp8_flops=float(gpu.fp8_flops or 0) if recipe else 0.0, fp8_recipe=recipe or "")
+                      attention_kernel=inputs.search.attention_kernel or overlap.attention_kernel,
+                      fp8_flops=float(gpu.fp8_flops or 0) if recipe else 0.0, fp8_recipe=recipe or "",
+                      **moe_traits(inputs.search.moe_dispatcher, inputs.search.moe_a2a_overlap,
+                                   inputs.step.capacity_factor))
     tolerance = DEFAULT_TIE_TOLERANCE if inputs.search.tie_tolerance is None else float(inputs.search.tie_tolerance)
     if inputs.step.finetune == "auto":
         raise InputError("finetune", "auto is for zeroplan estimate (the cheapest mode that fits)",
@@ -253,6 +264,17 @@ def resolve(inputs: PlanInputs) -> ResolvedPlan:
     assumptions.extend(budget_assumptions(inputs.budget, budget, inputs.units))
     assumptions.extend(model_notes(inputs, request))
     return ResolvedPlan(inputs, request, tokens, assumptions)
+
+
+def moe_traits(dispatcher: str | None, a2a_overlap: bool, capacity_factor: float | None) -> dict:
+    """The Machine fields a MoE framework's traits set: the host sync per MoE layer and micro-batch
+    (core.timing.machine MOE_DROPLESS_SYNC_S: dropless routing, no capacity factor, through the alltoall or DeepEP
+    dispatcher, whose normal dispatch returns its received counts to the host; none with a capacity factor or
+    HybridEP), the all-to-all overlap (--moe-a2a-overlap) and a node-deduplicating dispatch (deepep, hybridep)."""
+    dispatcher = dispatcher or "alltoall"
+    syncs = capacity_factor is None and dispatcher in ("alltoall", "deepep")
+    return {"moe_sync_s": MOE_DROPLESS_SYNC_S if syncs else 0.0, "moe_a2a_hidden": a2a_overlap,
+            "moe_node_dedup": dispatcher in ("deepep", "hybridep")}
 
 
 def _active_note(request: SearchRequest) -> str:
@@ -306,9 +328,18 @@ def model_notes(inputs: PlanInputs, request: SearchRequest) -> list[str]:
             "experts (--ep/--etp): Megatron-Core's folding over the same GPUs (experts etp × ep × edp per stage); "
             "routed experts' states sharded over edp, dense ones over dp; per MoE layer and micro-batch 4 all-to-alls "
             "(dispatch and combine, forward and backward; 6 with full recompute) of T/tp × top-k × hidden 16-bit "
-            "elements over the EP group, balanced routing, exposed (no all-to-all overlap: DualPipe and "
-            "--overlap-moe-expert-parallel-comm not modelled); expert GEMMs: one grouped GEMM per matrix; MFU counts "
-            "active parameters (6 × active Ψ)")
+            "elements over the EP group, balanced routing, "
+            + ("hidden behind another micro-batch's compute up to the stage's (--moe-a2a-overlap: Megatron-Core's "
+               "overlap_moe_expert_parallel_comm, DualPipe)" if machine.moe_a2a_hidden
+               else "exposed (--moe-a2a-overlap hides it)")
+            + "; expert GEMMs: one grouped GEMM per matrix; MFU counts active parameters (6 × active Ψ)")
+    if model_expert_params(request.model) is not None:
+        notes.append(
+            f"MoE host sync: {machine.moe_sync_s * 1e3:.1f} ms per MoE layer and micro-batch"
+            + (" (dropless routing through the alltoall or DeepEP dispatcher: the host waits for the token counts; "
+               "measured from Megatron-Bridge's paired token-drop/dropless B200 runs; --capacity-factor or "
+               "--moe-dispatcher hybridep avoid it)" if machine.moe_sync_s else
+               " (a capacity factor or the HybridEP dispatcher: no host sync)"))
     if request.per_param.precision == "fp32":
         notes.append("fp32 training is priced at the bf16 peak: an optimistic step time")
     if machine.fp8_flops:

@@ -66,8 +66,11 @@ class EstimateRequest:
     def __post_init__(self) -> None:
         if not self.finetune.trains_everything:
             self._check_finetune()
-        if self.convention in ("deepspeed", "framework") and self.parallel.has_experts_grid:
-            raise InputError("convention", f"the {self.convention} convention has no expert groups (ep/etp)",
+        torchtitan_ep = (self.convention == "framework" and self.framework == "torch" and self.parallel.etp == 1)
+        if self.convention in ("deepspeed", "framework") and self.parallel.has_experts_grid and not torchtitan_ep:
+            what = ("has expert groups as torchtitan's FSDP2 shards them (ep with etp 1, torch) only"
+                    if self.convention == "framework" else "has no expert groups (ep/etp)")
+            raise InputError("convention", f"the {self.convention} convention {what}",
                              f"use {ref('convention', 'paper')} with {ref('ep')}/{ref('etp')}")
         if self.convention in ("deepspeed", "framework") and (self.parallel.tp > 1 or self.parallel.pp > 1):
             what = ("DeepSpeed's estimators model" if self.convention == "deepspeed"
@@ -220,7 +223,8 @@ def _evaluate(request: EstimateRequest, option: Option, activations: dict[str, i
         if request.convention == "framework":
             from zeroplan.core.memory.framework_states import framework_model_states
 
-            breakdown = framework_model_states(option, request.parameters, parallel.dp, per_param, request.framework)
+            breakdown = framework_model_states(option, request.parameters, parallel.dp, per_param, request.framework,
+                                               ep=parallel.ep, edp=parallel.edp, experts=_routed_experts(request))
         elif request.expert_split is not None:
             breakdown = expert_group_states(option, request.expert_split, parallel, per_param)
         else:
@@ -306,6 +310,12 @@ def expert_group_states(option: Option, split: tuple[int, int], parallel: Parall
     return breakdown
 
 
+def _routed_experts(request: EstimateRequest) -> int:
+    """The routed experts of a MoE layer (0 for a dense model)."""
+    shape = request.model.shape
+    return (shape.experts or 0) if shape is not None else 0
+
+
 def _grouped_fp32_partition(request: EstimateRequest, option: Option) -> int:
     """The optimizer step's fp32 gradient partition with two groups: each group's partition (dense over dp,
     experts over edp), as gpu_buffer_bytes counts one group's."""
@@ -333,12 +343,19 @@ def _torch_buffers(request: EstimateRequest, layout: ParamLayout, option: Option
         # FSDP2 gathers each parameter padded to a multiple of the world along dim 0 (copies and buffers).
         from zeroplan.core.memory.framework_partition import fsdp2_rows
 
-        def padded(spec) -> int:
-            return fsdp2_rows(spec, request.parallel.dp, 0)[0] * request.parallel.dp * spec.row_numel
+        def padded(spec, ranks: int) -> int:
+            return fsdp2_rows(spec, ranks, 0)[0] * ranks * spec.row_numel
 
-        owned = [spec for spec in request.parameters if spec.tied_to is None]
-        params = sum(padded(spec) for spec in owned)
-        root_params = sum(padded(spec) for spec in owned if spec.name.count(".") < 2)  # layers: "<module>.<copy>.<i>"
+        owned = [(spec, request.parallel.dp) for spec in request.parameters if spec.tied_to is None]
+        if request.parallel.ep > 1:  # torchtitan's EP: a rank gathers its E/ep experts over edp, the rest over dp
+            from zeroplan.core.memory.framework_partition import expert_parallel_params
+
+            dense, local = expert_parallel_params(request.parameters, _routed_experts(request), request.parallel.ep,
+                                                  request.parallel.edp, True)
+            owned = [(spec, request.parallel.dp) for spec in dense] + [(spec, request.parallel.edp) for spec in local]
+        params = sum(padded(spec, ranks) for spec, ranks in owned)
+        root_params = sum(padded(spec, ranks) for spec, ranks in owned
+                          if spec.name.count(".") < 2)  # layers: "<module>.<copy>.<i>"
         layer_params = (params - root_params) // layers
     moments = None
     if request.activations is not None and request.activation_bytes is None and model.has_shape:
@@ -355,8 +372,16 @@ def collectives_for(request: EstimateRequest, option: Option) -> list[comm.Colle
     parallel, per_param, shard, stage = request.parallel, request.per_param, request.shard_params, option.stage
     calls_reduce, calls_gather = bucket_calls(stage, shard, request.buffers)
     if request.convention == "framework" and request.framework == "torch":
-        return comm.torch_collectives(stage, shard, parallel.dp, per_param.params, request.dp_span, calls_reduce,
-                                      request.micro_batches_per_step)
+        split = request.expert_split
+        if split is None:
+            return comm.torch_collectives(stage, shard, parallel.dp, per_param.params, request.dp_span, calls_reduce,
+                                          request.micro_batches_per_step)
+        expert_span = "intra_node" if parallel.edp_intra_node else "inter_node"  # torchtitan's EP: two FSDP groups
+        return [collective for count, ranks, span in ((split[0], parallel.dp, request.dp_span),
+                                                      (split[1], parallel.edp, expert_span))
+                for collective in comm.torch_collectives(stage, count, ranks, per_param.params, span,
+                                                         bucket_calls(stage, count, request.buffers)[0],
+                                                         request.micro_batches_per_step)]
     zeropp = request.zeropp if stage == 3 else frozenset()
     counts = request.finetune_counts
     if counts is not None:

@@ -33,8 +33,8 @@ from zeroplan.core.timing.dp_offload import (DpSeconds, gpu_optimizer_seconds, h
                                             offload_traffic, zero_dp_seconds)
 from zeroplan.core.model.pipeline_stages import layers_per_stage
 from zeroplan.core.timing.step_time import (FlopModel, Layout, Machine, StepTime, ep_alltoall_layer_seconds,
-                                            exposed_seconds, microbatch_seconds, pass_times, pp_intra_node,
-                                            step_time)
+                                            exposed_seconds, microbatch_seconds, moe_sync_seconds, pass_times,
+                                            pp_intra_node, step_time)
 from zeroplan.core.units import ceil_div
 
 RECOMPUTE_ORDER = {"none": 0, "selective": 1, "selective-op": 2, "full": 3}
@@ -413,5 +413,8 @@ def plan_alltoall_seconds(request: SearchRequest, plan: PlanRecord) -> float:
                     plan.grad_accum, plan.recompute, plan.sequence_parallel, parallel.tp_intra_node,
                     parallel.dp_intra_node, False, plan.cp, request.space.flash_attention, plan.ep, ep_per_node)
     layers = max(layers_per_stage(flops.layers, plan.pp))
-    return plan.grad_accum * ep_alltoall_layer_seconds(layout, flops, request.machine) * layers \
-        * flops.moe_layers / flops.layers
+    alltoall = ep_alltoall_layer_seconds(layout, flops, request.machine) * layers * flops.moe_layers / flops.layers
+    if request.machine.moe_a2a_hidden:  # --moe-a2a-overlap: hidden behind up to the stage's compute
+        forward, backward, _, _ = microbatch_seconds(layout, flops, flops.hidden, request.machine)
+        alltoall = max(0.0, alltoall - forward - backward + layers * moe_sync_seconds(flops, request.machine))
+    return plan.grad_accum * alltoall

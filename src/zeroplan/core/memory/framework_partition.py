@@ -247,6 +247,33 @@ def unshardable_ranks(params: Sequence[ParamSpec], world_size: int, framework: s
     return []
 
 
+def is_routed_experts(param: ParamSpec, experts: int) -> bool:
+    """A stacked routed-experts tensor (E, …, …): transformers' fused experts (gate_up_proj (E, 2f, h), down_proj
+    (E, h, f)) and the architecture description's; shared experts are dense."""
+    name = param.name.lower()
+    return (experts > 1 and len(param.shape) == 3 and param.shape[0] == experts and "expert" in name
+            and "shared" not in name)
+
+
+def expert_parallel_params(params: Sequence[ParamSpec], experts: int, ep: int, edp: int,
+                           fsdp: bool) -> tuple[list[ParamSpec], list[ParamSpec]]:
+    """(dense tensors, one EP rank's routed-expert tensors) under expert parallelism as torchtitan lays them out
+    (torchtitan/distributed/expert_parallel.py, fsdp.py apply_fsdp_to_decoder): each stacked (E, a, b) tensor is
+    split over ep on dim 0, E/ep experts per rank; FSDP2 then shards it over the efsdp ranks (edp) on dim 0, or on
+    dim 1 when efsdp × ep > E (torchtitan's Shard(1) placement, which avoids padding whole experts). A dim-1
+    shard is given here as (a, E/ep, b): fully_shard's dim-0 chunking of it is the same arithmetic."""
+    dense, local = [], []
+    for param in params:
+        if param.tied_to is None and is_routed_experts(param, experts):
+            count, a, b = param.shape
+            kept = ceil_div(count, ep)
+            shape = (a, kept, b) if fsdp and edp * ep > count else (kept, a, b)
+            local.append(ParamSpec(param.name, shape))
+        else:
+            dense.append(param)
+    return dense, local
+
+
 def params_from_shapes(shapes: Mapping[str, Sequence[int]] | Iterable[tuple]) -> list[ParamSpec]:
     """ParamSpecs from torch-like shapes: {"wte.weight": (50257, 768)}, or (name, shape[, tied_to]) tuples
     (e.g. [(n, tuple(p.shape)) for n, p in model.named_parameters(remove_duplicate=False)])."""

@@ -213,6 +213,9 @@ class Experts:
     stacked: str = "out_in"  # "out_in": (E, 2f, h)/(E, h, f); "in_out": gpt-oss, Llama 4 (E, h, 2f)/(E, f, h)
     router_first: bool = True
     router_params: tuple[Shape, ...] = ()  # tensors the router module owns beside its projection (Gemma 4's scales)
+    # group-limited routing (DeepSeek-V3's n_group, topk_group): the experts fall in n groups and a token picks its
+    # top-k experts from its best topk_group groups only; None: from all the experts
+    route_groups: tuple[int, int] | None = None
 
     def modules(self, hidden: int) -> list[tuple[str, tuple[Shape, ...]]]:
         router_name, experts_name, shared_name = self.names

@@ -189,6 +189,15 @@ def _experts(fields: _Fields, count_key: str, top_key: str, ffn: int, **options)
     return Experts(count, top_k, ffn, **options)
 
 
+def _route_groups(fields: _Fields) -> tuple[int, int] | None:
+    """DeepSeek's group-limited routing (config n_group, topk_group; transformers' DeepseekV3TopkRouter keeps the
+    top-k experts of the best topk_group of n_group groups): (n_group, topk_group), or None when it limits nothing."""
+    groups, chosen = fields.config.get("n_group"), fields.config.get("topk_group")
+    if not isinstance(groups, int) or not isinstance(chosen, int) or not 0 < chosen < groups:
+        return None
+    return groups, chosen
+
+
 def _first_key(fields: _Fields, *keys: str) -> str:
     """The first of `keys` the config.json has (the last one when none: the error then names it)."""
     return next((key for key in keys if fields.config.get(key) is not None), keys[-1])
@@ -317,7 +326,7 @@ def _moe(fields: _Fields, hidden: int, mlp_bias: bool) -> Experts:
         shared_count = fields.config.get("n_shared_experts") or 0
         shared_mlp = MLP(ffn * shared_count) if shared_count else None
         return _experts(fields, "n_routed_experts", "num_experts_per_tok", ffn, shared=shared_mlp,
-                        names=("gate", "experts", "shared_experts"))
+                        names=("gate", "experts", "shared_experts"), route_groups=_route_groups(fields))
     if family == "ernie4_5_moe":
         ffn = fields.count("moe_intermediate_size")
         shared_count = fields.config.get("moe_num_shared_experts") or 0
@@ -780,7 +789,7 @@ def model_spec_from_hf_config(config: dict, name: str, source: str | None = None
             dense_ffn=dense.ffn if dense is not None else None,
             shared_expert_ffn=experts.shared.ffn if experts.shared is not None else None,
             expert_params=decoder.expert_params, active_params=decoder.active_params,
-            pattern=tuple(layer.is_moe for layer in decoder.layers),
+            pattern=tuple(layer.is_moe for layer in decoder.layers), route_groups=experts.route_groups,
             attention_linears=attention_linears(priced, decoder)),
         gemms=decoder.tp_gemms(priced))
     return ModelSpec(params=architecture.params, name=name, largest_layer_params=largest.params, shape=shape,

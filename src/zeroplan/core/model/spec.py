@@ -40,6 +40,7 @@ class MoEShape:
     # (inner, outer) of each attention projection weight of a MoE layer, in module order (latent attention's
     # low-rank factors are not the heads × head_dim widths); None: read the widths (heads, kv_heads, head_dim)
     attention_linears: tuple[tuple[int, int], ...] | None = None
+    route_groups: tuple[int, int] | None = None  # (n_group, topk_group) of group-limited routing; None: unlimited
 
 
 @dataclass(frozen=True)

@@ -263,30 +263,39 @@ def group_bandwidth(links: LinkTable, collective: str, ranks_per_node: int, intr
 
 
 def collective_seconds(kind: str, buffer_bytes: float, ranks: int, links: LinkTable, ranks_per_node: int,
-                       calls: int = 1) -> float:
+                       calls: int = 1, split: tuple[float, float] | None = None) -> float:
+    """split (all-to-all only): the bytes each rank sends over the GPU link and over the NIC, where the sender
+    does not spread its buffer uniformly over the peers (a node-deduplicating MoE dispatcher)."""
     if kind == ALL_TO_ALL:
-        return _all_to_all_seconds(buffer_bytes, ranks, links, ranks_per_node, calls)
+        return _all_to_all_seconds(buffer_bytes, ranks, links, ranks_per_node, calls, split)
     return _ring_seconds(kind, buffer_bytes, ranks, links, ranks_per_node, calls)
 
 
-def _all_to_all_seconds(buffer_bytes: float, ranks: int, links: LinkTable, ranks_per_node: int, calls: int) -> float:
+def _all_to_all_seconds(buffer_bytes: float, ranks: int, links: LinkTable, ranks_per_node: int, calls: int,
+                        split: tuple[float, float] | None = None) -> float:
     """All-to-all (NCCL's grouped send/recv, as Megatron-Core's and DeepSpeed-MoE's token dispatchers run it) of a
     rank's buffer_bytes, S/n to each peer: (per_node-1)/n·S to the peers inside its node on the GPU link and
     (n-per_node)/n·S to the others on its NIC, the two at once (the slower sets the time); one latency per link
-    (the sends are issued together), NCCL_LAUNCH_S per call. Routing is taken as uniform over the ranks: a
-    node-limited router (DeepSeek-V3 sends each token to at most 4 nodes) moves less across nodes
-    (docs/formulas.md §20.4)."""
+    (the sends are issued together), NCCL_LAUNCH_S per call. Across nodes each rank has its own NIC's rate:
+    unlike a ring, whose cross-node hops can spread over the node's NICs (group_bandwidth's node_rails), every
+    rank of a node sends its own share across at once. Routing is taken as uniform over the ranks: a
+    node-deduplicating dispatcher passes its own split (core.timing.step_time.ep_alltoall_layer_seconds;
+    docs/formulas.md §20.4)."""
     if ranks <= 1 or buffer_bytes <= 0:
         return 0.0
     per_node = min(ranks, max(1, ranks_per_node))
     intra_bytes = (per_node - 1) / ranks * buffer_bytes
     inter_bytes = (ranks - per_node) / ranks * buffer_bytes
+    if split is not None:
+        intra_bytes, inter_bytes = split
     intra = links.link(ALL_TO_ALL, True)
     seconds = alpha_beta_seconds(1, intra_bytes, intra.latency_s, link_bandwidth(intra, True)) if per_node > 1 else 0.0
     if inter_bytes > 0:
         inter = links.link(ALL_TO_ALL, False)
-        seconds = max(seconds, alpha_beta_seconds(1, inter_bytes, inter.latency_s,
-                                                  group_bandwidth(links, ALL_TO_ALL, per_node, False)))
+        # one NIC per rank whatever the framework's rails (group_bandwidth's node_rails is for rings): every rank
+        # of a node sends its own cross-node share at once, so the node's NICs carry per_node ranks' traffic
+        nic = min(link_bandwidth(intra, True), link_bandwidth(inter, False))
+        seconds = max(seconds, alpha_beta_seconds(1, inter_bytes, inter.latency_s, nic))
     return seconds + calls * NCCL_LAUNCH_S
 
 

@@ -55,6 +55,13 @@ ATTENTION_SCORE_BYTES = 5.831  # memory traffic per attention score element, for
 FLASH_MAX_SHARE = {("ampere", "fa1"): 0.40, ("ampere", "fa2"): 0.73, ("ampere", "fa3"): 0.73,
                    ("hopper", "fa1"): 0.19, ("hopper", "fa2"): 0.35, ("hopper", "fa3"): 0.75}
 DEFAULT_FLASH_MAX_SHARE = 0.55  # other GPUs: the mean of the A100 and H100 fa2/fa3 ceilings, not measured
+# Head dimension: the ceilings above are measured at head dim 128 (the FlashAttention-2/-3 papers' headline
+# shapes). Narrower heads do fewer FLOPs per byte of Q, K, V moved and per softmax element, and run further from
+# peak: FlashAttention-3's BF16 forward on H100 (arXiv 2407.08608 Fig. 5, sequence 8k) reaches 496 TFLOP/s at head
+# dim 64 against 646 at 128 (FlashAttention-3) and 322 against 370 (FlashAttention-2): shares 0.77 and 0.87 of the
+# head-dim-128 rate. Wider heads (256: 628 against 646) are taken as 128. Between 64 and 128 the share is
+# interpolated linearly in the head dim; below 64 it stays at 64's. fa1 (no measurement): fa2's.
+FLASH_HEAD_DIM_64_SHARE = {"fa1": 0.87, "fa2": 0.87, "fa3": 496 / 646}
 FLASH_SHARE_OF_MAX = 0.9296  # fitted: share of the kernel's ceiling training shapes reach, forward and backward
 FLASH_SEQ_HALF = 0.0  # the sequence length at which flash attention runs at half its long-sequence rate: fitted
 # on 2026-12-01 to its lower bound (no slowdown the 2k-64k runs can see), so 0 and out of the fit
@@ -80,13 +87,24 @@ ELEMENTWISE_BYTES_PER_TOKEN_HIDDEN = 68
 # before the dispatch all-to-all, the sort into local-expert order after it, the unsort before the combine
 # all-to-all and the unpermute (weighted sum into the token) after it: 4 copies, each a read and a write.
 MOE_DISPATCH_COPIES = 8
-# A fixed host/launch cost per MoE layer and micro-batch pass, forward (backward twice): Megatron-Core's MoE layer
-# without CUDA graphs launches many small kernels and syncs the host on the per-expert token counts, which shows at
-# small micro-batches (Megatron-Bridge 25.11: Qwen3-30B-A3B at 9,299 tokens/s/GPU on 8 B200 with micro-batch 1,
-# 23,766 on 8 GB200 with micro-batch 4). Scanned on the Blackwell MoE rows (docs/plan.md, MoE section): ~1 ms
-# lowers their mean |ln| from 0.36 to 0.27 but over-predicts the 26.08 rows (CUDA graphs), so it is not adopted
-# from 10 rows: 0 and out of the model until runs that state their CUDA-graph use support a value.
-MOE_LAYER_OVERHEAD_S = 0.0
+# Dropless routing through an all-to-all dispatcher syncs the host once per MoE layer forward: the all-to-all's
+# output sizes and the grouped GEMM's rows per expert are only known on the GPU, so Megatron-Core's
+# MoEAlltoAllTokenDispatcher copies the token counts to the host and synchronises the stream (token_dispatcher.py:
+# cuda_dtoh_point / cuda_sync_point; no sync when it drops and pads to a capacity, moe_pad_expert_input_to_capacity),
+# and torchtitan's all_to_all_single takes its split sizes as host lists the same way. The host cannot queue work
+# ahead of the sync, so each MoE layer's kernel launches after it (the rest of the layer, the backward that follows)
+# run exposed instead of hidden behind the GPU's queue. Priced per MoE layer and micro-batch (charged to the forward,
+# again in a recomputed forward) at the difference a paired published measurement shows: the Megatron-Bridge
+# performance summary ran the same layouts on the same DGX-B200 systems token-dropping (25.09 container) and
+# dropless (25.11), both with the alltoall dispatcher: Qwen3-30B-A3B (8 GPUs, ep 8, micro-batch 1) went from 18,066
+# to 9,299 tokens/s/GPU, 4.45 ms more per MoE layer and micro-batch (64 micro-batches x 48 layers); Qwen3-235B-A22B
+# (64 GPUs, pp 8, vp 2, ep 8, FP8-MX) from 4,275 to 3,269, 2.99 ms more (131.5 pipeline slots x 12 layers); their
+# mean is taken. (The 25.09 Qwen3-30B-A3B row names no precision; had it been BF16 against 25.11's FP8-MX, the
+# dropless cost would be larger, not smaller.) The flex dispatcher with HybridEP shows no such cost (Qwen3-30B-A3B on 8 GB200: 23,723 token-drop,
+# 23,766 dropless), so --moe-dispatcher hybridep pays none. Not fitted on any residual; the H100 pair of the same
+# tables (Qwen3-30B-A3B FP8-CS, 16 GPUs: 10,494 -> 5,275) shows 16 ms, far more than this: see docs/plan.md.
+MOE_DROPLESS_SYNC_PAIRS = {"qwen3-30b-a3b dgx-b200": 4.45e-3, "qwen3-235b-a22b dgx-b200": 2.99e-3}
+MOE_DROPLESS_SYNC_S = sum(MOE_DROPLESS_SYNC_PAIRS.values()) / len(MOE_DROPLESS_SYNC_PAIRS)
 LOGIT_BYTES = 12  # cross entropy over the vocabulary: fp32 logits written, read, gradient written
 DP_OVERLAP = 0.2763  # share of a pass's compute that DP collectives can hide behind (fitted, see above)
 
@@ -114,6 +132,14 @@ def flash_efficiency(gpu_name: str, kernel: str = "fa2") -> float:
     return FLASH_SHARE_OF_MAX * FLASH_MAX_SHARE.get((architecture or "", kernel), DEFAULT_FLASH_MAX_SHARE)
 
 
+def flash_head_dim_share(head_dim: int, kernel: str) -> float:
+    """The flash kernel's rate at this head dimension relative to head dim 128 (FLASH_HEAD_DIM_64_SHARE)."""
+    if head_dim >= 128 or head_dim <= 0:
+        return 1.0
+    low = FLASH_HEAD_DIM_64_SHARE.get(kernel, FLASH_HEAD_DIM_64_SHARE["fa2"])
+    return low + (1.0 - low) * (max(head_dim, 64) - 64) / 64
+
+
 def check_efficiency(value: float) -> float:
     if not 0.001 <= value <= 1:  # below 0.1% of peak no step-time figure means anything (and may underflow)
         raise InputError("efficiency", f"must be a fraction in [0.001, 1], got {value:g}", "write e.g. 0.5")
@@ -137,6 +163,10 @@ class Machine:
     gemm_epilogue_bytes: float = GEMM_EPILOGUE_BYTES
     flash_seq_half: float = FLASH_SEQ_HALF
     layer_overhead_s: float = LAYER_OVERHEAD_S
+    moe_sync_s: float = 0.0  # per MoE layer and micro-batch: MOE_DROPLESS_SYNC_S when the dispatcher syncs, else 0
+    moe_a2a_hidden: bool = False  # the EP all-to-all hides behind another micro-batch's compute (--moe-a2a-overlap)
+    attention_kernel: str = "fa2"  # the flash kernel family flash_efficiency was taken for (its head-dim share)
+    moe_node_dedup: bool = False  # the dispatcher sends a token once per remote node, NVLink forwards it (HybridEP, DeepEP)
     fp8_flops: float = 0.0  # dense FP8 peak the linear layers run at under --precision fp8; 0: bf16 throughout
     fp8_recipe: str = ""  # core.precision.FP8_RECIPES
     gpus_per_node: int = 8

@@ -18,7 +18,8 @@ bound: ELEMENTWISE_BYTES_PER_TOKEN_HIDDEN · T · h bytes forward (split over tp
 terms are: 10 + 24/t without, 34/t with sequence parallelism), twice that backward, at HBM bandwidth; under
 --torch-compile each fused region's inputs and outputs once (fused_elementwise_elements).
 Recompute: full re-runs each layer's forward, selective the attention core, selective-op (torch's op-level
-selective checkpointing) the element-wise ops only, at HBM bandwidth (matmul outputs are kept). The constants were fitted on the
+selective checkpointing with torchtitan's policy) the element-wise ops at HBM bandwidth and every second linear
+GEMM of the layer's forward (op_sac_recompute_shapes: the key, output and up projections). The constants were fitted on the
 calibration set only (benchmarks/fit_step_time.py; see the constants below for the fit and its sources).
 
 Communication as NCCL behaves (docs/formulas.md §9.3, §11): every collective is a ring over its group, priced
@@ -40,10 +41,14 @@ ring's latency and a tree's (2·(k-1) hops in the node + 2·log2(nodes) hops acr
   forward, the same two backward (and again forward under full recompute), each of the rank's tokens (T/tp:
   Megatron-Core runs MoE with tp > 1 under sequence parallelism) × top-k × hidden 16-bit elements, over the EP
   group (core.timing.collectives' all-to-all: NVLink inside a node, the NICs across), with balanced routing.
-  Overlap: none — the all-to-all is exposed under every CommOverlap rule (Megatron-Core's default; DeepSeek's
-  DualPipe and Megatron's --overlap-moe-expert-parallel-comm, which hide it behind another micro-batch's
-  compute, are not modelled). Expert compute: each rank runs its experts' share of the routed tokens as one
-  grouped GEMM per matrix, the same FLOPs as the T·k/tp dense-equivalent GEMMs (balanced routing).
+  Overlap: exposed under every CommOverlap rule (Megatron-Core's default), unless machine.moe_a2a_hidden
+  (--moe-a2a-overlap): Megatron-Core's overlap_moe_expert_parallel_comm (--overlap-moe-expert-parallel-comm) runs
+  one micro-batch's forward beside another's backward and puts each one's dispatch and combine behind the other's
+  compute, as DeepSeek-V3's DualPipe does (arXiv 2412.19437 §3.2.1); the stage's all-to-all then hides behind up
+  to the stage's compute, like tp_comm_overlap. Expert compute: each rank runs its experts' share of the routed
+  tokens as one grouped GEMM per matrix, the same FLOPs as the T·k/tp dense-equivalent GEMMs (balanced routing).
+  Dropless routing through an all-to-all dispatcher syncs the host once per MoE layer forward
+  (moe_sync_seconds: core.timing.machine MOE_DROPLESS_SYNC_S; none with a capacity factor or HybridEP).
 - DP: ZeRO's collectives from core.timing.dp_traffic over the dp·cp ranks that share the ZeRO partitions; with
   EP the routed experts' collectives run over the edp ranks instead.
 Overlap, the same rule for every ZeRO stage: a gradient reduction hides behind the backward pass that
@@ -68,7 +73,7 @@ GPU optimizer step: memory bound, reading and writing the optimizer states once 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from math import ceil
+from math import ceil, comb
 from typing import NamedTuple
 
 from zeroplan.core.errors import InputError, ref
@@ -87,7 +92,8 @@ from zeroplan.core.timing.machine import (  # noqa: F401 - re-exported for calle
     ACTIVATION_ELEMENT_BYTES, ATTENTION_SCORE_BYTES, DEFAULT_CPU_ADAM_PARAMS_PER_S, DEFAULT_EFFICIENCY, DP_OVERLAP,
     ELEMENTWISE_BYTES_PER_TOKEN_HIDDEN, FLASH_ATTENTION_EFFICIENCY, FLASH_SHARE_OF_MAX, FP8_CAST_BYTES,
     FP8_OTHER_AXIS_BYTES, GEMM_EPILOGUE_BYTES, GEMM_OVERHEAD_S, GEMM_SHARE_OF_MAX, LOGIT_BYTES,
-    MAX_MATMUL_SHARE, MOE_DISPATCH_COPIES, MOE_LAYER_OVERHEAD_S, Machine, check_efficiency, flash_efficiency, gemm_efficiency,
+    MAX_MATMUL_SHARE, MOE_DISPATCH_COPIES, MOE_DROPLESS_SYNC_S, Machine, check_efficiency, flash_efficiency,
+    flash_head_dim_share, gemm_efficiency,
 )
 
 
@@ -200,6 +206,8 @@ class FlopModel:
     finetune: FinetuneFlops | None = None  # frozen base, adapters, dequantisation (None: every parameter trains)
     # the description's GEMMs of a layer (ModelShape.gemms, from Decoder.tp_gemms); (): from the widths above
     gemms: tuple[tuple[int, int, int, bool], ...] = ()
+    experts: int = 0  # routed experts of a MoE layer (0: a dense model)
+    route_groups: tuple[int, int] | None = None  # group-limited routing (n_group, topk_group); None: unlimited
 
     @classmethod
     def from_model(cls, model: ModelSpec, finetune: Finetune | None = None) -> FlopModel:
@@ -229,7 +237,8 @@ class FlopModel:
                    shape.vocab, (shape.experts_per_token or 1) if shape.experts else 1, shape.heads,
                    sum(split.moe_layers) if split is not None else 0,
                    (moe.attention_linears or ()) if moe is not None else (),
-                   (moe.shared_expert_ffn or 0) if moe is not None else 0, tuned, shape.gemms or ())
+                   (moe.shared_expert_ffn or 0) if moe is not None else 0, tuned, shape.gemms or (),
+                   experts=shape.experts or 0, route_groups=moe.route_groups if moe is not None else None)
 
     def model_flops_per_token(self) -> int:
         """The MFU numerator: 6Ψ (forward 2Ψ, backward 4Ψ). Fine-tuning: 4Ψ (forward, and the data gradients
@@ -248,7 +257,11 @@ class FlopModel:
             total += 2 * self.layer_params * self.layers + attention
         elif recompute == "selective":
             total += attention
-        return total  # selective-op recomputes element-wise ops only: no FLOPs counted here
+        elif recompute == "selective-op":  # every second linear GEMM of the forward (op_sac_recompute_shapes)
+            kv = self.kv_width or self.attention_width
+            total += 2 * self.layers * (self.hidden * kv + self.attention_width * self.hidden
+                                        + self.experts_per_token * self.hidden * (self.ffn or 4 * self.hidden))
+        return total
 
 
 @dataclass(frozen=True)
@@ -352,6 +365,24 @@ def linear_shapes(layout: Layout, flops: FlopModel) -> list[tuple[float, float, 
     return shapes
 
 
+def op_sac_recompute_shapes(layout: Layout, flops: FlopModel) -> list[tuple[float, float, float]]:
+    """(tokens, inner, outer) of the linear GEMMs op-level selective checkpointing (selective-op) runs again in
+    backward, per layer and micro-batch after the tp split. torchtitan's policy (selective_ac_option = "op",
+    torchtitan/models/llama3/infra/parallelize.py and its successors' _custom_policy: "Saves output of all compute
+    ops, except every second mm") counts the matmuls of each layer's forward in call order and recomputes every
+    second one. A Llama layer calls wq, wk, wv, wo, then w1, w3, w2 (FeedForward: w2(silu(w1(x)) * w3(x))), so wk,
+    wo and w3 run again: the key projection, the output projection and the MLP's up projection (a plain MLP's
+    second matmul is its output GEMM, of the same size). The recomputed GEMMs' inputs (the norm output, the attention
+    output) are saved or pointwise, and the collectives' outputs are saved: no TP collective runs again."""
+    tp = layout.tp
+    tokens = layout.micro_batch * layout.seq_len / layout.cp
+    h, w, f = flops.hidden, flops.attention_width, flops.ffn or 4 * flops.hidden
+    kv = flops.kv_width or w
+    routed = tokens * flops.experts_per_token
+    mlp = (routed, h, f / tp) if flops.gated else (routed, f / tp, h)
+    return [(tokens, h, kv / tp), (tokens, w / tp, h), mlp]
+
+
 def tp_async_exposed(layout: Layout, flops: FlopModel, machine: Machine, all_reduce: float) -> float:
     """One layer's exposed TP seconds for one micro-batch under PyTorch's async TP (--async-tp; torchtitan's
     enable_async_tensor_parallel), forward, backward and a full recompute's forward, from what its compiler pass fuses
@@ -388,7 +419,7 @@ def layer_seconds(layout: Layout, flops: FlopModel, machine: Machine) -> tuple[f
     w = flops.attention_width
     shapes = linear_shapes(layout, flops)
     forward = sum(gemm_seconds(2 * m * k * n, machine, k, n, linear=True) for m, k, n in shapes)
-    forward += machine.layer_overhead_s + MOE_LAYER_OVERHEAD_S * flops.moe_layers / flops.layers
+    forward += machine.layer_overhead_s
     backward = 2 * forward
     tuned = flops.finetune
     if tuned is not None:  # averaged over the layers: frozen ones skip weight gradients, inert ones all backward
@@ -409,6 +440,7 @@ def layer_seconds(layout: Layout, flops: FlopModel, machine: Machine) -> tuple[f
     core = 4 * tokens * layout.seq_len * w / tp  # QKᵀ and AV over the whole (gathered) sequence
     if layout.flash_attention:
         attention = flash_seconds(core, layout.seq_len, machine)  # causal: half the blocks
+        attention /= flash_head_dim_share(w // max(1, flops.heads), machine.attention_kernel)
         attention_backward = 2.5 * attention  # FlashAttention's backward recomputes the scores
     else:
         elements = tokens * layout.seq_len * max(1, flops.heads) / tp  # the score matrix, per GPU
@@ -416,7 +448,18 @@ def layer_seconds(layout: Layout, flops: FlopModel, machine: Machine) -> tuple[f
         attention = 2 * gemm_seconds(core / 2, machine) + memory
         attention_backward = 2 * attention
     elementwise = elementwise_seconds(layout, flops, machine) + moe_dispatch_seconds(layout, flops, machine)
-    return (forward + attention + elementwise, backward + attention_backward + 2 * elementwise, attention)
+    return (forward + attention + elementwise + moe_sync_seconds(flops, machine),
+            backward + attention_backward + 2 * elementwise, attention)
+
+
+def moe_sync_seconds(flops: FlopModel, machine: Machine) -> float:
+    """The host sync of dropless routing through an all-to-all dispatcher, per layer and micro-batch averaged over
+    the layers (dense layers have none): machine.moe_sync_s per MoE layer (core.timing.machine MOE_DROPLESS_SYNC_S;
+    0 with a capacity factor or the HybridEP dispatcher), charged to the forward, so a recomputed forward pays it
+    again (docs/formulas.md §20.4)."""
+    if not flops.moe_layers:
+        return 0.0
+    return machine.moe_sync_s * flops.moe_layers / flops.layers
 
 
 def moe_dispatch_seconds(layout: Layout, flops: FlopModel, machine: Machine) -> float:
@@ -434,7 +477,8 @@ def moe_dispatch_seconds(layout: Layout, flops: FlopModel, machine: Machine) -> 
 
 def elementwise_seconds(layout: Layout, flops: FlopModel, machine: Machine) -> float:
     """One layer's element-wise forward work (norms, activations, dropout, residuals) for one micro-batch, at HBM
-    bandwidth: what op-level selective checkpointing ("selective-op") recomputes in backward. Eager frameworks:
+    bandwidth: what op-level selective checkpointing ("selective-op") recomputes in backward besides every second
+    linear GEMM (op_sac_recompute_shapes). Eager frameworks:
     ELEMENTWISE_BYTES_PER_TOKEN_HIDDEN per token × hidden, split over tp as Korthikanti's activation terms are.
     Compiled (--torch-compile, machine.elementwise_fused): fused_elementwise_elements per token, 16-bit."""
     tokens = layout.micro_batch * layout.seq_len / layout.cp
@@ -526,7 +570,11 @@ def _stage_seconds(layout: Layout, flops: FlopModel, hidden: int, machine: Machi
         exposed_backward = max(0.0, gather - 2 * core)  # ReduceScatter of the key/value gradients
         comm += layers * (passes * exposed_forward + exposed_backward)
     if layout.ep > 1 and flops.moe_layers:
-        comm += ep_alltoall_layer_seconds(layout, flops, machine) * layers * flops.moe_layers / flops.layers
+        alltoall = ep_alltoall_layer_seconds(layout, flops, machine) * layers * flops.moe_layers / flops.layers
+        # --moe-a2a-overlap: each micro-batch's all-to-all hides behind another micro-batch's compute on the stage
+        # (its kernels, not the host's sync stalls, which launch nothing)
+        compute = forward + backward - layers * moe_sync_seconds(flops, machine)
+        comm += max(0.0, alltoall - compute) if machine.moe_a2a_hidden else alltoall
     per_transfer = 0.0
     if layout.pp > 1:
         link = machine.links.link("p2p", layout.pp_intra_node)
@@ -541,8 +589,9 @@ def _layer_pieces(layout: Layout, flops: FlopModel, hidden: int, machine: Machin
     one CP AllGather, the TP seconds async TP leaves exposed per layer)."""
     forward_layer, backward_layer, core = layer_seconds(layout, flops, machine)
     recompute = {"full": forward_layer, "selective": core}.get(layout.recompute, 0.0)
-    if layout.recompute == "selective-op":  # pointwise ops only, memory bound; no GEMM, no TP collective again
-        recompute = elementwise_seconds(layout, flops, machine)
+    if layout.recompute == "selective-op":  # pointwise ops and every second linear GEMM; no TP collective again
+        recompute = elementwise_seconds(layout, flops, machine) + sum(
+            gemm_seconds(2 * m * k * n, machine, k, n, linear=True) for m, k, n in op_sac_recompute_shapes(layout, flops))
     head_forward, head_backward = head_seconds(layout, flops, machine)
     tokens = layout.seq_len * layout.micro_batch // layout.cp
     message = tokens * hidden * ACTIVATION_ELEMENT_BYTES
@@ -571,8 +620,39 @@ def ep_alltoall_layer_seconds(layout: Layout, flops: FlopModel, machine: Machine
         return 0.0
     tokens = layout.micro_batch * layout.seq_len / layout.cp / layout.tp
     buffer = tokens * flops.experts_per_token * flops.hidden * ACTIVATION_ELEMENT_BYTES
-    each = collective_seconds(ALL_TO_ALL, buffer, layout.ep, machine.links, layout.ep_per_node)
+    split = None
+    if machine.moe_node_dedup and layout.ep > layout.ep_per_node:
+        per_node, k = layout.ep_per_node, flops.experts_per_token
+        remote = expected_remote_nodes(flops, layout.ep // per_node)
+        # over NVLink: the copies for the other GPUs of its node, and forwarding the copies other nodes sent it to
+        # the GPUs of its node holding their experts (per rank, symmetric)
+        forwarded = k * (layout.ep - per_node) / layout.ep * (per_node - 1) / per_node
+        token_bytes = tokens * flops.hidden * ACTIVATION_ELEMENT_BYTES
+        split = (token_bytes * (k * (per_node - 1) / layout.ep + forwarded), token_bytes * remote)
+    each = collective_seconds(ALL_TO_ALL, buffer, layout.ep, machine.links, layout.ep_per_node, split=split)
     return (6 if layout.recompute == "full" else 4) * each
+
+
+def expected_remote_nodes(flops: FlopModel, nodes: int) -> float:
+    """The other nodes of an EP group spanning `nodes` nodes that one token reaches, on average, under balanced
+    routing (docs/formulas.md §20.4): each node holds E/nodes experts in contiguous blocks (Megatron-Core's expert
+    placement), a node is missed when none of the token's k experts sits on it: C(E − E/nodes, k) / C(E, k). With
+    group-limited routing (DeepSeek-V3's n_group, topk_group) and whole groups per node (n_group a multiple of the
+    nodes), the token picks topk_group of the n_group groups (each of them holding at least one of its k experts,
+    as DeepSeek-V3's router picks groups by their top experts), and a node holding g of them is missed with
+    C(n_group − g, topk_group) / C(n_group, topk_group): DeepSeek-V3's 8 groups over EP 64 on 8 nodes send each
+    token to at most 4 nodes, 3.5 of them remote on average (arXiv 2412.19437 §3.2.2), where unlimited top-8
+    routing reaches 4.6 (and the alltoall dispatcher sends all 7 of its 8 copies that leave the node)."""
+    if nodes <= 1:
+        return 0.0
+    groups = flops.route_groups
+    if groups is not None and groups[0] % nodes == 0:
+        count, chosen = groups[0], groups[1]
+        missed = comb(count - count // nodes, chosen) / comb(count, chosen)
+    else:
+        count, chosen = flops.experts, flops.experts_per_token
+        missed = comb(count - count // nodes, chosen) / comb(count, chosen) if count >= nodes else 0.0
+    return (nodes - 1) * (1 - missed)
 
 
 class StepTime(NamedTuple):
