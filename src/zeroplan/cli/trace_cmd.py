@@ -15,7 +15,8 @@ from zeroplan.render.sink import check_format, write_text
 
 @command(uses(ModelInputs, "model", required=("model",)), uses(TraceInputs, "gpus", "stage"),
          uses(HardwareInputs, "gpu"), uses(StepInputs, "precision", "recompute", "seq_len", "micro_batch"),
-         uses(TraceInputs, "attention"), uses(StepInputs, "activations", "finetune", "lora_rank", "lora_targets"),
+         uses(TraceInputs, "attention"), uses(StepInputs, "activations", "finetune", "lora_rank", "lora_targets",
+                                                  "double_quant"),
          uses(TraceInputs, "layers_to_trace", "steps", "tolerance", "real"),
          uses(OutputInputs, "output_format", "output", "units"), formats=("table", "json", "csv"))
 def trace(model: ModelInputs, trace: TraceInputs, hardware: HardwareInputs, step: StepInputs,
@@ -35,7 +36,7 @@ def trace(model: ModelInputs, trace: TraceInputs, hardware: HardwareInputs, step
         recompute=step.recompute or "none", seq_len=step.seq_len, micro_batch=step.micro_batch or 1,
         attention=trace.attention, activations=step.activations or "transformers", steps=trace.steps,
         layers_to_trace=trace.layers_to_trace, gpu=hardware.gpu, real=trace.real, finetune=step.finetune,
-        lora_rank=step.lora_rank, lora_targets=step.lora_targets))
+        lora_rank=step.lora_rank, lora_targets=step.lora_targets, double_quant=step.double_quant))
     units = output.units
     text = {"table": lambda r: report.to_table(r, units), "json": report.to_json, "csv": report.to_csv}[output_format]
     write_text(text(result), output.output)

@@ -9,7 +9,7 @@ from zeroplan.inputs.sections import (
     BudgetInputs, BufferInputs, CommandInputs, ConventionInputs, HardwareInputs, ModelInputs, ParallelInputs, Section, StepInputs,
 )
 
-FINETUNE_FIELDS = ("finetune", "lora_rank", "lora_targets", "quant", "double_quant", "freeze")
+FINETUNE_FIELDS = ("finetune", "lora_rank", "lora_targets", "quant", "double_quant", "freeze", "finetune_recipe")
 
 # The fields `zeroplan estimate` takes from each section (the CLI's options, and the report's "inputs").
 FIELDS: dict[type[Section], tuple[str, ...]] = {

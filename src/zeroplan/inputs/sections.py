@@ -107,6 +107,11 @@ class FinetuneMode(str, Enum):
     AUTO = "auto"
 
 
+class FinetuneRecipe(str, Enum):
+    PEFT = "peft"
+    TORCHTUNE = "torchtune"
+
+
 class Quant(str, Enum):
     NF4 = "nf4"
     INT8 = "int8"
@@ -354,7 +359,9 @@ class ParallelInputs(Section):
     hpz_partition_size: int | None = flag("--hpz-partition-size", help="hpZ secondary partition size (default: "
                                           "GPUs per node).", panel=PARALLEL, kind=int)
     dp_shard: int | None = flag("--dp-shard", help="Hybrid sharding: ZeRO-1/2/3 partitioned over groups of this many "
-                                "data-parallel ranks and replicated across the groups (FSDP2 HSDP, ZeRO++ hpZ/MiCS).",
+                                "data-parallel ranks and replicated across the groups (FSDP2 HSDP, ZeRO++ hpZ/MiCS); with "
+                                "--ep the routed experts shard over dp_shard·tp/(ep·etp) ranks of each group "
+                                "(torchtitan's efsdp).",
                                 panel=PARALLEL, kind=int)
     nvme_path: str | None = flag("--nvme-path", help="nvme_path for NVMe offload blocks (default the placeholder "
                                  "/local_nvme).", panel=PARALLEL)
@@ -416,6 +423,10 @@ class StepInputs(Section):
                               default=True)
     freeze: str | None = flag("--freeze", help="Freeze embeddings (and LM head), the first K layers (layers:K), or "
                               "both: embeddings,layers:8.", panel=FINETUNE)
+    finetune_recipe: str | None = flag("--finetune-recipe", help="Whose code trains the adapters: peft (default: "
+                                       "transformers + PEFT, fp32 adapters and Adam states, transformers' loss) or "
+                                       "torchtune (bf16 adapters and AdamW states, chunked cross-entropy).",
+                                       panel=FINETUNE, parse=one_of(FinetuneRecipe))
 
 
 @dataclass(init=False, repr=False, eq=False)

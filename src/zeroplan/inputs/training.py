@@ -168,8 +168,9 @@ def resolve_finetune(inputs: StepInputs, mode: str | None = None):
     rank, targets = getattr(inputs, "lora_rank", None), getattr(inputs, "lora_targets", None)
     quant, double_quant = getattr(inputs, "quant", None), getattr(inputs, "double_quant", True)
     freeze = getattr(inputs, "freeze", None)
+    recipe = getattr(inputs, "finetune_recipe", None)
     if mode == "full":
-        for name, value in (("lora_rank", rank), ("lora_targets", targets)):
+        for name, value in (("lora_rank", rank), ("lora_targets", targets), ("finetune_recipe", recipe)):
             if value is not None:
                 raise InputError(name, f"applies to {ref('finetune', 'lora')} or qlora, asked with full",
                                  f"add {ref('finetune', 'lora')}")
@@ -185,7 +186,7 @@ def resolve_finetune(inputs: StepInputs, mode: str | None = None):
     return Finetune(mode=mode, rank=DEFAULT_LORA_RANK if rank is None else rank,
                     targets=LORA_TARGETS if targets is None else parse_targets(targets),
                     quant=(quant or "nf4") if mode == "qlora" else None, double_quant=bool(double_quant),
-                    freeze_embeddings=embeddings, freeze_layers=layers)
+                    freeze_embeddings=embeddings, freeze_layers=layers, recipe=recipe or "peft")
 
 
 def finetune_assumption(finetune, inputs: StepInputs) -> str | None:
@@ -199,9 +200,13 @@ def finetune_assumption(finetune, inputs: StepInputs) -> str | None:
                  if value is None]
         if given:
             text += f" ({' and '.join(given)} by default: --lora-rank, --lora-targets)"
-        text += ("; adapters in fp32 with fp32 gradients and optimizer states (PEFT's autocast_adapter_dtype), "
-                 "PEFT keeping an fp32 copy of each adapted linear's input; frozen weights sharded at ZeRO-3/FSDP, "
-                 "whole on every rank at stages 0-2")
+        if finetune.recipe == "torchtune":
+            text += ("; torchtune's recipe: adapters, gradients and AdamW states in bf16 (the model's dtype), "
+                     "LoRALinear keeping no copy of its input, CEWithChunkedOutputLoss (8 chunks) for the loss")
+        else:
+            text += ("; adapters in fp32 with fp32 gradients and optimizer states (PEFT's autocast_adapter_dtype), "
+                     "PEFT keeping an fp32 copy of each adapted linear's input")
+        text += "; frozen weights sharded at ZeRO-3/FSDP, whole on every rank at stages 0-2"
     if finetune.storage == "nf4":
         text += ("; NF4 storage: 4 bits per weight, one absmax per 64 weights "
                  + ("quantised to 8 bits with one fp32 absmax per 256 blocks (double quantisation)"

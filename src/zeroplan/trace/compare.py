@@ -34,9 +34,10 @@ class TraceRequest:
     layers_to_trace: int = 3  # 0: the whole model
     gpu: str | None = None
     real: bool = False
-    finetune: str = "full"  # or "lora": PEFT's LoRA modules on a frozen 16-bit base
+    finetune: str = "full"  # "lora": PEFT's LoRA on a frozen 16-bit base; "qlora": on bitsandbytes' NF4 Linear4bit
     lora_rank: int | None = None
     lora_targets: str | None = None
+    double_quant: bool = True  # qlora: bnb_4bit_use_double_quant
 
 
 @dataclass
@@ -81,7 +82,8 @@ def estimate_for(request: TraceRequest, assumptions: list[str]):
                                framework="torch", seq_len=request.seq_len, micro_batch=request.micro_batch,
                                recompute=request.recompute, activations=request.activations,
                                flash_attention=request.attention == "sdpa", finetune=request.finetune,
-                               lora_rank=request.lora_rank, lora_targets=request.lora_targets)
+                               lora_rank=request.lora_rank, lora_targets=request.lora_targets,
+                               double_quant=request.double_quant)
     plan = build_plan(inputs)
     assumptions.extend(plan.assumptions)
     (row,) = [e for e in plan.estimates if e.option.stage == request.stage and not e.option.offloads]
@@ -89,10 +91,12 @@ def estimate_for(request: TraceRequest, assumptions: list[str]):
 
 
 def run(request: TraceRequest) -> TraceResult:
-    if request.finetune not in ("full", "lora"):
-        raise InputError("--finetune", f"a trace runs full or lora, got '{request.finetune}'",
-                         "QLoRA's 4-bit storage is modelled analytically (checked against bitsandbytes' "
-                         "quantize_4bit); trace --finetune lora")
+    if request.finetune not in ("full", "lora", "qlora"):
+        raise InputError("--finetune", f"a trace runs full, lora or qlora, got '{request.finetune}'",
+                         "use --finetune full, lora or qlora")
+    if request.real and request.finetune == "qlora":
+        raise InputError("--real", "a real QLoRA step is not run by trace (bitsandbytes' CUDA kernels on one GPU)",
+                         "drop --real: the fake trace runs bitsandbytes' modules")
     if request.attention not in ("sdpa", "eager"):
         raise InputError("--attention", f"must be sdpa or eager, got '{request.attention}'")
     if request.layers_to_trace < 0:
@@ -118,7 +122,8 @@ def run(request: TraceRequest) -> TraceResult:
                              recompute=activations.recompute, seq_len=activations.seq_len,
                              micro_batch=activations.micro_batch, attention=request.attention, steps=request.steps,
                              finetune=request.finetune, lora_rank=plan.request.finetune.rank,
-                             lora_targets=plan.request.finetune.targets if request.finetune == "lora" else ())
+                             lora_targets=plan.request.finetune.targets if request.finetune != "full" else (),
+                             double_quant=plan.request.finetune.double_quant)
     real_peak = None
     if request.real:
         real_peak = real_peak_bytes(config, settings)

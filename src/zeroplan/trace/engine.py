@@ -41,6 +41,7 @@ if TYPE_CHECKING:
     from transformers import PreTrainedModel
 
 ATTENTION = ("sdpa", "eager")
+TRACED_FINETUNES = ("full", "lora", "qlora")
 ADAM_STATE_BYTES_PER_ELEMENT = 8  # exp_avg + exp_avg_sq, fp32 (and ADAM_STEP_BYTES per tensor)
 
 
@@ -58,15 +59,18 @@ class TraceSettings:
     micro_batch: int = 1
     attention: str = "sdpa"
     steps: int = 2
-    finetune: str = "full"  # "lora": PEFT's LoRA on a frozen base (core.model.adapters)
+    finetune: str = "full"  # "lora": PEFT's LoRA on a frozen base; "qlora": on bitsandbytes' NF4 Linear4bit
     lora_rank: int = 16
     lora_targets: tuple[str, ...] = ()  # PEFT target_modules; () with lora: all seven projections
+    double_quant: bool = True  # qlora: bnb_4bit_use_double_quant
 
     def __post_init__(self) -> None:
-        if self.finetune not in ("full", "lora"):
-            raise InputError("--finetune", f"a trace runs full or lora, got {self.finetune!r}",
-                             "QLoRA's 4-bit storage is modelled analytically (checked against bitsandbytes' "
-                             "quantize_4bit in tests/test_finetune.py); trace --finetune lora")
+        if self.finetune not in TRACED_FINETUNES:
+            raise InputError("--finetune", f"a trace runs full, lora or qlora, got {self.finetune!r}",
+                             "use --finetune full, lora or qlora")
+        if self.finetune == "qlora" and self.precision != "mixed":
+            raise InputError("--precision", "QLoRA computes in bf16 (bnb_4bit_compute_dtype) over a bf16 base",
+                             "use --precision mixed with --finetune qlora")
         for flag, value, allowed in (("--stage", self.stage, STAGES), ("--precision", self.precision, PRECISIONS),
                                      ("--recompute", self.recompute, RECOMPUTES),
                                      ("--attention", self.attention, ATTENTION)):
@@ -144,23 +148,38 @@ def chunks_on_demand():
 def sharding_for(settings: TraceSettings) -> Sharding:
     """The trace's sharding: rank 0 of a fake world, the stage-3 root kept unsharded after forward (torchtitan).
     LoRA: the tensors keep their own dtypes (a 16-bit base, PEFT's fp32 adapters): no precision policy casts them."""
-    precision = "fp32" if settings.finetune == "lora" else settings.precision
+    precision = "fp32" if settings.finetune != "full" else settings.precision
     return Sharding(stage=settings.stage, precision=precision, recompute=settings.recompute, world="rank0",
                     reshard_root=False)
 
 
 def traced_model(config: dict, settings: TraceSettings, num_layers: int | None) -> PreTrainedModel:
     """The model on the meta device: full training's fp32 model, or LoRA's 16-bit base (fp32 with --precision fp32)
-    wrapped by PEFT's get_peft_model (fp32 adapters, autocast_adapter_dtype=True, no dropout)."""
+    wrapped by PEFT's get_peft_model (fp32 adapters, autocast_adapter_dtype=True, no dropout); QLoRA's base has
+    its decoder linears in bitsandbytes' NF4 Linear4bit (trace/qlora.py)."""
     if settings.finetune == "full":
         return build_model(config, num_layers, settings.attention, torch.float32, settings.recompute)
     try:
         from peft import LoraConfig, get_peft_model
     except ImportError:
-        raise InputError("--finetune", "trace --finetune lora needs PEFT", "pip install 'zeroplan[finetune]'") from None
+        raise InputError("--finetune", f"trace --finetune {settings.finetune} needs PEFT",
+                         "pip install 'zeroplan[finetune]'") from None
     base_dtype = torch.bfloat16 if settings.precision == "mixed" else torch.float32
     base = build_model(config, num_layers, settings.attention, base_dtype, settings.recompute)
-    lora = LoraConfig(r=settings.lora_rank, target_modules=list(settings.lora_targets or LORA_TARGETS),
+    if settings.finetune == "qlora":
+        try:
+            from zeroplan.trace.qlora import quantise_linears
+        except ImportError:
+            raise InputError("--finetune", "trace --finetune qlora needs bitsandbytes",
+                             "pip install 'zeroplan[finetune]'") from None
+        quantise_linears(base, settings.double_quant)
+    targets = list(settings.lora_targets or LORA_TARGETS)
+    # a mixture of experts' fused expert tensors: PEFT's target_parameters (core.model.adapters.adapted_experts)
+    fused = {"gate_proj": "gate_up_proj", "up_proj": "gate_up_proj", "down_proj": "down_proj"}
+    expert_names = {name.split(".")[-1] for name, _ in base.named_parameters() if ".mlp.experts." in name}
+    parameters = sorted({f"mlp.experts.{fused[t]}" for t in targets if t in fused and fused[t] in expert_names})
+    modules = [t for t in targets if not (expert_names and t in fused)]  # else PEFT adapts gate_up_proj twice
+    lora = LoraConfig(r=settings.lora_rank, target_modules=modules, target_parameters=parameters or None,
                       lora_dropout=0.0)
     return cast("PreTrainedModel", get_peft_model(base, lora))  # a PeftModel: forwards as the model it wraps
 
@@ -206,6 +225,31 @@ def training_step(model: PreTrainedModel, optimizer, ids, labels, after_forward=
     model.zero_grad(set_to_none=True)
 
 
+class _Quantised:
+    """QLoRA's bitsandbytes modules in a trace: their QuantStates made on the device and tracked (trace/qlora.py)."""
+
+    @staticmethod
+    def prepare(model, tracker, device) -> None:
+        import bitsandbytes as bnb
+
+        from zeroplan.trace.qlora import quant_states_to_empty, track_quant_states
+
+        modules = [m for m in model.modules() if isinstance(m, bnb.nn.Linear4bit)]
+        quant_states_to_empty(modules, device)
+        track_quant_states(tracker, modules)
+
+
+@contextlib.contextmanager
+def _quantised(settings: TraceSettings):
+    if settings.finetune != "qlora":
+        yield None
+        return
+    from zeroplan.trace.qlora import bitsandbytes_on_fake_tensors
+
+    with bitsandbytes_on_fake_tensors():
+        yield _Quantised()
+
+
 def _untraceable(exc: BaseException) -> bool:
     from torch._subclasses import fake_tensor
 
@@ -223,7 +267,8 @@ def trace_once(config: dict, settings: TraceSettings, num_layers: int | None = N
     layers = layer_count(config) if num_layers is None else num_layers
     owned = None
     warnings.filterwarnings("ignore")
-    with fake_world(settings.world_size), real_masking(), grouped_mm_any_dtype(), chunks_on_demand():
+    with fake_world(settings.world_size), real_masking(), grouped_mm_any_dtype(), chunks_on_demand(), \
+            _quantised(settings) as quantised:
         model = sharded_model(config, settings, layers, "cpu")
         with FakeTensorMode(allow_non_fake_inputs=True):
             optimizer, ids, labels = prepare_step(model, settings, "cpu")
@@ -231,6 +276,8 @@ def trace_once(config: dict, settings: TraceSettings, num_layers: int | None = N
                 owned = zero1_owned([p for p in model.parameters() if p.requires_grad], settings.world_size)
             tracker = tracker_class()(model, optimizer)
             tracker.track_inputs((ids, labels))
+            if quantised is not None:
+                quantised.prepare(model, tracker, "cpu")
             after_forward: dict = {}
 
             def snapshot_after_forward() -> None:

@@ -25,6 +25,17 @@ def to_csv(result: TraceResult) -> str:
     return buffer.getvalue()
 
 
+def _finetune_note(finetune: str, settings: dict) -> str:
+    adapters = f", PEFT LoRA r{settings['lora_rank']} on {','.join(settings['lora_targets'])}"
+    if finetune == "lora":
+        return adapters + " (16-bit base frozen, fp32 adapters)"
+    if finetune == "qlora":
+        double = "double quantisation" if settings.get("double_quant", True) else "no double quantisation"
+        return (adapters + f" (base frozen in bitsandbytes' Linear4bit: NF4, {double}, bf16 quant storage; "
+                "gemm_4bit as its CUDA kernel runs it, see docs/trace.md)")
+    return ""
+
+
 def to_table(result: TraceResult, units: str = "iec") -> str:
     request, trace, traced = result.request, result.trace, result.trace_parts()
     how = (f"layers {trace['layers_traced']} traced, extrapolated to {trace['layers']}" if trace["extrapolated"]
@@ -32,8 +43,7 @@ def to_table(result: TraceResult, units: str = "iec") -> str:
     lines = [f"zeroplan trace: {result.model_name} ({result.family}) on {request.gpus} ranks, ZeRO stage "
              f"{request.stage}, {request.precision}, recompute {request.recompute}, seq {result.seq_len} × "
              f"micro-batch {request.micro_batch}, {request.attention} attention"
-             + (f", PEFT LoRA r{trace['settings']['lora_rank']} on {','.join(trace['settings']['lora_targets'])} "
-                "(16-bit base frozen, fp32 adapters)" if request.finetune == "lora" else ""),
+             + _finetune_note(request.finetune, trace["settings"]),
              f"  measured with torch's FSDPMemTracker on fake tensors, {trace['settings']['steps']} steps ({how}, "
              f"{trace['wall_s']:.1f} s)", ""]
     lines.append(f"  {'per GPU':<18}{'trace':>16}{'estimate':>16}{'trace bytes':>18}{'estimate bytes':>18}")

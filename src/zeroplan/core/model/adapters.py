@@ -11,7 +11,9 @@ Modes (docs/formulas.md §21):
 The per-projection shapes come from ModelShape (hidden h, heads a, kv heads k, head_dim d, ffn f), named as
 PEFT's target_modules names them for Llama-style models: q_proj (h → a·d), k_proj and v_proj (h → k·d),
 o_proj (a·d → h), gate_proj and up_proj (h → f), down_proj (f → h). "all-linear" is PEFT's shorthand for
-every linear of the decoder layers (never the LM head). Models without a gated MLP have no gate_proj.
+every linear of the decoder layers (never the LM head). Models without a gated MLP have no gate_proj. On a mixture
+of experts whose every layer is routed (no shared experts), gate_proj/up_proj and down_proj name the fused expert
+tensors PEFT adapts with target_parameters (ExpertAdapter: r·E·(in + out) each, docs/formulas.md §23.4).
 """
 
 from __future__ import annotations
@@ -29,11 +31,17 @@ ALL_LINEAR = "all-linear"
 QUANTS = ("nf4", "int8")
 DEFAULT_LORA_RANK = 16
 ADAPTER_BYTES = 4  # PEFT's default autocast_adapter_dtype=True keeps LoRA weights in fp32 on a 16-bit base
+# Whose recipe trains the adapters: PEFT (transformers + PEFT, as TRL, axolotl and accelerate run it) or torchtune
+# (its own LoRALinear in the model dtype, bf16 AdamW states, CEWithChunkedOutputLoss): core.memory.finetune.
+RECIPES = ("peft", "torchtune")
+RECIPE_ADAPTER_BYTES = {"peft": ADAPTER_BYTES, "torchtune": 2}  # torchtune builds the whole model in dtype=bf16
 
 # bitsandbytes blockwise quantisation (bitsandbytes/functional.py quantize_4bit, quantize_blockwise):
 NF4_BLOCK = 64  # one absmax per 64 weights (blocksize=64, the Linear4bit default)
 NESTED_BLOCK = 256  # double quantisation: the absmax values themselves quantised in blocks of 256
 FP32 = 4
+NF4_CODE = 16  # the 16 NF4 levels, an fp32 table each QuantState holds (functional.get_4bit_type, made per call)
+DYNAMIC_CODE = 256  # the 8-bit dynamic map of the nested absmax, copied into each QuantState.state2 (code.to(copy=True))
 
 
 @dataclass(frozen=True)
@@ -64,8 +72,11 @@ class Finetune:
     double_quant: bool = True  # nf4 only: bnb_4bit_use_double_quant
     freeze_embeddings: bool = False
     freeze_layers: int = 0
+    recipe: str = "peft"  # RECIPES: whose code trains the adapters
 
     def __post_init__(self) -> None:
+        if self.recipe not in RECIPES:
+            raise InputError("finetune_recipe", f"unknown recipe '{self.recipe}'", "use peft or torchtune")
         if self.mode not in FINETUNE_MODES:
             raise InputError("finetune", f"unknown fine-tuning mode '{self.mode}'", "use full, lora, qlora or auto")
         if isinstance(self.rank, bool) or not isinstance(self.rank, int) or self.rank < 1:
@@ -85,6 +96,11 @@ class Finetune:
     @property
     def adapters(self) -> bool:
         return self.mode in ("lora", "qlora")
+
+    @property
+    def adapter_bytes(self) -> int:
+        """Bytes of one adapter weight (and of its gradient): PEFT's fp32, torchtune's bf16."""
+        return RECIPE_ADAPTER_BYTES[self.recipe]
 
     @property
     def storage(self) -> str | None:
@@ -108,8 +124,9 @@ class Finetune:
                    "int8": "8-bit (LLM.int8)"}.get(self.storage or "", "16-bit")
         where = f" (none on the first {self.freeze_layers} layers)" if self.freeze_layers else ""
         targets = "all linear layers" if self.targets == LORA_TARGETS else ",".join(self.targets)
+        recipe = "; torchtune's recipe" if self.recipe == "torchtune" else ""
         return (f"{'QLoRA' if self.mode == 'qlora' else 'LoRA'} rank {self.rank} on {targets}{where}; "
-                f"the base model frozen in {storage} storage")
+                f"the base model frozen in {storage} storage{recipe}")
 
 
 FULL = Finetune()
@@ -152,14 +169,86 @@ def layer_linears(shape: ModelShape) -> tuple[Linear, ...]:
     return tuple(linears)
 
 
+def quantised_linears(shape: ModelShape) -> tuple[tuple[Linear, int], ...]:
+    """Every nn.Linear of the decoder layers QLoRA quantises, with how many of it the model holds: transformers'
+    replace_with_bnb_linear converts nn.Linear modules only. A dense model: each layer's seven. A mixture of
+    experts: the attention projections of every layer, the MLP of its dense layers and its shared experts; the
+    routed experts, which transformers (5+) stores as fused 3-D parameters (experts.gate_up_proj, .down_proj),
+    stay 16-bit (checked against bitsandbytes on the meta device, tests/test_finetune_qlora_trace.py)."""
+    if not shape.experts:
+        return tuple((linear, shape.layers) for linear in layer_linears(shape))
+    moe = shape.moe
+    h = shape.hidden
+    if moe is not None and moe.attention_linears is not None:
+        attention = [Linear(f"attention{i}", inner, outer) for i, (inner, outer) in enumerate(moe.attention_linears)]
+    else:
+        attention = [linear for linear in layer_linears(shape) if linear.name.endswith(("q_proj", "k_proj", "v_proj",
+                                                                                        "o_proj"))]
+    found = [(linear, shape.layers) for linear in attention]
+
+    def mlp(width: int) -> list[Linear]:
+        gated = [Linear("gate_proj", h, width)] if shape.gated_mlp else []
+        return gated + [Linear("up_proj", h, width), Linear("down_proj", width, h)]
+
+    moe_layers = shape.moe_layers or shape.layers
+    if moe is not None and moe.dense_ffn and shape.layers > moe_layers:
+        found += [(linear, shape.layers - moe_layers) for linear in mlp(moe.dense_ffn)]
+    if moe is not None and moe.shared_expert_ffn:
+        found += [(linear, moe_layers) for linear in mlp(moe.shared_expert_ffn)]
+    return tuple(found)
+
+
+MLP_TARGETS = ("gate_proj", "up_proj", "down_proj")
+
+
+@dataclass(frozen=True)
+class ExpertAdapter:
+    """LoRA on one fused expert tensor (PEFT >= 0.17 target_parameters, its ParamWrapper): E experts of
+    in_features → out_features; lora_A is (r·E × in), lora_B (out × r·E)."""
+
+    name: str  # the parameter: gate_up_proj or down_proj of transformers' fused experts
+    in_features: int
+    out_features: int
+    experts: int
+
+    @property
+    def params(self) -> int:
+        return self.in_features * self.out_features * self.experts
+
+
+def adapted_experts(shape: ModelShape, finetune: Finetune) -> tuple[ExpertAdapter, ...]:
+    """The fused expert tensors of one MoE layer that carry LoRA (none for a dense model or attention targets).
+    gate_proj and up_proj name the one fused gate_up_proj (h → 2·f), down_proj the down_proj (f → h)."""
+    mlp = [t for t in finetune.targets if t in MLP_TARGETS]
+    if not shape.experts or not finetune.adapters or not mlp:
+        return ()
+    moe = shape.moe
+    if moe is None or moe.dense_ffn or moe.shared_expert_ffn or (shape.moe_layers or 0) != shape.layers:
+        raise InputError("lora_targets", f"LoRA on the MLP ({', '.join(mlp)}) of a mixture of experts with dense "
+                         "layers or shared experts is not modelled (routed experts only, every layer)",
+                         f"use {ref('lora_targets', 'q_proj,k_proj,v_proj,o_proj')} for this model")
+    if ("gate_proj" in mlp) != ("up_proj" in mlp):
+        raise InputError("lora_targets", "the experts keep gate and up projections in one fused tensor "
+                         "(gate_up_proj), which PEFT adapts as one", "give gate_proj and up_proj together")
+    f, h, experts = moe.expert_ffn, shape.hidden, shape.experts
+    found = []
+    if "gate_proj" in mlp:
+        found.append(ExpertAdapter("gate_up_proj", h, 2 * f if shape.gated_mlp else f, experts))
+    if "down_proj" in mlp:
+        found.append(ExpertAdapter("down_proj", f, h, experts))
+    return tuple(found)
+
+
+def expert_lora_params(adapter: ExpertAdapter, rank: int) -> int:
+    """lora_A (r·E × in) and lora_B (out × r·E): r·E·(in + out)."""
+    return rank * adapter.experts * (adapter.in_features + adapter.out_features)
+
+
 def adapted_linears(shape: ModelShape, finetune: Finetune) -> tuple[Linear, ...]:
-    """The linears of one adapted layer that carry a LoRA adapter."""
-    if shape.experts:
-        mlp = [t for t in finetune.targets if t in ("gate_proj", "up_proj", "down_proj")]
-        if mlp:
-            raise InputError("lora_targets", f"LoRA on a mixture-of-experts MLP ({', '.join(mlp)}) is not modelled",
-                             f"use {ref('lora_targets', 'q_proj,k_proj,v_proj,o_proj')} for MoE models")
-    return tuple(linear for linear in layer_linears(shape) if linear.name in finetune.targets)
+    """The linears of one adapted layer that carry a LoRA adapter (a mixture of experts' MLP: adapted_experts)."""
+    adapted_experts(shape, finetune)  # refuses what is not modelled
+    names = [t for t in finetune.targets if not (shape.experts and t in MLP_TARGETS)]
+    return tuple(linear for linear in layer_linears(shape) if linear.name in names)
 
 
 def lora_params(linear: Linear, rank: int) -> int:
@@ -217,12 +306,13 @@ def finetune_counts(model: ModelSpec, finetune: Finetune) -> FinetuneCounts:
     per_layer = layer_params(model, shape)
     quantised = tensors = largest = 0
     if finetune.storage is not None:
-        linears = layer_linears(shape)
-        quantised = shape.layers * sum(linear.numel for linear in linears)
-        tensors = shape.layers * len(linears)
-        largest = max(linear.numel for linear in linears)
+        linears = quantised_linears(shape)
+        quantised = sum(linear.numel * copies for linear, copies in linears)
+        tensors = sum(copies for _, copies in linears)
+        largest = max(linear.numel for linear, _ in linears)
     if finetune.adapters:
-        trainable = trained_layers * sum(lora_params(l, finetune.rank) for l in adapted_linears(shape, finetune))
+        trainable = trained_layers * (sum(lora_params(l, finetune.rank) for l in adapted_linears(shape, finetune))
+                                      + sum(expert_lora_params(e, finetune.rank) for e in adapted_experts(shape, finetune)))
         frozen_base = model.params
         inert = finetune.freeze_layers
     else:
@@ -244,15 +334,20 @@ def quantised_storage(shape: ModelShape, quant: str, double_quant: bool) -> tupl
     nf4 (bitsandbytes functional.quantize_4bit, blocksize 64): two weights per byte and one fp32 absmax per
     block of 64; with double quantisation (bnb_4bit_use_double_quant: quantize_blockwise of the absmax,
     blocksize 256) each absmax becomes one byte, plus one fp32 absmax per 256 blocks and one fp32 offset per
-    tensor. int8 (LLM.int8, bitsandbytes Int8Params): one byte per weight and one fp32 scale (SCB) per output row.
-    The 16-entry code tables bitsandbytes shares between tensors are left out."""
+    tensor. Each QuantState also holds its own fp32 code tables: the 16 NF4 levels, and with double quantisation a
+    copy of the 256-entry dynamic map. int8 (LLM.int8, bitsandbytes Int8Params): one byte per weight and one fp32
+    scale (SCB) per output row."""
     packed = constants = 0
-    for linear in layer_linears(shape):
+    for linear, copies in quantised_linears(shape):
         if quant == "int8":
-            packed += linear.numel
-            constants += FP32 * linear.out_features
+            packed += copies * linear.numel
+            constants += copies * FP32 * linear.out_features
             continue
         blocks = ceil_div(linear.numel, NF4_BLOCK)
-        packed += ceil_div(linear.numel, 2)
-        constants += blocks + FP32 * ceil_div(blocks, NESTED_BLOCK) + FP32 if double_quant else FP32 * blocks
-    return shape.layers * packed, shape.layers * constants
+        packed += copies * ceil_div(linear.numel, 2)
+        if double_quant:
+            constants += copies * (blocks + FP32 * ceil_div(blocks, NESTED_BLOCK) + FP32 + FP32 * DYNAMIC_CODE)
+        else:
+            constants += copies * FP32 * blocks
+        constants += copies * FP32 * NF4_CODE
+    return packed, constants

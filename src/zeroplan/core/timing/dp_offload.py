@@ -22,6 +22,7 @@ from zeroplan.core.memory.deepspeed_buffers import BufferConfig, bucket_calls
 from zeroplan.core.memory.model_states import HOST_GRADIENT_BYTES, sharded
 
 from zeroplan.core.timing.machine import Machine
+from zeroplan.core.units import ceil_div
 
 
 @dataclass(frozen=True)
@@ -112,6 +113,8 @@ class OffloadTraffic:
       partition are written and read back once per step.
     - Parameter offload: the rank's partition crosses PCIe for forward and again for backward, every
       micro-batch; on NVMe it is read for both and the updated partition written back once per step.
+      Frozen parameters (fine-tuning) are fetched and read with the others in their storage bytes (ZeRO-3's
+      offload_param moves every parameter it partitioned, trainable or not) and never written back.
     """
 
     gradient_down_bytes: int  # per GPU, per move
@@ -144,8 +147,9 @@ class OffloadTraffic:
 
 
 def offload_traffic(option: Option, shard_params: int, dp: int, per_param: BytesPerParam, gpus_in_node: int,
-                    micro_batches: int = 1) -> OffloadTraffic:
-    """The one offload-traffic formula (docs/formulas.md §13); see OffloadTraffic for what moves when."""
+                    micro_batches: int = 1, frozen_bytes: int = 0) -> OffloadTraffic:
+    """The one offload-traffic formula (docs/formulas.md §13); see OffloadTraffic for what moves when.
+    shard_params counts what trains; frozen_bytes is the frozen parameters' storage, all ranks together."""
     gradient_partition = sharded(per_param.gradients, shard_params, dp)
     param_partition = sharded(per_param.params, shard_params, dp)
     down = moves = up = fetch = passes = swap = nvme_read = nvme_write = 0
@@ -157,9 +161,10 @@ def offload_traffic(option: Option, shard_params: int, dp: int, per_param: Bytes
             swap = gpus_in_node * (sharded(per_param.optimizer_states, shard_params, dp)
                                    + sharded(HOST_GRADIENT_BYTES, shard_params, dp))
     if option.offload_params != "none":
-        fetch, passes = param_partition, 2 * micro_batches
+        frozen_partition = ceil_div(frozen_bytes, dp)
+        fetch, passes = param_partition + frozen_partition, 2 * micro_batches
         if option.offload_params == "nvme":
-            nvme_read = gpus_in_node * param_partition
+            nvme_read = gpus_in_node * (param_partition + frozen_partition)
             nvme_write = gpus_in_node * param_partition
     return OffloadTraffic(down, moves, up, fetch, passes, swap, nvme_read, nvme_write)
 
