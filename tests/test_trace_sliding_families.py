@@ -167,3 +167,24 @@ def test_dropout_on_a_gpu_is_the_cpu_trace_less_its_wider_masks(traced, family, 
     assert result.activation_model == "transformers"
     e = 2 if precision == "mixed" else 4
     assert result.trace["peak_bytes"] - result.estimate["total"] == (e - 1) * 256 * 64 * alive, result.trace["where"]
+
+
+@pytest.mark.parametrize("family,precision", [("gemma2", "mixed"), ("gemma2", "fp32"), ("gpt_oss", "mixed"),
+                                              ("gpt_oss", "fp32")])
+def test_the_per_layer_slope_is_one_decoder_layer(family, precision):
+    # 4, 6 and 8 layers traced (stage 0, eager; gpt-oss's peak in the last layer's attention forward, Gemma 2's in its
+    # softmax backward): each layer adds exactly what core counts for one, sliding or global (eager attention keeps
+    # the same bytes in both); in fp32 gpt-oss's experts run transformers' fallback grouped-matmul op, whose context
+    # also keeps the int32 group offsets (4 bytes per expert and layer)
+    pytest.importorskip("transformers", reason="zeroplan trace needs the `trace` extra (transformers)")
+    from zeroplan.core.memory.activations import _transformers_layer_bytes
+    from zeroplan.trace.engine import TraceSettings, trace_peak
+
+    config = {**CONFIGS[family], "num_hidden_layers": 10}
+    trace = trace_peak(config, TraceSettings(world_size=4, stage=0, seq_len=256, precision=precision,
+                                             attention="eager"), layers_to_trace=3)
+    activations = ActivationConfig(seq_len=256, flash_attention=False, implementation="transformers",
+                                   dtype_bytes=2 if precision == "mixed" else 4)
+    layer = _transformers_layer_bytes(_shape(model_spec_from_hf_config(config, "tiny")), activations)
+    offsets = 4 * config.get("num_local_experts", 0) if precision == "fp32" else 0
+    assert trace["per_layer"]["activations"] == layer + offsets
