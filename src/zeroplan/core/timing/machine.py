@@ -39,6 +39,18 @@ GEMM_OVERHEAD_S = 0.0
 # times the large-GEMM time: small hidden sizes and narrow tp splits run further from peak, the more so on a GPU
 # whose ridge is high (H100's tensor cores outgrew its HBM more than A100's did). Fitted.
 GEMM_EPILOGUE_BYTES = 9.921
+# A GEMM's rows m (the tokens it multiplies; a routed expert's share of them): docs/formulas.md §14.2.
+# - Row tiles: the kernel covers m in tiles of GEMM_ROW_TILE rows (CUTLASS's Hopper grouped GEMM, the kind
+#   Megatron-Core's grouped experts run: examples/57_hopper_grouped_gemm tiles 128 rows per CTA in its pingpong
+#   config, TileShape 128 x 128, and 256 in its cooperative one, 256 x 128 x 128; a Hopper WGMMA instruction is 64
+#   rows), so a GEMM of m rows costs ceil(m/128)·128 rows' FLOPs (the smaller tile: a stated lower bound); in a
+#   grouped GEMM each expert's rows are tiled on their own. Stated, not fitted: a dense GEMM's m (micro-batch x sequence) is a multiple of 128 in every
+#   published run, so only few-row expert GEMMs move.
+# - Weight reads: every GEMM streams its k x n weight (each expert's in a grouped GEMM) from HBM once, at HBM
+#   bandwidth, added like the epilogue (the large-GEMM efficiency was fitted on GEMMs whose m made that read a few
+#   per cent of their time); GEMM_WEIGHT_BYTES per weight element: bf16, 1 byte for a linear layer's FP8 GEMM.
+GEMM_ROW_TILE = 128
+GEMM_WEIGHT_BYTES = 2
 ATTENTION_SCORE_BYTES = 5.831  # memory traffic per attention score element, forward, without flash attention
 # Flash attention (fused, causal: the masked half skipped): the kernel's measured ceiling on the GPU, times a fitted
 # share, times s/(s + FLASH_SEQ_HALF): short sequences leave the kernel's tiles and SMs partly idle (FlashAttention-2,
@@ -55,6 +67,14 @@ ATTENTION_SCORE_BYTES = 5.831  # memory traffic per attention score element, for
 FLASH_MAX_SHARE = {("ampere", "fa1"): 0.40, ("ampere", "fa2"): 0.73, ("ampere", "fa3"): 0.73,
                    ("hopper", "fa1"): 0.19, ("hopper", "fa2"): 0.35, ("hopper", "fa3"): 0.75}
 DEFAULT_FLASH_MAX_SHARE = 0.55  # other GPUs: the mean of the A100 and H100 fa2/fa3 ceilings, not measured
+# Blackwell Ultra (GB300, B300): the same dense bf16 tensor rate as Blackwell, but twice the special-function
+# units' exponential throughput (MUFU.EX2) that a flash kernel's softmax waits on between its two matmuls; NVIDIA
+# measured ~35% more attention forward throughput on GB300 than GB200 from it ("Making Softmax More Efficient with
+# NVIDIA Blackwell Ultra", NVIDIA technical blog, 2026: FP8 attention FPROP, DeepSeek-V3). Blackwell's own
+# ceiling is not measured (the default above); Blackwell Ultra's is that default × 1.35, for every kernel family.
+BLACKWELL_ULTRA_ATTENTION_SPEEDUP = 1.35
+FLASH_MAX_SHARE.update({("blackwell_ultra", kernel): DEFAULT_FLASH_MAX_SHARE * BLACKWELL_ULTRA_ATTENTION_SPEEDUP
+                        for kernel in ("fa1", "fa2", "fa3")})
 # Head dimension: the ceilings above are measured at head dim 128 (the FlashAttention-2/-3 papers' headline
 # shapes). Narrower heads do fewer FLOPs per byte of Q, K, V moved and per softmax element, and run further from
 # peak: FlashAttention-3's BF16 forward on H100 (arXiv 2407.08608 Fig. 5, sequence 8k) reaches 496 TFLOP/s at head
@@ -122,7 +142,8 @@ def gemm_efficiency(gpu_name: str) -> float:
 
 DEFAULT_EFFICIENCY = gemm_efficiency("a100")
 GPU_ARCHITECTURES = {"a100": "ampere", "a800": "ampere", "a10": "ampere", "a40": "ampere", "a6000": "ampere",
-                     "h100": "hopper", "h800": "hopper", "h200": "hopper", "gh200": "hopper"}
+                     "h100": "hopper", "h800": "hopper", "h200": "hopper", "gh200": "hopper",
+                     "gb300": "blackwell_ultra", "b300": "blackwell_ultra"}
 
 
 def flash_efficiency(gpu_name: str, kernel: str = "fa2") -> float:
