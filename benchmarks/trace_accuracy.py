@@ -101,11 +101,15 @@ FAMILIES = {
                   "shared_expert_intermediate_size": 512, "num_attention_heads": 8, "num_key_value_heads": 8,
                   "num_experts": 8, "num_experts_per_tok": 2, "num_hidden_layers": 8, "vocab_size": 1000,
                   "max_position_embeddings": 8192},
+    # Gemma 2: alternating sliding (512) and global layers, attention and final logit soft-capping (eager only)
+    "gemma2": {"model_type": "gemma2", "hidden_size": 256, "intermediate_size": 688, "num_attention_heads": 4,
+               "num_key_value_heads": 2, "head_dim": 64, "num_hidden_layers": 8, "vocab_size": 1000,
+               "max_position_embeddings": 8192, "sliding_window": 512},
 }
 FIRST_FAMILIES = 10  # the families before issue 19: their rows are dealt as before the new ones came
 ISSUE_19_FAMILIES = 17  # then the first families the architecture description added: their rows dealt as before too
 # Families whose transformers code has no sdpa attention: their rows run eager attention.
-EAGER_ONLY = ("gpt_oss",)
+EAGER_ONLY = ("gpt_oss", "gemma2")
 PRECISIONS = ("mixed", "fp32")
 RECOMPUTES = ("none", "selective", "full")
 SEQS = (512, 1024, 2048, 4096, 8192)

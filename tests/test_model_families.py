@@ -328,3 +328,25 @@ def test_a_deepseek_config_without_q_lora_rank_counts_what_transformers_builds(n
     config.pop("q_lora_rank", None)
     config.update(num_hidden_layers=4, first_k_dense_replace=1)  # the layers' shapes matter, not their number
     assert model_spec_from_hf_config(config, name).params == meta_counts(config)[0]
+
+
+@pytest.mark.slow  # imports transformers' config classes
+@pytest.mark.parametrize("config", [
+    {"model_type": "gemma2"}, {"model_type": "gemma2", "sliding_window_pattern": 3},  # Gemma2Config ignores the key
+    {"model_type": "gemma3_text"}, {"model_type": "gemma3_text", "sliding_window_pattern": 3},
+    {"model_type": "gpt_oss", "num_local_experts": 4, "num_experts_per_tok": 2},
+    {"model_type": "gpt_oss", "num_local_experts": 4, "num_experts_per_tok": 2, "sliding_window": 64},
+    {"model_type": "cohere2"}, {"model_type": "cohere2", "sliding_window_pattern": 2}, {"model_type": "olmo3"},
+], ids=lambda config: "-".join(str(value) for value in config.values()))
+def test_layers_without_layer_types_get_transformers_default_pattern(config: dict) -> None:
+    """A config.json without layer_types: transformers' config class fills them in (Gemma 2 and gpt-oss alternate,
+    Gemma 3 has five sliding layers per global one unless sliding_window_pattern says otherwise, Cohere 2 three,
+    OLMo 3 every fourth global); the windows the description gives each layer (FLOPs, activations) follow them."""
+    transformers = pytest.importorskip("transformers")
+    full = {"hidden_size": 64, "num_hidden_layers": 12, "num_attention_heads": 4, "num_key_value_heads": 2,
+            "head_dim": 16, "vocab_size": 128, "intermediate_size": 96, "max_position_embeddings": 8192, **config}
+    hf = transformers.AutoConfig.for_model(**full)
+    decoder = architecture_from_hf_config(full).description
+    expected = [hf.sliding_window if kind == "sliding_attention" else None for kind in hf.layer_types]
+    assert [layer.attention.window for layer in decoder.layers] == expected
+    assert None in expected and hf.sliding_window in expected

@@ -40,10 +40,31 @@ def test_fp32_doubles_every_layer_tensor_but_the_fp32_ones():
 
 @pytest.mark.parametrize("name", ["opt-1.3b", "gpt2"])
 def test_underived_cases_fall_back_to_megatron_and_say_so(name):
-    model = presets.model(name)
-    implementation, why = applied_implementation(model, _config())
+    model = presets.model(name)  # their eager attention is not derived
+    implementation, why = applied_implementation(model, _config(flash_attention=False))
     assert implementation == "megatron" and "Megatron" in why
-    assert activation_memory(model, _config()).total == activation_memory(model, _config(implementation="megatron")).total
+    assert (activation_memory(model, _config(flash_attention=False)).total
+            == activation_memory(model, _config(implementation="megatron", flash_attention=False)).total)
+
+
+@pytest.mark.parametrize("name,zeroed,masks", [("opt-1.3b", {"dropout": 0.0}, (2, 0)),
+                                               ("gpt2", {"resid_pdrop": 0.0, "embd_pdrop": 0.0}, (2, 1))])
+def test_published_dropout_is_derived_with_a_one_byte_mask_per_element(name, zeroed, masks):
+    # GPT-2's and OPT's published configs train with dropout 0.1: a GPU keeps one byte per dropped element (two residual
+    # dropouts per layer, GPT-2's embeddings), which is all the dropout adds to transformers' layers (sdpa's attention
+    # dropout keeps only its random-number state); the CPU trace's difference is tests/test_trace_sliding_families.py's
+    from dataclasses import replace
+
+    from zeroplan.core.memory.activations import dropout_note
+
+    model = presets.model(name)
+    without = replace(model, extra={**model.extra, "hf_config": {**model.extra["hf_config"], **zeroed}})
+    assert applied_implementation(model, _config()) == ("transformers", "")
+    with_dropout, plain = activation_memory(model, _config()).breakdown, activation_memory(without, _config()).breakdown
+    tokens, hidden, layers = 4096, model.shape.hidden, model.shape.layers
+    assert with_dropout["activations/layers"] - plain["activations/layers"] == layers * masks[0] * tokens * hidden
+    assert with_dropout["activations/embedding"] - plain["activations/embedding"] == masks[1] * tokens * hidden
+    assert "one byte per dropped element" in dropout_note(model) and dropout_note(without) == ""
 
 
 def test_precision_sets_the_activation_dtype_and_the_implementation_is_checked():

@@ -44,8 +44,6 @@ def test_the_tiny_members_are_derived(config):
 
 
 @pytest.mark.parametrize("config,says", [
-    ({**TINY["opt"], "dropout": 0.1}, "dropout"),
-    ({key: value for key, value in TINY["opt"].items() if key != "dropout"}, "dropout"),  # OPT's default 0.1
     ({**TINY["opt"], "do_layer_norm_before": False}, "post-norm"),
     ({**TINY["opt"], "word_embed_proj_dim": 32}, "project_in"),
     ({**TINY["gpt_neox"], "hidden_dropout": 0.1}, "dropout"),

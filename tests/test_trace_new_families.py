@@ -9,6 +9,7 @@ import json
 import pytest
 
 from zeroplan.core.memory.activations import ActivationConfig, applied_implementation
+from zeroplan.core.memory.activations_sliding_families import SLIDING_FAMILIES
 from zeroplan.core.model.families import model_spec_from_hf_config
 
 pytestmark = pytest.mark.slow  # real runs / traces / pre-commit: `pytest -m "not slow"` skips them
@@ -60,7 +61,7 @@ def test_qk_norm_families_are_derived(family):
     assert _applied(CONFIGS[family], flash=False) == ("transformers", "")
 
 
-@pytest.mark.parametrize("family", sorted(set(CONFIGS) - set(DERIVED)))
+@pytest.mark.parametrize("family", sorted(set(CONFIGS) - set(DERIVED) - set(SLIDING_FAMILIES)))
 def test_families_not_derived_yet_fall_back_to_megatron_and_say_so(family):
     implementation, note = _applied(CONFIGS[family])
     assert implementation == "megatron" and f"{family} layers are not derived yet" in note and "Megatron" in note
@@ -150,14 +151,14 @@ def test_the_per_layer_slope_is_one_decoder_layer(family, precision):
     assert trace["per_layer"]["activations"] == layer
 
 
-@pytest.mark.parametrize("stage,seq", [(3, 512)])
-def test_olmo2_full_recompute_is_within_three_percent(traced, stage, seq):
-    # OLMo-2's post-norm layer backward (its norms' fp32 gradient temporaries after the MLP) is not derived: with
-    # full recompute the trace peaks there, above llama's moments the estimate takes (-2.1% here, -1.9% and -2.0%
-    # on 8-layer models at seq 512 and 2048).
-    result = traced("olmo2", stage, "mixed", "full", 8, seq)
+@pytest.mark.parametrize("stage,precision,seq", [(3, "mixed", 512), (0, "fp32", 256)])
+def test_olmo2_full_recompute_equals_the_trace(traced, stage, precision, seq):
+    # OLMo-2's post-feedforward norm backward in the recomputed layer (its fp32 gradient temporaries, the whole
+    # recomputed layer alive but its checkpoint: the input and the cast cos and sin) holds the peak; the estimate was
+    # 1.9-2.1% under before that moment was derived.
+    result = traced("olmo2", stage, precision, "full", 8, seq)
     assert result.activation_model == "transformers"
-    assert -0.03 <= result.error < 0
+    assert result.estimate["total"] == result.trace["peak_bytes"], (result.trace["where"], result.trace["categories"])
 
 
 # --- a sliding window no longer than the sequence: transformers builds the mask (mistral, mixtral, phi3) ---

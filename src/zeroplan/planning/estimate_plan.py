@@ -92,15 +92,17 @@ def _activation_notes(request: EstimateRequest, activations: ActivationConfig | 
             f"{', sequence parallel' if activations.sequence_parallel else ''}, {bits}")
     if implementation == "transformers":
         attention = "sdpa attention" if activations.flash_attention else "eager attention (--no-flash-attention)"
+        from zeroplan.core.memory.activations import dropout_note
         from zeroplan.core.memory.activations_gated_families import routing_note
-
         from zeroplan.core.memory.activations_moe_families import routing_note as moe_routing_note
 
         family = request.model.shape.family if request.model.shape else None
         routing = routing_note(family) or moe_routing_note(family)
+        dropout = dropout_note(request.model)
         return [f"activations: transformers implementation (--activations transformers) of {request.model.reported('family')}, "
                 f"{attention}, {step}; the peak moment at the start of backward: every layer's saved tensors, final "
-                "norm, fp32 log-softmax and the loss gradient's fp32 temporaries" + (f"; {routing}" if routing else "")]
+                "norm, fp32 log-softmax and the loss gradient's fp32 temporaries" + (f"; {routing}" if routing else "")
+                + (f"; {dropout}" if dropout else "")]
     flash = "flash attention (no s×s scores stored)" if activations.flash_attention else "no flash attention"
     note = f"; {why}" if why else ""
     notes = [f"activations: megatron implementation (Korthikanti et al. 2022 per layer), {step}, {flash}; the first "

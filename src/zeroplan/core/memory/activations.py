@@ -47,9 +47,11 @@ from zeroplan.core.memory import activations_gated_families as gated
 from zeroplan.core.memory import activations_layernorm_families as layernorm_families
 from zeroplan.core.memory import activations_moe_families as moe_families
 from zeroplan.core.memory import activations_qk_norm_families as qk_norm
+from zeroplan.core.memory import activations_sliding_families as sliding
 from zeroplan.core.memory.activations_qk_norm_families import QK_NORM_FAMILIES
 from zeroplan.core.errors import InputError, ref
 from zeroplan.core.parallel.rules import MAX_SEQ_LEN
+from zeroplan.core.model.families import layer_windows
 from zeroplan.core.model.spec import ModelSpec
 from zeroplan.core.memory.activations_gated_families import (
     GATED_FAMILIES,
@@ -70,9 +72,10 @@ WINDOW_DERIVED = ("mistral", "mixtral", "phi3")
 # core.memory.activations_layernorm_families).
 LLAMA_STYLE_FAMILIES = ("llama", "mistral", "qwen2") + QK_NORM_FAMILIES
 # OLMoE, Qwen2-MoE and DeepSeek-V2/V3 (shared experts, latent attention, dense and sparse layers mixed) in
-# core.memory.activations_moe_families
-TRANSFORMERS_FAMILIES = (LLAMA_STYLE_FAMILIES + ("gpt2",) + GATED_FAMILIES + layernorm_families.FAMILIES
-                         + moe_families.FAMILIES)
+# core.memory.activations_moe_families; Gemma 2, Gemma 3 and gpt-oss (sliding and global layers) in
+# core.memory.activations_sliding_families
+TRANSFORMERS_FAMILIES: tuple[str, ...] = (LLAMA_STYLE_FAMILIES + ("gpt2",) + GATED_FAMILIES + layernorm_families.FAMILIES
+                                          + moe_families.FAMILIES + sliding.SLIDING_FAMILIES)
 DEFAULT_SEQ_LEN_CAP = 4096  # the default sequence length: the model's context, at most this
 
 
@@ -191,7 +194,7 @@ class _Shape:
     experts: int
     experts_per_token: int  # 1 for a dense model
     family: str | None = None
-    dropout: bool = False  # the config.json trains with dropout (GPT-2's default p = 0.1)
+    dropout_masks: tuple[int, int] = (0, 0)  # GPT-2's, OPT's residual dropouts per layer, embedding dropouts (T·h each)
     sliding_window: int | None = None  # attention window of the config.json (mistral's default 4096), if any
     tied: bool = False  # the LM head shares the input embedding's weight (GPT-2's default)
     position_rows: int = 0  # rows of a learned position table (GPT-2's n_positions); 0 for rotary positions
@@ -199,6 +202,7 @@ class _Shape:
     layernorm: layernorm_families.Layout | None = None  # gpt_neox, opt, falcon: what their config.json sets
     moe_traits: MoETraits | None = None  # qwen3_moe: what its config.json sets beyond the shape
     moe_layout: moe_families.Layout | None = None  # olmoe, qwen2_moe, deepseek_v2/v3: layers, router, latent attention
+    sliding: sliding.SlidingTraits | None = None  # gemma2, gemma3_text, gpt_oss: each layer's window, soft-capping
 
 
 def _shape(model: ModelSpec) -> _Shape:
@@ -211,7 +215,7 @@ def _shape(model: ModelSpec) -> _Shape:
         head_dim=shape.head_dim, ffn=shape.ffn, vocab=shape.vocab, gated_mlp=shape.gated_mlp,
         experts=experts if experts and per_token else 0, experts_per_token=per_token if experts and per_token else 1,
         family=shape.family,
-        dropout=_trains_with_dropout(model.extra.get("hf_config") or {}),
+        dropout_masks=dropout_masks({"model_type": shape.family, **(model.extra.get("hf_config") or {})}),
         sliding_window=_sliding_window(model.extra.get("hf_config") or {}),
         tied=shape.tied_embeddings if shape.tied_embeddings is not None else shape.family == "gpt2",
         position_rows=_position_rows(shape.family, shape.max_seq_len),
@@ -220,7 +224,8 @@ def _shape(model: ModelSpec) -> _Shape:
                    if shape.family in layernorm_families.FAMILIES else None),
         gated=gated_traits(model.extra.get("hf_config") or {}, shape.family, shape.head_dim),
         moe_traits=_moe_traits(model.extra.get("hf_config") or {}, shape.family),
-        moe_layout=_moe_layout(model))
+        moe_layout=_moe_layout(model),
+        sliding=_sliding_traits(model.extra.get("hf_config") or {}, shape.family))
 
 
 def _moe_layout(model: ModelSpec) -> moe_families.Layout | None:
@@ -231,6 +236,12 @@ def _moe_layout(model: ModelSpec) -> moe_families.Layout | None:
     return moe_families.layout(model.extra.get("hf_config") or {}, shape.family or "",
                                moe.pattern or (True,) * shape.layers, moe.dense_ffn or 0, moe.expert_ffn,
                                shape.experts or 0, shape.experts_per_token or 1, moe.shared_expert_ffn or 0)
+
+
+def _sliding_traits(config: dict, family: str | None) -> sliding.SlidingTraits | None:
+    if family not in sliding.SLIDING_FAMILIES:
+        return None
+    return sliding.sliding_traits(config, family, layer_windows({"model_type": family, **config}))
 
 
 def _position_rows(family: str | None, max_seq_len: int | None) -> int:
@@ -267,16 +278,39 @@ def _sliding_window(config: dict) -> int | None:
         return config.get("sliding_window", 4096)
     if family in ("mixtral", "phi3"):  # no window unless the config sets one (Phi-3-mini-4k: 2047)
         return config.get("sliding_window")
+    if family in sliding.SLIDING_FAMILIES:  # the sliding layers' window (the others are global)
+        return min((window for window in layer_windows(config) if window is not None), default=None)
     return None
 
 
-_DROPOUT_KEYS = ("resid_pdrop", "embd_pdrop", "attn_pdrop", "attention_dropout", "hidden_dropout", "dropout")
+def dropout_masks(config: dict) -> tuple[int, int]:
+    """(dropout masks per decoder layer, on the embedding side), each over T·h elements, of a GPT-2 or OPT config.json
+    that trains with dropout (transformers' defaults: GPT-2's resid_pdrop and embd_pdrop 0.1, OPT's dropout 0.1):
+    GPT-2 drops the attention's and the MLP's outputs (resid_pdrop) and the embeddings (embd_pdrop), OPT the
+    attention's and fc2's outputs. Attention dropout (GPT-2's attn_pdrop, OPT's attention_dropout) runs inside the
+    fused sdpa kernel, which on a GPU keeps only its random-number state: no mask."""
+    family = config.get("model_type")
+    if family == "gpt2":
+        return (2 if _positive(config, "resid_pdrop", 0.1) else 0), (1 if _positive(config, "embd_pdrop", 0.1) else 0)
+    if family == "opt":
+        return (2 if _positive(config, "dropout", 0.1) else 0), 0
+    return 0, 0
 
 
-def _trains_with_dropout(config: dict) -> bool:
-    """Whether a config.json asks for dropout; GPT-2's defaults (0.1) apply when its keys are absent."""
-    defaults = {"resid_pdrop": 0.1, "embd_pdrop": 0.1, "attn_pdrop": 0.1} if config.get("model_type") == "gpt2" else {}
-    return any(float(config.get(key, defaults.get(key, 0.0)) or 0.0) > 0.0 for key in _DROPOUT_KEYS)
+def _positive(config: dict, key: str, default: float) -> bool:
+    return float(config.get(key, default) or 0.0) > 0.0
+
+
+def dropout_note(model: ModelSpec) -> str:
+    """What the transformers estimate assumes about a config's dropout ("" when it trains without)."""
+    if model.shape is None or model.shape.family not in ("gpt2", "opt"):
+        return ""
+    per_layer, embedding = dropout_masks({"model_type": model.shape.family, **(model.extra.get("hf_config") or {})})
+    if not per_layer + embedding:
+        return ""
+    return ("dropout: a GPU's kernels keep one byte per dropped element (CPU kernels, and so `zeroplan trace`, keep the "
+            "mask in the compute dtype); attention dropout inside sdpa's fused kernel keeps only its random-number "
+            "state on a GPU (the CPU trace runs the math kernel instead)")
 
 
 def applied_implementation(model: ModelSpec, config: ActivationConfig) -> tuple[str, str]:
@@ -299,6 +333,8 @@ def _transformers_gap(shape: _Shape, config: ActivationConfig) -> str:
         return "transformers runs no tensor or pipeline parallelism: Megatron's formula is used with --tp/--pp"
     if config.ep > 1:
         return "transformers runs no expert parallelism: Megatron's formula is used with --ep"
+    if shape.sliding is not None:  # their sliding layers are derived with or without the window's mask
+        return sliding.gap(shape.family or "", shape.sliding, config.flash_attention)
     if _windowed(shape, config) and (shape.family not in WINDOW_DERIVED or config.recompute == "selective"):
         return (f"a sliding attention window ({shape.sliding_window}) no longer than the sequence ({config.seq_len}) "
                 f"makes transformers build an explicit mask; {shape.family} with it is derived for "
@@ -312,9 +348,8 @@ def _transformers_gap(shape: _Shape, config: ActivationConfig) -> str:
             f"{shape.family} without experts is not derived: Megatron's formula is used"
     if shape.family in layernorm_families.FAMILIES:
         return layernorm_families.gap(_layernorm_layout(shape), config.flash_attention)
-    if shape.family == "gpt2" and (shape.dropout or not config.flash_attention):
-        return ("GPT-2 is derived for sdpa attention without dropout only (its config trains with dropout or eager "
-                "attention was asked): Megatron's formula is used")
+    if shape.family == "gpt2" and not config.flash_attention:
+        return ("GPT-2 is derived for sdpa attention only (eager attention was asked): Megatron's formula is used")
     return ""
 
 
@@ -386,12 +421,15 @@ def _transformers_layer_bytes(shape: _Shape, config: ActivationConfig) -> int:
     tokens, e, seq = config.seq_len * config.micro_batch, config.dtype_bytes, config.seq_len
     h, a, k, d, f = shape.hidden, shape.heads, shape.kv_heads, shape.head_dim, shape.ffn
     if shape.family in layernorm_families.FAMILIES:
+        masks = tokens * _MASK_BYTES * shape.dropout_masks[0] * h if config.recompute != "full" else 0
         return layernorm_families.layer_bytes(_layernorm_layout(shape), config.seq_len, config.micro_batch, e, h, a, k,
-                                              d, f, config.recompute)
+                                              d, f, config.recompute) + masks
     if shape.family in qk_norm.POST_NORM_FAMILIES:
         return qk_norm.post_norm_layer_bytes(tokens, seq, e, h, a, k, d, f, config.recompute, config.flash_attention)
-    if shape.moe_layout is not None:  # the last layer (_transformers_layers_bytes sums every layer's)
+    if shape.moe_layout is not None:  # the last layer (_transformers_layers gives every layer's)
         return _moe_family_layer_bytes(shape, config, shape.layers - 1)
+    if shape.sliding is not None:
+        return max(_transformers_layers(shape, config))
     if config.recompute == "full":
         return tokens * e * h
     if shape.family in GATED_FAMILIES:
@@ -401,7 +439,7 @@ def _transformers_layer_bytes(shape: _Shape, config: ActivationConfig) -> int:
     norm = _norm_bytes_per_token(shape, e)
     if shape.family == "gpt2":
         core = 4 * e * h + (4 * a if config.recompute == "none" else 0)
-        return tokens * (2 * norm + core + 5 * e * f)
+        return tokens * (2 * norm + core + 5 * e * f + _MASK_BYTES * shape.dropout_masks[0] * h)
     if config.recompute == "selective":
         core = 2 * e * a * d + 2 * e * k * d
     elif config.flash_attention:
@@ -426,13 +464,24 @@ def _moe_family_layer_bytes(shape: _Shape, config: ActivationConfig, index: int)
                                     _qk_norm_bytes_per_token(shape, config.dtype_bytes))
 
 
-def _transformers_layers_bytes(shape: _Shape, config: ActivationConfig) -> int:
-    """Every decoder layer's bytes for one micro-batch: the layers' count times one layer's, or, where layers differ
+def _transformers_layers(shape: _Shape, config: ActivationConfig) -> tuple[int, ...]:
+    """Bytes each decoder layer keeps for one micro-batch: one layer's for every layer, or, where layers differ
     (DeepSeek's first_k_dense_replace, Qwen2-MoE's mlp_only_layers, Llama 4's interleaving and layers without
-    rotary), each layer's."""
-    if shape.moe_layout is None:
-        return shape.layers * _transformers_layer_bytes(shape, config)
-    return sum(_moe_family_layer_bytes(shape, config, index) for index in range(shape.layers))
+    rotary; Gemma 3's sliding layers with sdpa, whose window's explicit mask makes them keep more), each layer's."""
+    if shape.moe_layout is not None:
+        return tuple(_moe_family_layer_bytes(shape, config, index) for index in range(shape.layers))
+    if shape.sliding is None:
+        return (_transformers_layer_bytes(shape, config),) * shape.layers
+    tokens, e, h = config.seq_len * config.micro_batch, config.dtype_bytes, shape.hidden
+    if config.recompute == "full":
+        return (tokens * e * h,) * shape.layers
+    plain = sliding.layer_bytes(shape.family or "", shape.sliding, tokens, config.seq_len, e, h, shape.heads,
+                                shape.kv_heads, shape.head_dim, shape.ffn, shape.experts, shape.experts_per_token,
+                                config.recompute, config.flash_attention)
+    # selective recompute repeats k and v and converts the mask inside the checkpoint: recomputed, not kept
+    masked = _masked_sdpa_bytes(shape, config) if config.recompute == "none" else 0
+    return tuple(plain + (masked if window is not None and window <= config.seq_len else 0)
+                 for window in shape.sliding.windows)
 
 
 def _rotary_width(shape: _Shape) -> int:
@@ -457,14 +506,21 @@ def _transformers_terms(shape: _Shape, config: ActivationConfig) -> dict[str, in
     recomputed working set over the loss temporaries it follows."""
     tokens, e, seq, b = config.seq_len * config.micro_batch, config.dtype_bytes, config.seq_len, config.micro_batch
     d, v = shape.head_dim, shape.vocab
-    layers = _transformers_layers_bytes(shape, config)
+    layers = sum(_transformers_layers(shape, config))
     embedding = 2 * _TOKEN_ID_BYTES * tokens
     final_norm, final_norm_fixed = _norm_bytes_per_token(shape, e), 0
-    if shape.family in layernorm_families.FAMILIES:
+    loss = _loss_temporaries(tokens, v)
+    if shape.sliding is not None:
+        final_norm, final_norm_fixed = sliding.final_norm_bytes(shape.family or "", shape.hidden, e)
+        embedding += sliding.embedding_bytes(shape.family or "", shape.sliding, tokens, seq, b, e, d,
+                                             config.flash_attention)
+        loss += sliding.loss_bytes(shape.sliding, tokens, v, e)
+    elif shape.family in layernorm_families.FAMILIES:
         final_norm = layernorm_families.final_norm_bytes(_layernorm_layout(shape), e, shape.hidden)
         embedding += layernorm_families.embedding_bytes(_layernorm_layout(shape), tokens, seq, e)
     elif shape.family == "gpt2":
         embedding += _TOKEN_ID_BYTES * seq  # the learned positions' int64 indices, kept for their backward
+        embedding += tokens * _MASK_BYTES * shape.dropout_masks[1] * shape.hidden  # embd_pdrop's mask
     else:
         if shape.gated is not None:  # Gemma's norm and scaled embeddings; Phi-3's partial rotary narrows cos and sin
             final_norm, final_norm_fixed, scale = gated.final_norm_and_embedding_scale(shape.family or "",
@@ -477,7 +533,6 @@ def _transformers_terms(shape: _Shape, config: ActivationConfig) -> dict[str, in
             embedding += 2 * tokens * d * e  # rotary cos and sin, shared by all layers
         if not config.flash_attention:
             embedding += b * seq * seq * e  # the eager causal mask
-    loss = _loss_temporaries(tokens, v)
     output_and_loss = tokens * final_norm + final_norm_fixed + loss
     working_set = 0
     if config.recompute == "full":
@@ -819,6 +874,8 @@ def transformers_peak_moments(model: ModelSpec, config: ActivationConfig) -> dic
         sparse = lay is None or index is None or lay.pattern[index]
         f_layer = lay.dense_ffn if lay is not None and not sparse else f  # a dense layer's MLP beside sparse ones
         recomputed_layer = whole_layer - (tokens * h * e if norm_reads_checkpoint else 0) if config.recompute == "full" else 0
+        if config.recompute == "full" and shape.family in qk_norm.POST_NORM_FAMILIES:
+            recomputed_layer = whole_layer - layer  # OLMo-2's checkpoint (its input, cast cos and sin) not recomputed
         # the layer's activations alive when its backward begins: its own (none, selective) or recomputed ones (full)
         layer_at_backward = recomputed_layer if config.recompute == "full" else layer
         mlp_weights = h * f_layer * e + (h * e if gpt2 else 0)  # the down projection's weight (and bias) gradient
@@ -831,6 +888,12 @@ def transformers_peak_moments(model: ModelSpec, config: ActivationConfig) -> dic
             latent = lay.family in moe_families.LATENT_FAMILIES
             family = gated.layer_moments("mixtral" if latent else "qwen3_moe", tokens, e, h, lay.expert_ffn, lay.experts,
                                          lay.top_k, _FP32_BYTES if latent else e, lay.normalised)
+        elif shape.family in qk_norm.POST_NORM_FAMILIES:
+            family = qk_norm.post_norm_layer_moments(tokens, e, h, f)
+        elif shape.sliding is not None:
+            family = sliding.layer_moments(shape.family or "", shape.sliding, tokens, seq, e, h, a, shape.kv_heads, d,
+                                           f, shape.experts, shape.experts_per_token, config.recompute,
+                                           layer_at_backward, config.flash_attention)
         else:
             family = gated.layer_moments(shape.family or "", tokens, e, h, f_layer, shape.experts,
                                          shape.experts_per_token)
@@ -849,7 +912,7 @@ def transformers_peak_moments(model: ModelSpec, config: ActivationConfig) -> dic
             moments.append(moe_families.latent_softmax_moment(
                 lay, config.recompute, config.flash_attention, tokens, seq, e, h, a,
                 family.mlp_weight_gradients + shared, layer_at_backward, _norm_bytes_per_token(shape, e)))
-        elif not gpt2 and not config.flash_attention:
+        elif not gpt2 and not config.flash_attention and shape.sliding is None:
             probabilities = _FP32_BYTES * tokens * a * seq  # one fp32 a·s·s tensor
             if config.recompute == "selective":
                 # the layer's q, k and v kept (k, v: KV heads) and the core recomputed: its fp32 softmax output and,
@@ -871,6 +934,8 @@ def transformers_peak_moments(model: ModelSpec, config: ActivationConfig) -> dic
     per_layer = None
     if shape.moe_layout is None:
         layer, recomputed_layer, moments = layer_terms(None)
+        if shape.sliding is not None and len(set(each := _transformers_layers(shape, config))) > 1:
+            per_layer = tuple((kept, recomputed_layer, moments) for kept in each)  # Gemma 3's masked sliding layers
     else:
         kinds: dict[tuple, tuple[int, int, list[int]]] = {}
         lay_of = shape.moe_layout
@@ -905,7 +970,8 @@ def transformers_peak_moments(model: ModelSpec, config: ActivationConfig) -> dic
                   # the rotary embedding's inv_freq and its original (Phi-3's partial rotary: narrower); Gemma's fp32
                   # embedding scale
                   "module_buffers": 0 if gpt2 else 2 * _FP32_BYTES * (_rotary_width(shape) // 2)
-                  + (_FP32_BYTES if shape.family == "gemma" else 0)
+                  * (shape.sliding.layer_types if shape.family == "gemma3_text" and shape.sliding else 1)
+                  + (_FP32_BYTES if shape.family in ("gemma", "gemma2", "gemma3_text") else 0)
                   + (moe_families.router_buffer_bytes(shape.moe_layout) if shape.moe_layout is not None else 0),
                   "hidden_state": tokens * h * e, "position_ids": positions,
                   "embedding": terms["activations/embedding"], "forward_locals": forward_locals,
@@ -913,12 +979,23 @@ def transformers_peak_moments(model: ModelSpec, config: ActivationConfig) -> dic
                   # eager attention's causal mask lives through the decoder's forward only (counted in the embedding),
                   # unless the checkpoints of full recompute keep it
                   "eager_mask": (0 if config.flash_attention or config.recompute == "full"
-                                 else config.micro_batch * seq ** 2 * e),
+                                 else config.micro_batch * seq ** 2 * e * (2 if shape.sliding else 1)),
                   "kept_position_ids": (positions if config.recompute != "none" else 0) + window_mask_kept,
                   "recomputed_layer": recomputed_layer,
                   # where layers differ: each layer's (activations, recomputed, backward moments), first to last
-                  "per_layer": per_layer}
+                  "per_layer": per_layer,
+                  # the last layer's attention forward (gpt-oss's eager attention with sinks), beyond its activations
+                  "forward_attention": 0}
+    if shape.sliding is not None and not config.flash_attention:
+        alive = sliding.forward_attention_bytes(shape.family or "", tokens, seq, e, h, a, shape.kv_heads, d,
+                                                config.recompute)
+        moments_of["forward_attention"] = alive - layer if alive else 0
     if layernorm:  # their own moments inside a layer's backward, positions and buffers (the rest is the same code)
         moments_of.update(layernorm_families.peak_moments(
             _layernorm_layout(shape), seq, config.micro_batch, e, h, a, shape.kv_heads, d, f, config.recompute))
+    if shape.dropout_masks[0]:
+        # inside the layer's backward the MLP's dropout mask (the first backward op) is freed
+        in_layer = moments_of["layer_backward_moments"]
+        if isinstance(in_layer, list):
+            moments_of["layer_backward_moments"] = [moment - tokens * h * _MASK_BYTES for moment in in_layer]
     return moments_of

@@ -12,7 +12,8 @@ kernels (what the trace runs; CUDA keeps them in fp32), as GPT-2's block. The la
 first LayerNorm, so each layer counts its input; the last layer's output is the final norm's input.
 
 Covered: sdpa attention (fused kernels on CPU and GPU keep the output and an fp32 logsumexp, 4 B per head and
-token), no dropout, the GELU (exact, "gelu") or ReLU MLP. Everything else falls back to Megatron's formula and
+token), no dropout for GPT-NeoX and Falcon (OPT's residual dropout masks are counted by core.memory.activations'
+dropout_masks, one byte per element as a GPU keeps them), the GELU (exact, "gelu") or ReLU MLP. Everything else falls back to Megatron's formula and
 says why (gap()).
 """
 
@@ -61,7 +62,7 @@ def layout(config: dict, hidden: int, head_dim: int) -> Layout:
     if family == "opt":
         bias = bool(config.get("enable_bias", True))
         return Layout(family, hidden, str(config.get("activation_function", "relu")),
-                      _positive(config, "attention_dropout") or _positive(config, "dropout", default=0.1),
+                      False,  # its dropout keeps masks counted in core.memory.activations (dropout_masks)
                       embed_width=int(config.get("word_embed_proj_dim") or hidden),
                       final_norm=bool(config.get("do_layer_norm_before", True))
                       and not config.get("_remove_final_layer_norm", False),

@@ -26,7 +26,7 @@ h hidden, a heads, k KV heads, d head_dim, f ffn.
 
 from __future__ import annotations
 
-from zeroplan.core.memory.activations_gated_families import attention_core_bytes
+from zeroplan.core.memory.activations_gated_families import LayerMoments, attention_core_bytes
 
 QK_NORM_FAMILIES = ("qwen3", "olmo2", "qwen3_moe")
 # qwen3's attention with transformers' grouped experts (core.memory.activations_gated_families.moe_bytes): the router's
@@ -69,3 +69,21 @@ def post_norm_layer_bytes(tokens: int, seq: int, e: int, h: int, a: int, k: int,
     core = attention_core_bytes(recompute, sdpa, e, a, k, d, seq)
     norms = 2 * olmo2_norm_bytes_per_token(h) + qk_norm_bytes_per_token("olmo2", a, k, d, e)
     return tokens * (2 * e * h + norms + core + 4 * e * f + rotary)
+
+
+def post_norm_layer_moments(tokens: int, e: int, h: int, f: int) -> LayerMoments:
+    """Where OLMo-2's decoder layer backward moments differ from llama's (core.memory.activations_gated_families'
+    LayerMoments; each the weight gradients alive and the gradient temporaries less the activations freed):
+    - its post-feedforward norm's backward, first in the layer's: the residual gradient and five fp32 T·h
+      temporaries of the norm's gradient, its fp32 normalised x and rsqrt freed, its weight gradient alive (this
+      holds the peak with full recompute, where the whole recomputed layer is alive: the estimate was 1.9-2.1%
+      under without it);
+    - the MLP's (llama's) with that norm's activations freed and its weight gradient alive;
+    - the post-attention norm's, after the MLP's: as the post-feedforward norm's with the MLP's weight gradients
+      alive and the MLP, its input (the attention residual sum) and the post-feedforward norm freed."""
+    t, norm = tokens, olmo2_norm_bytes_per_token(h)
+    gradients = t * (h * e + 5 * _FP32_BYTES * h)
+    post_feedforward = gradients - t * (_FP32_BYTES * h + _FP32_BYTES) + h * e
+    mlp = h * f * e + t * h * e + 2 * t * f * e - t * norm + h * e
+    post_attention_freed = t * (_FP32_BYTES * h + _FP32_BYTES) + 4 * t * f * e + t * e * h + t * norm - h * e
+    return LayerMoments(3 * h * f * e, mlp, post_attention_freed, other_moments=(post_feedforward,))

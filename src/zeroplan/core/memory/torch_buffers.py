@@ -77,6 +77,11 @@ def torch_gpu_buffers(stage: int, params: int, layer_params: int, root_params: i
         # activations, the embedding side, its outputs and the positions
         candidates.append(2 * (root_params + layer_params) * c - gradient_bytes - activation_bytes + m["embedding"]
                           + m["hidden_state"] + m["forward_locals"] + m["position_ids"] - m["kept_position_ids"])
+    if m.get("forward_attention"):
+        # the last layer's attention forward: no gradient yet, the loss not made; that layer's activations so far
+        # and its attention's temporaries, the decoder's locals and positions; FSDP2's all-gather buffer of the layer
+        candidates.append(copies - gradient_bytes - replaced + m["forward_attention"] + m["forward_locals"]
+                          + m["position_ids"] - m["kept_position_ids"] + (layer_params * c if stage >= 2 else 0))
     replaced += m["eager_mask"]
     if stage in (0, 1, 2, 3):
         layers, layer = m["layers"], m["layer"]

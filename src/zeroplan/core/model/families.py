@@ -38,7 +38,7 @@ MAX_CONFIG_FIELD = 2**31
 _PARAMS_FIX = f"or give the count with {ref('params')} (and {ref('largest_layer_params')}) instead"
 
 __all__ = ["Module", "Architecture", "DESCRIBED_FAMILIES", "SUPPORTED_FAMILIES", "architecture_from_hf_config",
-           "is_described", "model_spec_from_hf_config", "parameter_layout", "text_model_config"]
+           "is_described", "layer_windows", "model_spec_from_hf_config", "parameter_layout", "text_model_config"]
 
 
 @dataclass(frozen=True)
@@ -140,6 +140,17 @@ def _attention_shape(fields: _Fields) -> tuple[int, int, int, int, int]:
     return hidden, layers, heads, kv_heads, head_dim
 
 
+# model_type -> (every n-th layer global when config.json has no layer_types, whether the config class reads
+# sliding_window_pattern) as transformers' config classes fill layer_types in: Gemma2Config and GptOssConfig
+# alternate sliding and global layers whatever the config says, Gemma3TextConfig and Cohere2Config take
+# sliding_window_pattern (default 6 and 4), Olmo3Config has every fourth layer global.
+# model_type -> the sliding_window transformers' config class uses when config.json leaves it out.
+_WINDOW_DEFAULTS = {"mistral": 4096, "gemma2": 4096, "gemma3_text": 4096, "cohere2": 4096, "olmo3": 4096,
+                    "gpt_oss": 128}
+_WINDOW_PATTERNS = {"gemma2": (2, False), "gpt_oss": (2, False), "gemma3_text": (6, True), "cohere2": (4, True),
+                    "olmo3": (4, False)}
+
+
 def _windows(fields: _Fields, layers: int, default: int | None = None) -> list[int | None]:
     """Each layer's sliding window (None: global attention), from layer_types or the family's pattern."""
     window = fields.config.get("sliding_window", default)
@@ -147,12 +158,27 @@ def _windows(fields: _Fields, layers: int, default: int | None = None) -> list[i
     types = fields.config.get("layer_types")
     if isinstance(types, list) and len(types) == layers:
         return [window if kind == "sliding_attention" else None for kind in types]
+    if fields.family in _WINDOW_PATTERNS:
+        every, reads_key = _WINDOW_PATTERNS[fields.family]
+        pattern = fields.config.get("sliding_window_pattern") if reads_key else None
+        every = pattern if isinstance(pattern, int) and not isinstance(pattern, bool) and pattern > 0 else every
+        return [None if (index + 1) % every == 0 else window for index in range(layers)]
     pattern = fields.config.get("sliding_window_pattern", fields.config.get("_sliding_window_pattern"))
     if window is not None and isinstance(pattern, int) and pattern > 0:
         return [None if (index + 1) % pattern == 0 else window for index in range(layers)]
     if fields.family in ("qwen2", "qwen3", "qwen2_moe", "qwen3_moe") and not fields.config.get("use_sliding_window"):
         return [None] * layers
     return [window] * layers
+
+
+def layer_windows(config: dict) -> tuple[int | None, ...]:
+    """Each decoder layer's sliding window (None: global attention) of a config.json whose model_type is described,
+    as its reader gives them (layer_types, or transformers' default pattern); () for any other config."""
+    family = config.get("model_type")
+    layers = config.get("num_hidden_layers")
+    if family not in _STYLES or not isinstance(layers, int) or isinstance(layers, bool) or layers < 1:
+        return ()
+    return tuple(_windows(_Fields(config, family, "config.json"), layers, _WINDOW_DEFAULTS.get(family)))
 
 
 def _experts(fields: _Fields, count_key: str, top_key: str, ffn: int, **options) -> Experts:
@@ -371,7 +397,7 @@ def _llama_style(fields: _Fields) -> Architecture:
     out_bias = _flag_or(fields, style.out_bias, style.bias_default)
     mlp_bias = _flag_or(fields, style.mlp_bias)
     qk_norm = _qk_norm(style, fields, heads, head_dim)
-    windows = _windows(fields, layers, 4096 if family in ("mistral", "gemma2", "gemma3_text", "cohere2") else None)
+    windows = _windows(fields, layers, _WINDOW_DEFAULTS.get(family))
     latent = None
     if family in ("deepseek_v2", "deepseek_v3"):
         # an explicit null: queries projected directly (DeepSeek-V2-Lite); absent: transformers' default rank, 1536
