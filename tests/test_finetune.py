@@ -355,3 +355,37 @@ def test_parameter_offload_fetches_the_frozen_weights_too():
     assert lora_nvme["nvme/write_bytes_per_node"] < full_nvme["nvme/write_bytes_per_node"] / 10
     # every GPU of the node reads its partition of the frozen base for forward and for backward
     assert 1 < lora_nvme["nvme/read_bytes_per_node"] / (8 * lora["pcie/bytes_per_gpu"]) < 1.05  # + the adapters' states
+
+
+def test_plan_and_estimate_move_the_same_offload_bytes_for_lora(monkeypatch):
+    """ZeRO-3 parameter offload with LoRA: plan's search prices the record estimate reports (the frozen base
+    fetched forward and backward in 16 bits, never written back; only the adapters' gradients and states move),
+    not a record of its own that leaves the frozen weights out."""
+    from zeroplan.core.layout import search as layout_search
+    from zeroplan.inputs.estimate_inputs import EstimateInputs
+    from zeroplan.planning.estimate_plan import build_plan
+
+    seen = {}
+    real = layout_search.request_offload_traffic
+
+    def spy(request, option, micro_batches):
+        seen[(option.key, micro_batches)] = found = real(request, option, micro_batches)
+        return found
+
+    monkeypatch.setattr(layout_search, "request_offload_traffic", spy)
+    _plans(finetune="lora", stages="3")
+    counts = finetune_counts(_spec(json.loads((CONFIGS / "llama-2-7b-hf.json").read_text())), Finetune(mode="lora"))
+    for tier in ("cpu", "nvme"):
+        plan = build_plan(EstimateInputs.of(model=str(CONFIGS / "llama-2-7b-hf.json"), gpus=8, seq_len=1024,
+                                            micro_batch=1, grad_accum=4, recompute="none", finetune="lora", stage=3,
+                                            offload_optimizer=tier, offload_params=tier))
+        (row,) = [e for e in plan.estimates if e.option.offload_params == tier]
+        record = seen[(row.option.key, 4)]
+        assert {f"traffic/{k}": v for k, v in record.as_dict().items()} == {
+            k: v for k, v in row.breakdown.items() if k.startswith("traffic/")}
+        # by hand: on each of the 8 passes (forward and backward of 4 micro-batches) every rank fetches its
+        # eighth of the frozen 16-bit base and of the adapters; the adapters' 16-bit gradients go down 4 times
+        assert record.fetch_passes == 8
+        assert record.param_fetch_bytes == pytest.approx(2 * (counts.frozen_plain + counts.trainable) / 8, abs=8)
+        assert record.gradient_moves == 4
+        assert record.gradient_down_bytes == pytest.approx(2 * counts.trainable / 8, abs=8)
