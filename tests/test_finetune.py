@@ -389,3 +389,47 @@ def test_plan_and_estimate_move_the_same_offload_bytes_for_lora(monkeypatch):
         assert record.param_fetch_bytes == pytest.approx(2 * (counts.frozen_plain + counts.trainable) / 8, abs=8)
         assert record.gradient_moves == 4
         assert record.gradient_down_bytes == pytest.approx(2 * counts.trainable / 8, abs=8)
+
+
+RECIPE_RUN = dict(model="llama-3-8b", gpus=1, gpu="rtx4090", finetune="lora", lora_rank=8, recompute="full",
+                  micro_batch=2, seq_len=2048)
+
+
+def test_sweep_takes_the_finetune_recipe_as_estimate_does():
+    from zeroplan.api import estimate
+    from zeroplan.estimate.sweep import SweepInputs, sweep_rows
+
+    settings = {k: v for k, v in RECIPE_RUN.items() if k not in ("model", "gpus", "gpu")}
+    for recipe in ("peft", "torchtune"):
+        rows, _ = sweep_rows(SweepInputs.of(models="llama-3-8b", gpus="1", gpu_types="rtx4090", stages="0",
+                                            finetune_recipe=recipe, **settings))
+        found = estimate(**RECIPE_RUN, finetune_recipe=recipe, stage=0, offload_optimizer="none",
+                         offload_params="none")
+        assert [row["gpu_bytes_total"] for row in rows] == [found.options[0].gpu_bytes["total"]]
+    with pytest.raises(InputError) as error:  # as estimate: the recipe trains adapters, full training has none
+        sweep_rows(SweepInputs.of(models="llama-3-8b", gpus="1", finetune_recipe="torchtune"))
+    assert error.value.input_name == "finetune_recipe"
+
+
+@pytest.mark.slow  # command lines in subprocesses
+def test_export_writes_the_finetune_recipe_and_check_reads_it(tmp_path):
+    """torchtune's recipe fits Llama-3-8B LoRA on one RTX 4090 where PEFT's does not (docs/formulas.md §23.3): the
+    plan file says which recipe, and check prices the plan as exported; without the line, as PEFT (ZP011)."""
+    from zeroplan.api import estimate
+
+    plan = tmp_path / "plan.yaml"
+    zeroplan = [sys.executable, "-m", "zeroplan"]
+    flags = [f"--{k.replace('_', '-')}={v}" for k, v in RECIPE_RUN.items()]
+    written = subprocess.run([*zeroplan, "export", "plan", *flags, "--finetune-recipe", "torchtune", "-o", str(plan)],
+                             capture_output=True, text=True)
+    assert written.returncode == 0, written.stderr
+    text = plan.read_text()
+    assert "\n  recipe: torchtune" in text.split("finetune:")[1]
+    checked = subprocess.run([*zeroplan, "check", str(plan)], capture_output=True, text=True)
+    assert checked.returncode == 0, checked.stdout
+    peft = tmp_path / "peft.yaml"
+    peft.write_text(text.replace("  recipe: torchtune\n", ""))
+    checked = subprocess.run([*zeroplan, "check", str(peft)], capture_output=True, text=True)
+    need = estimate(**RECIPE_RUN, stage=0, offload_optimizer="none", offload_params="none").options[0]
+    assert checked.returncode == 1 and "ZP011" in checked.stdout
+    assert f"{need.gpu_bytes['total'] / 2**30:.1f} GiB per GPU" in checked.stdout
