@@ -433,3 +433,30 @@ def test_export_writes_the_finetune_recipe_and_check_reads_it(tmp_path):
     need = estimate(**RECIPE_RUN, stage=0, offload_optimizer="none", offload_params="none").options[0]
     assert checked.returncode == 1 and "ZP011" in checked.stdout
     assert f"{need.gpu_bytes['total'] / 2**30:.1f} GiB per GPU" in checked.stdout
+
+
+def test_expert_lora_adds_its_folds_and_weight_gradients_to_the_step():
+    """By hand, for a small qwen3_moe (h 256, expert width f 128, E 8, k 2, r 8, T 256): each fused tensor's fold
+    is 2·E·r·in·out FLOPs (twice forward, as PEFT 0.21 runs it; the kernels are counted in
+    tests/test_finetune_qlora_trace.py), backward its gradient over the T·k routed rows plus the two factors'."""
+    from zeroplan.core.timing.step_time import FinetuneFlops, FlopModel, Layout, Machine, LinkTable, layer_seconds
+    from zeroplan.core.hardware import Link
+
+    config = {"model_type": "qwen3_moe", "hidden_size": 256, "intermediate_size": 512, "moe_intermediate_size": 128,
+              "num_experts": 8, "num_experts_per_tok": 2, "num_hidden_layers": 2, "num_attention_heads": 4,
+              "num_key_value_heads": 2, "head_dim": 64, "vocab_size": 1000, "max_position_embeddings": 4096,
+              "decoder_sparse_step": 1, "mlp_only_layers": []}
+    spec = _spec(config)
+    both = Finetune(mode="lora", rank=8, targets=("q_proj", "gate_proj", "up_proj", "down_proj"))
+    tuned = FinetuneFlops.of(spec, both)
+    gate_up, down = 256 * 2 * 128, 128 * 256  # in·out of each fused tensor
+    fold = 2 * 8 * 8 * (gate_up + down)
+    assert tuned.expert_adapter_flops(256 * 2) == (2 * fold, 2 * 256 * 2 * (gate_up + down) + 2 * fold)
+    assert FinetuneFlops.of(spec, Finetune(mode="lora", rank=8, targets=("q_proj",))).expert_adapter_flops(512) == (0, 0)
+    link = Link(bandwidth_bytes_per_s=1e11, latency_s=1e-6)
+    machine = Machine(peak_flops=1e15, hbm_bytes_per_s=3e12, pcie_bytes_per_s=3e10, nvme_bytes_per_s=None,
+                      links=LinkTable(link, link))
+    layout = Layout(1, 1, 1, 1, 256, 1, 1, "none", False, True, True, True)
+    seconds = {targets: layer_seconds(layout, FlopModel.from_model(spec, dataclasses.replace(both, targets=targets)),
+                                      machine) for targets in (("q_proj",), both.targets)}
+    assert all(a > b for a, b in zip(seconds[both.targets][:2], seconds[("q_proj",)][:2]))
