@@ -359,7 +359,9 @@ class ParallelInputs(Section):
     hpz_partition_size: int | None = flag("--hpz-partition-size", help="hpZ secondary partition size (default: "
                                           "GPUs per node).", panel=PARALLEL, kind=int)
     dp_shard: int | None = flag("--dp-shard", help="Hybrid sharding: ZeRO-1/2/3 partitioned over groups of this many "
-                                "data-parallel ranks and replicated across the groups (FSDP2 HSDP, ZeRO++ hpZ/MiCS).",
+                                "data-parallel ranks and replicated across the groups (FSDP2 HSDP, ZeRO++ hpZ/MiCS); with "
+                                "--ep the routed experts shard over dp_shard·tp/(ep·etp) ranks of each group "
+                                "(torchtitan's efsdp).",
                                 panel=PARALLEL, kind=int)
     nvme_path: str | None = flag("--nvme-path", help="nvme_path for NVMe offload blocks (default the placeholder "
                                  "/local_nvme).", panel=PARALLEL)

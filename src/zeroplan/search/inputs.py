@@ -164,6 +164,14 @@ def _space(inputs: PlanInputs, model: ModelSpec, assumptions: list[str]) -> Sear
     if inputs.search.sequence_parallel not in SEQUENCE_PARALLEL_CHOICES:
         raise InputError("sequence_parallel", f"unknown choice '{inputs.search.sequence_parallel}'",
                          "use search, on or off")
+    shape = model.shape
+    spans = [span for span in (shape.attention_spans or ()) if span is not None and span[1] < seq_len] \
+        if shape is not None else []
+    if spans and shape is not None:  # core.timing.flash_blocks: what the step time does with them
+        kinds = sorted({f"{kind} {size}" for kind, size in spans})
+        assumptions.append(f"attention: {len(spans)} of {shape.layers} layers attend to less than the sequence "
+                           f"({', '.join(kinds)}): with flash attention their core is priced by the key tiles the "
+                           "kernel runs (docs/formulas.md §14.2); without it the whole score matrix is computed")
     search = inputs.search
     return SearchSpace(
         gpus=inputs.hardware.gpus, global_batch=inputs.step.global_batch, seq_len=seq_len,

@@ -25,6 +25,7 @@ from zeroplan.core.memory.model_states import paper_model_states
 from zeroplan.core.evaluate.option_estimate import OptionEstimate
 from zeroplan.core.options import Option, options_for
 from zeroplan.core.parallel.grid import ParallelDims
+from zeroplan.core.parallel.rules import check_hybrid_experts
 from zeroplan.core.precision import BytesPerParam
 from zeroplan.core.units import ceil_div, format_count
 from zeroplan.core.model.pipeline_stages import expert_shard_params, shard_params
@@ -92,10 +93,15 @@ class EstimateRequest:
             if self.dp_shard < 2 or self.parallel.dp % self.dp_shard or self.dp_shard >= self.parallel.dp:
                 raise InputError("dp_shard", f"a shard group of {self.dp_shard} must divide dp({self.parallel.dp}) "
                                  "and be between 2 and dp - 1", "choose a divisor of the data-parallel degree")
-            if self.convention != "paper" or self.zeropp or self.parallel.has_experts_grid:
-                raise InputError("dp_shard", "hybrid sharding is priced in the paper convention, without ZeRO++ or "
-                                 "an expert-parallel grid",
-                                 f"drop {ref('convention')}/{ref('zeropp')}/{ref('ep')}, or {ref('dp_shard')}")
+            torch_hsdp = self.convention == "framework" and self.framework == "torch"
+            if (self.convention != "paper" and not torch_hsdp) or self.zeropp:
+                raise InputError("dp_shard", "hybrid sharding is priced in the paper convention and as FSDP2's HSDP "
+                                 f"({ref('convention', 'framework')} {ref('framework', 'torch')}), without ZeRO++",
+                                 f"drop {ref('convention')}/{ref('zeropp')}, or {ref('dp_shard')}")
+            if torch_hsdp and any(option.stage < 2 for option in self.options):
+                raise InputError("dp_shard", "FSDP2's HSDP (fully_shard on a replicate × shard mesh) covers stages 2-3 "
+                                 "under the torch framework convention", f"use {ref('stage', 3)} (or 2)")
+            check_hybrid_experts(self.parallel, self.dp_shard)
         if "hpz" in self.zeropp and self.parallel.dp % self.hpz_ranks:
             raise InputError("hpz_partition_size",
                              f"hpZ groups of {self.hpz_ranks} do not divide dp({self.parallel.dp})",
@@ -180,6 +186,17 @@ class EstimateRequest:
         return self.dp_shard or self.parallel.dp
 
     @property
+    def expert_zero_ranks(self) -> int:
+        """The ranks the routed experts' ZeRO states shard over: edp, or under hybrid sharding the expert ranks of
+        one shard group (ParallelDims.expert_shard: torchtitan's efsdp)."""
+        return self.parallel.expert_shard(self.dp_shard)
+
+    @property
+    def replicas(self) -> int:
+        """Hybrid sharding's replicas of each shard group (dense and expert groups alike); 1 without it."""
+        return self.parallel.dp // self.dp_shard if self.dp_shard else 1
+
+    @property
     def hpz_ranks(self) -> int:
         return min(self.hpz_partition_size or self.parallel.gpus_per_node, self.parallel.dp)
 
@@ -231,10 +248,13 @@ def _evaluate(request: EstimateRequest, option: Option, activations: dict[str, i
         if request.convention == "framework":
             from zeroplan.core.memory.framework_states import framework_model_states
 
-            breakdown = framework_model_states(option, request.parameters, parallel.dp, per_param, request.framework,
-                                               ep=parallel.ep, edp=parallel.edp, experts=_routed_experts(request))
+            # hybrid sharding (FSDP2 HSDP): each group shards over its shard mesh, dp_shard and efsdp ranks
+            breakdown = framework_model_states(option, request.parameters, request.zero_ranks, per_param,
+                                               request.framework, ep=parallel.ep, edp=request.expert_zero_ranks,
+                                               experts=_routed_experts(request))
         elif request.expert_split is not None:
-            breakdown = expert_group_states(option, request.expert_split, parallel, per_param)
+            breakdown = expert_group_states(option, request.expert_split, parallel, per_param,
+                                            request.zero_ranks, request.expert_zero_ranks)
         else:
             breakdown = paper_model_states(option, shard, request.zero_ranks, per_param, gpus_in_node)
         layout = request.model.layout
@@ -316,15 +336,18 @@ def _finetune_states(request: EstimateRequest, option: Option, counts: FinetuneC
 
 
 def expert_group_states(option: Option, split: tuple[int, int], parallel: ParallelDims,
-                        per_param: BytesPerParam) -> dict[str, int]:
+                        per_param: BytesPerParam, dense_ranks: int | None = None,
+                        expert_ranks: int | None = None) -> dict[str, int]:
     """Model states of the most loaded rank with two parameter groups (the ZeRO paper's convention applied per
     group, as DeepSpeed-MoE's expert-data-parallel groups, Megatron's distributed optimizer and torchtitan's
-    FSDP2 with EP shard them): the dense parameters over dp, the routed experts over edp, at every stage. GPU
-    entries are kept per group (gpu/params/dense, gpu/params/experts, ...); host and NVMe entries summed."""
+    FSDP2 with EP shard them): the dense parameters over dp, the routed experts over edp, at every stage; under
+    hybrid sharding over the shard group's dp_shard ranks and its dp_shard·tp/(ep·etp) expert ranks (dense_ranks,
+    expert_ranks; docs/formulas.md §20.2). GPU entries are kept per group (gpu/params/dense, gpu/params/experts,
+    ...); host and NVMe entries summed."""
     dense, experts = split
     gpus_in_node = parallel.gpus_in_busiest_node
-    groups = {"dense": paper_model_states(option, dense, parallel.dp, per_param, gpus_in_node),
-              "experts": paper_model_states(option, experts, parallel.edp, per_param, gpus_in_node)}
+    groups = {"dense": paper_model_states(option, dense, dense_ranks or parallel.dp, per_param, gpus_in_node),
+              "experts": paper_model_states(option, experts, expert_ranks or parallel.edp, per_param, gpus_in_node)}
     breakdown: dict[str, int] = {}
     for key in groups["dense"]:
         if key.startswith("gpu/"):
@@ -348,7 +371,7 @@ def _grouped_fp32_partition(request: EstimateRequest, option: Option) -> int:
     dense, experts = request.expert_split
     parallel = request.parallel
     if option.stage >= 1:
-        elements = ceil_div(dense, parallel.dp) + ceil_div(experts, parallel.edp)
+        elements = ceil_div(dense, request.zero_ranks) + ceil_div(experts, request.expert_zero_ranks)
     else:
         elements = dense + experts
     if option.stage == 3:
@@ -371,13 +394,14 @@ def _torch_buffers(request: EstimateRequest, layout: ParamLayout, option: Option
         def padded(spec, ranks: int) -> int:
             return fsdp2_rows(spec, ranks, 0)[0] * ranks * spec.row_numel
 
-        owned = [(spec, request.parallel.dp) for spec in request.parameters if spec.tied_to is None]
+        dense_ranks, expert_ranks = request.zero_ranks, request.expert_zero_ranks  # HSDP: the shard meshes
+        owned = [(spec, dense_ranks) for spec in request.parameters if spec.tied_to is None]
         if request.parallel.ep > 1:  # torchtitan's EP: a rank gathers its E/ep experts over edp, the rest over dp
             from zeroplan.core.memory.framework_partition import expert_parallel_params
 
             dense, local = expert_parallel_params(request.parameters, _routed_experts(request), request.parallel.ep,
-                                                  request.parallel.edp, True)
-            owned = [(spec, request.parallel.dp) for spec in dense] + [(spec, request.parallel.edp) for spec in local]
+                                                  expert_ranks, True)
+            owned = [(spec, dense_ranks) for spec in dense] + [(spec, expert_ranks) for spec in local]
         params = sum(padded(spec, ranks) for spec, ranks in owned)
         root_params = sum(padded(spec, ranks) for spec, ranks in owned
                           if spec.name.count(".") < 2)  # layers: "<module>.<copy>.<i>"
@@ -388,7 +412,7 @@ def _torch_buffers(request: EstimateRequest, layout: ParamLayout, option: Option
     buffers = torch_gpu_buffers(option.stage, params, layer_params, root_params,
                                 2 if mixed else 4, breakdown["gpu/optimizer_states"],
                                 breakdown["gpu/gradients"], sum(activations.values()), request.per_param.optimizer,
-                                request.parallel.dp, moments)
+                                request.zero_ranks, moments)
     return {f"gpu/buffers/{name}": size for name, size in buffers.items()}
 
 
@@ -398,15 +422,24 @@ def collectives_for(request: EstimateRequest, option: Option) -> list[comm.Colle
     calls_reduce, calls_gather = bucket_calls(stage, shard, request.buffers)
     if request.convention == "framework" and request.framework == "torch":
         split = request.expert_split
+        # HSDP (dp_shard): FSDP2 reduce-scatters in the shard mesh, then all-reduces the fp32 shard in the replicate
+        # mesh, every micro-batch (stages 2-3)
+        def replicas(count: int, ranks: int) -> list[comm.Collective]:
+            if not request.dp_shard:
+                return []
+            return comm.replica_allreduce(count, ranks, request.replicas, FP32_BYTES, request.micro_batches_per_step)
+
         if split is None:
-            return comm.torch_collectives(stage, shard, parallel.dp, per_param.params, request.dp_span, calls_reduce,
-                                          request.micro_batches_per_step)
-        expert_span = "intra_node" if parallel.edp_intra_node else "inter_node"  # torchtitan's EP: two FSDP groups
-        return [collective for count, ranks, span in ((split[0], parallel.dp, request.dp_span),
-                                                      (split[1], parallel.edp, expert_span))
+            return comm.torch_collectives(stage, shard, request.zero_ranks, per_param.params, request.dp_span,
+                                          calls_reduce, request.micro_batches_per_step) + \
+                replicas(shard, request.zero_ranks)
+        expert_span = request.dp_span if request.dp_shard else ("intra_node" if parallel.edp_intra_node
+                                                                else "inter_node")  # torchtitan's EP: two FSDP groups
+        return [collective for count, ranks, span in ((split[0], request.zero_ranks, request.dp_span),
+                                                      (split[1], request.expert_zero_ranks, expert_span))
                 for collective in comm.torch_collectives(stage, count, ranks, per_param.params, span,
                                                          bucket_calls(stage, count, request.buffers)[0],
-                                                         request.micro_batches_per_step)]
+                                                         request.micro_batches_per_step) + replicas(count, ranks)]
     zeropp = request.zeropp if stage == 3 else frozenset()
     counts = request.finetune_counts
     if counts is not None:
@@ -422,14 +455,21 @@ def collectives_for(request: EstimateRequest, option: Option) -> list[comm.Colle
                                                   request.micro_batches_per_step if stage >= 2 else 1)
         return collectives
     # Two groups: the dense parameters' collectives over dp, the experts' over edp (each on the span it crosses).
+    # Hybrid sharding: each group's inside its shard group (dp_shard dense ranks, dp_shard·tp/(ep·etp) expert ranks,
+    # both in the same block of dp_shard·tp consecutive ranks: dp_span), then each group's reduced gradient
+    # partition AllReduced across the replicas (torchtitan's dp_replicate dimension, dense and sparse meshes alike).
     dense, experts = split
+    expert_span = request.dp_span if request.dp_shard else ("intra_node" if parallel.edp_intra_node else "inter_node")
     found = []
-    for count, ranks, span in ((dense, parallel.dp, request.dp_span),
-                               (experts, parallel.edp, "intra_node" if parallel.edp_intra_node else "inter_node")):
+    for count, ranks, span in ((dense, request.zero_ranks, request.dp_span),
+                               (experts, request.expert_zero_ranks, expert_span)):
         reduce_calls, gather_calls = bucket_calls(stage, count, request.buffers)
         found += comm.dp_collectives(stage, count, ranks, per_param.params, per_param.gradients, span, zeropp,
                                      min(request.hpz_ranks, ranks), reduce_calls, gather_calls,
                                      request.micro_batches_per_step, request.hpz_span)
+        if request.dp_shard and stage >= 1:
+            found += comm.replica_allreduce(count, ranks, request.replicas, per_param.gradients,
+                                            request.micro_batches_per_step if stage >= 2 else 1)
     return found
 
 

@@ -18,9 +18,8 @@ def _paper_lines(estimate: OptionEstimate, request: EstimateRequest, units: str)
     split = request.expert_split
     if split is None:
         return [_group_line(estimate, request, units, request.shard_params, request.parallel.dp, "N_d", "")]
-    parallel = request.parallel
-    dense = _group_line(estimate, request, units, split[0], parallel.dp, "N_d", "dense Ψ_d: ")
-    experts = _group_line(estimate, request, units, split[1], parallel.edp, "N_e", "routed experts Ψ_e: ")
+    dense = _group_line(estimate, request, units, split[0], request.zero_ranks, "N_d", "dense Ψ_d: ")
+    experts = _group_line(estimate, request, units, split[1], request.expert_zero_ranks, "N_e", "routed experts Ψ_e: ")
     return [dense, "    " + experts.split(": ", 1)[1]]
 
 
@@ -74,7 +73,9 @@ def explain_lines(request: EstimateRequest, estimates: list[OptionEstimate], uni
         *([] if request.expert_split is None else [
             f"with experts: Ψ_d = {request.expert_split[0]:,} dense parameters (split over tp), Ψ_e = "
             f"{request.expert_split[1]:,} routed-expert parameters (over ep {request.parallel.ep} × etp "
-            f"{request.parallel.etp}), N_e = edp {request.parallel.edp}"]),
+            f"{request.parallel.etp}), N_e = edp {request.parallel.edp}" + (
+                f", of which {request.expert_zero_ranks} shard them in each hybrid shard group "
+                f"(dp_shard {request.dp_shard} × tp {request.parallel.tp} / (ep × etp))" if request.dp_shard else "")]),
         f"P = {per_param.params}, G = {per_param.gradients}, K = {per_param.optimizer_states} bytes per parameter "
         f"({per_param.precision} + {per_param.optimizer}; ZeRO paper §3.1)",
         f"usable = capacity {format_bytes(budget.gpu_capacity, units, 2)} − runtime reserve "

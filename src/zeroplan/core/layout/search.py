@@ -25,6 +25,7 @@ from zeroplan.core.model.adapters import FULL, Finetune
 from zeroplan.core.model.spec import ModelSpec
 from zeroplan.core.options import Option
 from zeroplan.core.parallel.grid import ParallelDims
+from zeroplan.core.parallel.rules import hybrid_expert_problem
 from zeroplan.core.layout.batch_memory import ActivationTable, FixedMemory, fixed_memory
 from zeroplan.core.layout.space import (EP_RANKS, EP_WITHOUT_SP, PIPELINE_STAGE, PIPELINE_STAGES, SearchSpace, expert_layouts,
                                         interleave_problem, layout_problem, layouts, micro_batch_choices)
@@ -200,8 +201,9 @@ def _search(request: SearchRequest, progress: Callable[[int, int], None] | None)
                 tables[cp] = ActivationTable(model, space.seq_len // cp, space.flash_attention,
                                              capacity_factor=space.capacity_factor, finetune=request.finetune)
             _search_layout(request, grid, flops, tables[cp], micro_cache, plans, skipped, cp)
-            for shard in space.dp_shard if ep == 1 and not (model.shape and model.shape.experts) else ():
-                issue = hybrid_shard_problem(grid.parallel, shard)  # hybrid sharding: ZeRO over `shard` ranks
+            for shard in space.dp_shard:
+                # hybrid sharding: ZeRO over `shard` ranks (with experts: over the shard group's expert ranks)
+                issue = hybrid_shard_problem(grid.parallel, shard) or hybrid_expert_problem(grid.parallel, shard)
                 if issue:
                     skipped[issue] += 1
                     continue
@@ -257,9 +259,10 @@ class _Grid:
         """Per usable option: its fixed memory, the optimizer step's seconds (see _search_layout)."""
         if self._fixed is None:
             request, parallel = self.request, self.parallel
-            if self.dp_shard:  # the ZeRO partitions of one shard group: its memory is a world of shard·tp·pp
+            if self.dp_shard:  # the ZeRO partitions of one shard group: its memory is a world of shard·tp·pp,
+                # whose edp is the shard group's expert ranks, dp_shard·tp/(ep·etp) (ParallelDims.expert_shard)
                 parallel = ParallelDims(self.dp_shard * parallel.tp * parallel.pp, parallel.tp, parallel.pp,
-                                        parallel.gpus_per_node)
+                                        parallel.gpus_per_node, ep=parallel.ep, etp=parallel.etp)
             estimate_request = EstimateRequest(
                 model=request.model, cluster=request.cluster, parallel=parallel, per_param=request.per_param,
                 budget=request.budget, options=self.options, largest_layer_params=request.largest_layer_params,
@@ -384,8 +387,17 @@ def _per_step(request: SearchRequest, fixed: FixedMemory, shard: int, partition:
     per_node = request.cluster.gpus_per_node
     dp_per_node = max(1, per_node // tp) if tp <= per_node else 1
     if dp_shard:  # hybrid sharding: ZeRO's collectives inside the shard group, an AllReduce across its replicas
-        dp_time = hybrid_dp_seconds(option, shard, dp, dp_shard, tp, per_node, request.per_param, micro_batches,
-                                    buffers, machine.links)
+        if split is None or parallel is None:
+            dp_time = hybrid_dp_seconds(option, shard, dp, dp_shard, tp, per_node, request.per_param, micro_batches,
+                                        buffers, machine.links)
+        else:  # two groups, one set of replicas: dense over dp_shard (tp apart), experts over the shard group's
+            # dp_shard·tp/(ep·etp) expert ranks (ep·etp apart); both AllReduce across dp/dp_shard replicas
+            replicas, stride = dp // dp_shard, parallel.ep * parallel.etp
+            dense = hybrid_dp_seconds(option, split[0], dp, dp_shard, tp, per_node, request.per_param,
+                                      micro_batches, buffers, machine.links)
+            experts = hybrid_dp_seconds(option, split[1], parallel.edp, parallel.edp // replicas, stride, per_node,
+                                        request.per_param, micro_batches, buffers, machine.links)
+            dp_time = DpSeconds(*(a + b for a, b in zip(dataclasses.astuple(dense), dataclasses.astuple(experts))))
         offload = offload_seconds(request_offload_traffic(estimate_request, option, micro_batches), partition,
                                   gpus_in_node, machine, False)
         return dp_time, offload

@@ -92,7 +92,8 @@ class Attention:
     fused: str | None = None  # one fused q/k/v module (its name), else separate q, k, v
     qk_norm: Norm | None = None  # one norm each on queries and keys
     sinks: bool = False  # gpt-oss: one learned logit per head
-    window: int | None = None  # sliding window (None: global)
+    window: int | None = None  # sliding window (None: global): a query sees itself and window - 1 earlier keys
+    chunk: int | None = None  # chunked attention (Llama 4): a query sees the keys of its own chunk up to itself
     latent: Latent | None = None
     linear: LinearAttention | None = None
     conv1d: bool = False  # GPT-2's Conv1D (in, out) weights
@@ -102,6 +103,16 @@ class Attention:
     gated_query: bool = False  # Qwen3.5: q_proj also yields an output gate, 2·heads·head_dim wide
     kv_shared: bool = False  # Gemma 4: a layer reusing an earlier layer's keys and values has no k/v projections
     k_is_v: bool = False  # Gemma 4's attention_k_eq_v on global layers: the keys serve as values (no v_proj)
+
+    @property
+    def span(self) -> tuple[str, int] | None:
+        """The keys a query sees when not the whole causal prefix: ("sliding", window) or ("chunked", chunk); None for
+        global (and linear) attention."""
+        if self.linear is not None:
+            return None
+        if self.window is not None:
+            return "sliding", self.window
+        return ("chunked", self.chunk) if self.chunk is not None else None
 
     @property
     def width(self) -> int:
@@ -477,14 +488,27 @@ def _mlp_weights(mlp: MLP, hidden: int) -> list[tuple[str, int, int]]:
     return _linear_weights(mlp.modules(hidden), None if mlp.conv1d else frozenset())
 
 
+def causal_keys_seen(seq_len: int, span: tuple[str, int] | None) -> int:
+    """Keys the queries of one causal sequence see, summed over the sequence (docs/formulas.md §14.1): s(s+1)/2 for
+    global attention; a sliding window w caps each query at w keys (w(w+1)/2 + (s − w)·w); chunks of c restart at
+    each chunk (whole chunks c(c+1)/2 each, the last partial one r(r+1)/2)."""
+    if span is None or span[1] >= seq_len:
+        return seq_len * (seq_len + 1) // 2
+    kind, size = span
+    if kind == "chunked":
+        whole, rest = divmod(seq_len, size)
+        return whole * size * (size + 1) // 2 + rest * (rest + 1) // 2
+    return size * (size + 1) // 2 + (seq_len - size) * size
+
+
 def _attention_flops(attention: Attention, seq_len: int) -> int:
     """Forward FLOPs per token of QKᵀ and AV: 2 per multiply-add over the keys a token sees, averaged over the
-    sequence (causal: key i sees i keys; a sliding window caps them at the window)."""
+    sequence (causal: key i sees i keys; a sliding window caps them at the window; chunked attention restarts the
+    count at each chunk's first token)."""
     if attention.linear is not None:  # a recurrent state per head: key_dim × value_dim, read and written per token
         lin = attention.linear
         return 2 * 2 * lin.value_heads * lin.key_dim * lin.value_dim
-    window = seq_len if attention.window is None else min(attention.window, seq_len)
-    seen = window * (window + 1) // 2 + (seq_len - window) * window  # keys seen, summed over the sequence
+    seen = causal_keys_seen(seq_len, attention.span)
     if attention.latent is not None:
         width = attention.latent.nope_dim + attention.latent.rope_dim + attention.latent.v_head_dim
     else:

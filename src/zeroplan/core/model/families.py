@@ -337,6 +337,26 @@ def _head_bias(fields: _Fields) -> bool:
     return fields.flag("use_bias", False) if fields.family == "ernie4_5_moe" else False
 
 
+def _chunks(fields: _Fields, layers: int) -> list[int | None]:
+    """Each layer's attention chunk (None: not chunked): Llama 4's chunked_attention layers, as Llama4TextConfig fills
+    layer_types in (transformers models/llama4/configuration_llama4.py: attention_chunk_size 8192 by default, chunked
+    on the rotary layers, every no_rope_layer_interval-th layer (4) global without rotary embeddings)."""
+    if fields.family != "llama4_text":
+        return [None] * layers
+    chunk = fields.config.get("attention_chunk_size", 8192)
+    chunk = chunk if isinstance(chunk, int) and not isinstance(chunk, bool) and chunk > 0 else None
+    types = fields.config.get("layer_types")
+    if chunk is None:
+        return [None] * layers
+    if isinstance(types, list) and len(types) == layers:
+        return [chunk if kind == "chunked_attention" else None for kind in types]
+    rope = fields.config.get("no_rope_layers")
+    if not (isinstance(rope, list) and len(rope) == layers):
+        interval = fields.optional_count("no_rope_layer_interval", 4)
+        rope = [int((index + 1) % interval != 0) for index in range(layers)]
+    return [chunk if used else None for used in rope]
+
+
 def _llama_style(fields: _Fields) -> Architecture:
     """Every family built like Llama: embeddings, layers of (norms, attention, MLP or experts), final norm, head.
     _STYLES says how each differs; MLA, experts and linear-attention layers come from their config keys."""
@@ -373,10 +393,11 @@ def _llama_style(fields: _Fields) -> Architecture:
         if not (isinstance(kinds, list) and len(kinds) == layers):
             interval = fields.optional_count("full_attention_interval", 4)
             kinds = ["linear_attention" if (index + 1) % interval else "full_attention" for index in range(layers)]
+    chunks = _chunks(fields, layers)
     built = []
     for index in range(layers):
         attention = Attention(heads, kv_heads, head_dim, qkv_bias, out_bias, qk_norm=qk_norm,
-                              sinks=family == "gpt_oss", window=windows[index], latent=latent,
+                              sinks=family == "gpt_oss", window=windows[index], chunk=chunks[index], latent=latent,
                               qk_norm_names=style.qk_norm_names, gated_query=linear is not None)
         if linear is not None and kinds is not None and kinds[index] == "linear_attention":
             attention = Attention(heads, kv_heads, head_dim, linear=linear)
@@ -401,7 +422,9 @@ def _phi3(fields: _Fields) -> Architecture:
     hidden, layers, heads, kv_heads, head_dim = _attention_shape(fields)
     ffn, vocab = fields.count("intermediate_size"), fields.count("vocab_size")
     norms = (("input_layernorm", Norm(hidden)), ("post_attention_layernorm", Norm(hidden)))
-    layer = Layer(Attention(heads, kv_heads, head_dim, fused="qkv_proj"), MLP(ffn, fused="gate_up_proj"), norms)
+    window = _windows(fields, layers)[0]  # Phi-3-mini-4k's 2047: Phi3Model masks every layer with it when set
+    layer = Layer(Attention(heads, kv_heads, head_dim, fused="qkv_proj", window=window),
+                  MLP(ffn, fused="gate_up_proj"), norms)
     decoder = Decoder("phi3", hidden, vocab, (layer,) * layers, fields.optional_count("max_position_embeddings", 4096),
                       fields.flag("tie_word_embeddings", False), ("norm", Norm(hidden)))
     return _architecture(decoder, heads, kv_heads, head_dim, {"position_embeddings": "rotary"})
@@ -731,6 +754,13 @@ def attention_linears(layer: Layer, decoder: Decoder) -> tuple[tuple[int, int], 
     return tuple((k, n) for name, _m, n, k, _c in decoder.gemms(layer, 1) if name in names)
 
 
+def attention_spans(decoder: Decoder) -> tuple[tuple[str, int] | None, ...] | None:
+    """Each layer's attention span (Attention.span: a sliding window or a chunk; None: the whole causal prefix), first
+    to last; None where every layer attends globally."""
+    spans = tuple(layer.attention.span for layer in decoder.layers)
+    return spans if any(span is not None for span in spans) else None
+
+
 def model_spec_from_hf_config(config: dict, name: str, source: str | None = None) -> ModelSpec:
     """A ModelSpec with exact params, largest layer and shape; family details go into extra."""
     architecture = architecture_from_hf_config(config, source or name)
@@ -765,6 +795,6 @@ def model_spec_from_hf_config(config: dict, name: str, source: str | None = None
             expert_params=decoder.expert_params, active_params=decoder.active_params,
             pattern=tuple(layer.is_moe for layer in decoder.layers), route_groups=experts.route_groups,
             attention_linears=attention_linears(priced, decoder)),
-        gemms=decoder.tp_gemms(priced))
+        gemms=decoder.tp_gemms(priced), attention_spans=attention_spans(decoder))
     return ModelSpec(params=architecture.params, name=name, largest_layer_params=largest.params, shape=shape,
                      extra=extra)

@@ -67,6 +67,10 @@ class ModelShape:
     # the architecture description's linear GEMMs of a layer (core.model.architecture.Decoder.tp_gemms: inner, outer,
     # rows per token, row-parallel), the layer the step time prices (a MoE model's MoE layer); None: read the widths
     gemms: tuple[tuple[int, int, int, bool], ...] | None = None
+    # each layer's attention span from the architecture description (core.model.architecture.Attention.span):
+    # ("sliding", window) or ("chunked", chunk), None for a layer attending to its whole causal prefix; None: every
+    # layer global (the step time prices the attention core by it: core.timing.flash_blocks)
+    attention_spans: tuple[tuple[str, int] | None, ...] | None = None
 
     @property
     def expert_params(self) -> int | None:
@@ -94,7 +98,8 @@ class ModelShape:
            experts: int | None = None, experts_per_token: int | None = None, max_seq_len: int | None = None,
            family: str | None = None, tied_embeddings: bool | None = None,
            layout: ParamLayout | None = None, moe: MoEShape | None = None,
-           gemms: tuple[tuple[int, int, int, bool], ...] | None = None) -> ModelShape:
+           gemms: tuple[tuple[int, int, int, bool], ...] | None = None,
+           attention_spans: tuple[tuple[str, int] | None, ...] | None = None) -> ModelShape:
         """The shape with the usual defaults for the fields a source leaves out (None)."""
         if head_dim is None and hidden % heads:
             raise InputError("heads", f"{heads} heads do not divide hidden size {hidden}",
@@ -108,6 +113,7 @@ class ModelShape:
                    head_dim=hidden // heads if head_dim is None else head_dim, gated_mlp=bool(gated_mlp),
                    experts=experts, experts_per_token=experts_per_token, max_seq_len=max_seq_len, family=family,
                    tied_embeddings=tied_embeddings, layout=layout, moe=moe, gemms=gemms,
+                   attention_spans=attention_spans,
                    defaulted=frozenset(name for name, value in given.items() if value is None))
 
     def as_given(self, name: str) -> int | bool | None:

@@ -79,6 +79,17 @@ class ParallelDims:
         """Expert-data-parallel degree: the ranks holding the same experts, which share their ZeRO states."""
         return self.world // (self.pp * self.ep * self.etp)
 
+    def expert_shard(self, dp_shard: int | None) -> int:
+        """The ranks that shard the routed experts' ZeRO states: edp, or under hybrid sharding (dp_shard ranks of the
+        dp·cp group shard, dp/dp_shard replicas) the expert-data-parallel ranks inside one shard group,
+        dp_shard·tp/(ep·etp): torchtitan's "efsdp" mesh dimension, dp_shard·cp·tp // ep
+        (torchtitan/distributed/parallel_dims.py, sparse mesh ["pp", "dp_replicate", "efsdp", "ep"]), whose
+        dp_replicate dimension replicates experts and dense parameters alike (core.parallel.rules
+        check_hybrid_experts: ep·etp must divide dp_shard·tp)."""
+        if not dp_shard:
+            return self.edp
+        return dp_shard * self.tp // (self.ep * self.etp)
+
     @property
     def has_experts_grid(self) -> bool:
         """True when experts are cut differently from the dense layers (ep > 1 or etp != tp)."""

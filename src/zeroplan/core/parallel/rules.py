@@ -11,6 +11,10 @@ export): one set of rules, each with the reason it is checked (docs/formulas.md 
   ep divides the routed experts (each EP rank holds E/ep whole experts); etp divides one expert's MLP width
   (Megatron splits its fc1/fc2 like a dense MLP's); ep × etp divides a pipeline stage's ranks (checked by
   ParallelDims, naming both factors);
+- hybrid sharding with experts (FSDP2 HSDP as torchtitan lays it out): a shard group of dp_shard·tp ranks must hold
+  whole expert-parallel groups, ep × etp dividing dp_shard × tp, so the experts shard over dp_shard·tp/(ep·etp)
+  ranks ("efsdp") and replicate over the same dp/dp_shard replicas as the dense parameters
+  (check_hybrid_experts, naming every factor);
 - an EP group across nodes runs (DeepSeek-V3 spreads EP 64 over 8 nodes), its all-to-all on the NICs: a
   warning in estimate, priced by plan;
 - more than one node means whole nodes (launchers start the same number of ranks on each);
@@ -35,6 +39,7 @@ CP_SEQUENCE = "context parallelism needs the sequence length divisible by 2 × c
 EP_DENSE = "ep or etp needs a mixture-of-experts model"
 EP_EXPERTS = "ep does not divide the experts"
 ETP_FFN = "etp does not divide the expert MLP width"
+HYBRID_EXPERTS = "hybrid shard group does not hold whole expert-parallel groups (ep × etp must divide dp_shard × tp)"
 # Longest sequence any command accepts: far past real runs, and it keeps s² attention terms exact.
 MAX_SEQ_LEN = 10**8
 
@@ -139,3 +144,25 @@ def cross_node_tp_warning(parallel: ParallelDims) -> str | None:
         return None
     return (f"warning: tp({parallel.tp}) spans more than one node of {parallel.gpus_per_node} GPUs: every layer's "
             "tensor-parallel collectives cross the network (Megatron keeps tp within a node)")
+
+
+def hybrid_expert_problem(parallel: ParallelDims, dp_shard: int) -> str | None:
+    """HYBRID_EXPERTS when a hybrid shard group of dp_shard (of the dp·cp ranks) × tp ranks cannot hold whole
+    expert-parallel groups: torchtitan builds its sparse mesh ["pp", "dp_replicate", "efsdp", "ep"] with
+    efsdp = dp_shard·cp·tp // ep (torchtitan/distributed/parallel_dims.py), so ep (× etp) must divide
+    dp_shard × tp for the replicate dimension to be the dense parameters' too. None: it does, or no experts grid."""
+    if dp_shard and parallel.has_experts_grid and (dp_shard * parallel.tp) % (parallel.ep * parallel.etp):
+        return HYBRID_EXPERTS
+    return None
+
+
+def check_hybrid_experts(parallel: ParallelDims, dp_shard: int | None) -> None:
+    """hybrid_expert_problem as an InputError naming every factor."""
+    if dp_shard and hybrid_expert_problem(parallel, dp_shard):
+        group, block = parallel.ep * parallel.etp, dp_shard * parallel.tp
+        raise InputError("dp_shard", f"ep({parallel.ep}) × etp({parallel.etp}) = {group} does not divide "
+                         f"dp_shard({dp_shard}) × tp({parallel.tp}) = {block}: each hybrid shard group must hold whole "
+                         f"expert-parallel groups, its experts sharded over dp_shard·tp/(ep·etp) ranks and replicated "
+                         f"over the dp({parallel.dp}) / dp_shard({dp_shard}) replicas like the dense parameters",
+                         f"use a {ref('dp_shard')} whose product with tp is a multiple of {group}, or change "
+                         f"{ref('ep')}/{ref('etp')}")

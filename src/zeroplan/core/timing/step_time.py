@@ -90,6 +90,7 @@ from zeroplan.core.timing.collectives import (  # noqa: F401 - collective pricin
 )
 
 from zeroplan.core.timing.dp_offload import DpSeconds, OffloadSeconds
+from zeroplan.core.timing.flash_blocks import span_keys, span_share
 from zeroplan.core.timing.machine import (  # noqa: F401 - re-exported for callers
     ACTIVATION_ELEMENT_BYTES, ATTENTION_SCORE_BYTES, DEFAULT_CPU_ADAM_PARAMS_PER_S, DEFAULT_EFFICIENCY, DP_OVERLAP,
     ELEMENTWISE_BYTES_PER_TOKEN_HIDDEN, FLASH_ATTENTION_EFFICIENCY, FLASH_SHARE_OF_MAX, FP8_CAST_BYTES,
@@ -235,6 +236,9 @@ class FlopModel:
     gemms: tuple[tuple[int, int, int, bool], ...] = ()
     experts: int = 0  # routed experts of a MoE layer (0: a dense model)
     route_groups: tuple[int, int] | None = None  # group-limited routing (n_group, topk_group); None: unlimited
+    # each layer's attention span (ModelShape.attention_spans: a sliding window or a chunk, None global); (): every
+    # layer attends to its whole causal prefix
+    attention_spans: tuple[tuple[str, int] | None, ...] = ()
 
     @classmethod
     def from_model(cls, model: ModelSpec, finetune: Finetune | None = None) -> FlopModel:
@@ -265,7 +269,8 @@ class FlopModel:
                    sum(split.moe_layers) if split is not None else 0,
                    (moe.attention_linears or ()) if moe is not None else (),
                    (moe.shared_expert_ffn or 0) if moe is not None else 0, tuned, shape.gemms or (),
-                   experts=shape.experts or 0, route_groups=moe.route_groups if moe is not None else None)
+                   experts=shape.experts or 0, route_groups=moe.route_groups if moe is not None else None,
+                   attention_spans=shape.attention_spans or ())
 
     def model_flops_per_token(self) -> int:
         """The MFU numerator: 6Ψ (forward 2Ψ, backward 4Ψ). Fine-tuning: 4Ψ (forward, and the data gradients
@@ -277,8 +282,13 @@ class FlopModel:
         return 4 * self.params + (6 if tuned.adapters else 2) * tuned.trainable
 
     def hardware_flops_per_token(self, seq_len: int, recompute: str) -> int:
-        """What the GPUs execute: 6Ψ + attention 12·L·w·s, plus the recomputed forward."""
+        """What the GPUs execute: 6Ψ + attention 12·L·w·s, plus the recomputed forward. Every query is counted
+        against its whole span, the causal mask not subtracted (Megatron's convention): s keys on a global layer,
+        min(window or chunk, s) on a sliding-window or chunked one (core.timing.flash_blocks.span_keys)."""
         attention = 4 * self.layers * self.attention_width * seq_len  # forward QKᵀ and AV
+        if self.attention_spans:
+            spans = self.attention_spans
+            attention = 4 * self.attention_width * span_keys(spans, seq_len) * self.layers // len(spans)
         total = 6 * self.params + 3 * attention
         if recompute == "full":
             total += 2 * self.layer_params * self.layers + attention
@@ -302,6 +312,8 @@ class StageFlops:
 def stage_flops(flops: FlopModel, seq_len: int, recompute: str, pp: int) -> StageFlops:
     """The busiest stage: the first holds the most layers, the last the layers plus the LM head."""
     attention = 4 * flops.attention_width * seq_len
+    if flops.attention_spans:  # per layer on average, as hardware_flops_per_token counts them
+        attention = 4 * flops.attention_width * span_keys(flops.attention_spans, seq_len) // len(flops.attention_spans)
     layer_forward = 2 * flops.layer_params + attention
     rest_forward = 2 * (flops.params - flops.layer_params * flops.layers)  # embedding + head, on the last stage
     recompute_per_layer = {"full": layer_forward, "selective": attention}.get(recompute, 0)
@@ -474,6 +486,9 @@ def layer_seconds(layout: Layout, flops: FlopModel, machine: Machine) -> tuple[f
     core = 4 * tokens * layout.seq_len * w / tp  # QKᵀ and AV over the whole (gathered) sequence
     if layout.flash_attention:
         attention = flash_seconds(core, layout.seq_len, machine)  # causal: half the blocks
+        if flops.attention_spans:  # sliding-window and chunked layers: the key tiles their kernel runs
+            attention *= span_share(flops.attention_spans, layout.seq_len, machine.attention_kernel,
+                                    w // max(1, flops.heads))
         attention /= flash_head_dim_share(w // max(1, flops.heads), machine.attention_kernel)
         attention_backward = 2.5 * attention  # FlashAttention's backward recomputes the scores
     else:
