@@ -85,8 +85,25 @@ FAMILIES = {
                     "intermediate_size_mlp": 688, "num_attention_heads": 8, "num_key_value_heads": 2, "head_dim": 32,
                     "num_local_experts": 8, "num_experts_per_tok": 1, "interleave_moe_layer_step": 2,
                     "num_hidden_layers": 8, "vocab_size": 1000, "max_position_embeddings": 8192},
+    # DeepSeek-V2-like: the same latent attention, group-limited greedy routing (softmax), complex rotary
+    "deepseek_v2": {"model_type": "deepseek_v2", "hidden_size": 256, "intermediate_size": 688,
+                    "moe_intermediate_size": 128, "num_attention_heads": 8, "num_key_value_heads": 8,
+                    "n_routed_experts": 8, "num_experts_per_tok": 2, "n_shared_experts": 2, "first_k_dense_replace": 1,
+                    "kv_lora_rank": 64, "q_lora_rank": 96, "qk_rope_head_dim": 16, "qk_nope_head_dim": 32,
+                    "v_head_dim": 32, "n_group": 4, "topk_group": 2, "topk_method": "group_limited_greedy",
+                    "num_hidden_layers": 8, "vocab_size": 1000, "max_position_embeddings": 8192},
+    # OLMoE-1B-7B-like: qk-norm over all heads, 8 experts top-2 in every layer
+    "olmoe": {"model_type": "olmoe", "hidden_size": 256, "intermediate_size": 128, "num_attention_heads": 8,
+              "num_key_value_heads": 8, "num_experts": 8, "num_experts_per_tok": 2, "num_hidden_layers": 8,
+              "vocab_size": 1000, "max_position_embeddings": 8192, "eos_token_id": 1, "pad_token_id": 0},
+    # Qwen1.5-MoE-A2.7B-like: 8 experts top-2 and a shared expert behind a sigmoid gate
+    "qwen2_moe": {"model_type": "qwen2_moe", "hidden_size": 256, "intermediate_size": 688, "moe_intermediate_size": 128,
+                  "shared_expert_intermediate_size": 512, "num_attention_heads": 8, "num_key_value_heads": 8,
+                  "num_experts": 8, "num_experts_per_tok": 2, "num_hidden_layers": 8, "vocab_size": 1000,
+                  "max_position_embeddings": 8192},
 }
 FIRST_FAMILIES = 10  # the families before issue 19: their rows are dealt as before the new ones came
+ISSUE_19_FAMILIES = 17  # then the first families the architecture description added: their rows dealt as before too
 # Families whose transformers code has no sdpa attention: their rows run eager attention.
 EAGER_ONLY = ("gpt_oss",)
 PRECISIONS = ("mixed", "fp32")
@@ -115,7 +132,8 @@ def rows(quick: bool, seed: int, families: tuple[str, ...] = (), per_family: int
     families keeps those families' rows only, in the same order (a family's rows are the ones a whole run would
     trace); per_family the first that many rows of each."""
     names = tuple(FAMILIES)
-    dealt = _dealt(names[:FIRST_FAMILIES], seed) + _dealt(names[FIRST_FAMILIES:], seed)
+    dealt = (_dealt(names[:FIRST_FAMILIES], seed) + _dealt(names[FIRST_FAMILIES:ISSUE_19_FAMILIES], seed)
+             + _dealt(names[ISSUE_19_FAMILIES:], seed))
     dealt = [row for row in dealt if not families or row[0] in families]
     if per_family is not None:
         kept, taken = [], dict.fromkeys(names, 0)

@@ -216,7 +216,12 @@ def test_ep_adds_exposed_all_to_all_and_leaves_compute_alone():
     with_ep = Layout(8, 1, 1, 1, 4096, 1, 8, "selective", False, True, True, True, ep=8, ep_per_node=8)
     f0, b0, c0, _ = microbatch_seconds(base, flops, flops.hidden, machine)
     f1, b1, c1, _ = microbatch_seconds(with_ep, flops, flops.hidden, machine)
-    assert (f0, b0) == (f1, b1)  # the same FLOPs per rank: balanced routing spreads T·k tokens over the ranks
+    # The same FLOPs per rank (balanced routing spreads T·k tokens over the ranks, 1024 rows per expert: whole
+    # 128-row tiles); but without EP a rank runs all 8 experts and reads their 8 weights per GEMM, with EP 8 its one
+    # (docs/formulas.md §14.2): 7 more experts' h·2f + f·h bf16 weights per layer at HBM bandwidth, forward and twice
+    # backward (data- and weight-gradient GEMMs).
+    reads = 32 * 7 * 3 * 4096 * 14336 * 2 / 3.35e12
+    assert f0 - f1 == pytest.approx(reads) and b0 - b1 == pytest.approx(2 * reads)
     each = ep_alltoall_layer_seconds(with_ep, flops, machine)
     assert c1 - c0 == pytest.approx(32 * each)
     # 4 all-to-alls per layer of T·k·h 16-bit elements (T = 4096 tokens, k = 2, h = 4096)

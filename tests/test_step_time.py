@@ -216,9 +216,11 @@ def test_compute_follows_gemm_shapes_and_attention_kernel():
     # Without flash attention the score matrix costs memory traffic and the masked half is computed.
     plain = layer_seconds(layout(flash=False), flops, MACHINE)
     assert plain[2] > core
-    # Context parallelism: each GPU works on s/cp tokens; tensor parallelism splits the GEMMs.
+    # Context parallelism: each GPU works on s/cp tokens; tensor parallelism splits the GEMMs. The layer's 12·h²
+    # bf16 weights are read once per GEMM whatever its rows (docs/formulas.md §14.2): that part does not halve.
     split = layer_seconds(layout(cp=2), flops, MACHINE)
-    assert split[0] == pytest.approx(forward / 2, rel=0.01)
+    reads = 12 * 12288**2 * 2 / MACHINE.hbm_bytes_per_s
+    assert split[0] == pytest.approx((forward - reads) / 2 + reads, rel=0.01)
     tp8 = layer_seconds(layout(tp=8, sp=True), flops, MACHINE)
     assert forward / 8 < tp8[0] < 1.2 * forward / 8  # narrower GEMMs contract over h/8 in the row-parallel ones
 
@@ -243,6 +245,57 @@ def test_gemm_shape_costs_its_weight_widths_against_the_gpu_ridge():
             > gemm_seconds(flops, MACHINE, 768, 3072) / plain)
 
 
+def test_gemm_rows_tile_to_128_and_each_group_reads_its_weight():
+    """A GEMM's rows m (docs/formulas.md §14.2, core.timing.machine GEMM_ROW_TILE): CUTLASS's Hopper grouped
+    GEMM (pingpong) tiles 128 rows, so m rows cost ceil(m/128)·128 rows' FLOPs, each expert of a grouped GEMM tiled
+    on its own; every group's k × n weight is read from HBM once (2 bytes bf16, 1 in an FP8 GEMM). Hand-computed
+    on A100 figures (312 TFLOP/s, 2.039 TB/s, efficiency 0.691)."""
+    import dataclasses
+
+    from zeroplan.core.timing.step_time import gemm_k0, gemm_seconds
+
+    a100 = dataclasses.replace(MACHINE, peak_flops=312e12, efficiency=0.691, hbm_bytes_per_s=2.039e12,
+                               gemm_overhead_s=0.0, fp8_flops=0.0)
+    k, n = 2048, 1536
+    rate = 312e12 * 0.691
+    shape = 1 + gemm_k0(a100) * (1 / k + 1 / n) / 2
+    weight = k * n * 2 / 2.039e12  # 6.29 MB of bf16 weight at 2.039 TB/s: 3.09 µs
+    # 4096 rows: whole tiles; only the weight read is added
+    assert gemm_seconds(2 * 4096 * k * n, a100, k, n, rows=4096) == pytest.approx(
+        2 * 4096 * k * n / rate * shape + weight)
+    # 200 rows run as 256: 1.28x the FLOPs
+    assert gemm_seconds(2 * 200 * k * n, a100, k, n, rows=200) == pytest.approx(
+        2 * 256 * k * n / rate * shape + weight)
+    # a grouped GEMM: 16 experts of 100 rows each (1600 rows) run as 16 x 128 rows and read 16 weights
+    assert gemm_seconds(2 * 1600 * k * n, a100, k, n, rows=1600, groups=16) == pytest.approx(
+        2 * 16 * 128 * k * n / rate * shape + 16 * weight)
+    # one GEMM of the same 1600 rows: 13 tiles (1664 rows), one weight: far cheaper than the grouped one
+    assert gemm_seconds(2 * 1600 * k * n, a100, k, n, rows=1600) == pytest.approx(
+        2 * 1664 * k * n / rate * shape + weight)
+    # FP8: the weight is read as 1 byte per element
+    fp8 = dataclasses.replace(a100, fp8_flops=624e12)
+    assert gemm_seconds(2 * 4096 * k * n, fp8, k, n, linear=True, rows=4096) == pytest.approx(
+        2 * 4096 * k * n / (624e12 * 0.691) * (1 + gemm_k0(fp8, 624e12 * 0.691) * (1 / k + 1 / n) / 2) + weight / 2)
+    # no rows given (attention's batched GEMMs, adapters): unchanged
+    assert gemm_seconds(2 * 200 * k * n, a100, k, n) == pytest.approx(2 * 200 * k * n / rate * shape)
+
+
+def test_routed_expert_gemms_are_grouped_over_the_local_experts():
+    """The routed experts' GEMMs run as one grouped GEMM over the rank's experts / ep local experts (top-k rows per
+    token in all); attention and shared experts' GEMMs as one each."""
+    from zeroplan.core.timing.step_time import linear_shapes
+
+    moe = FlopModel(params=0, layer_params=0, layers=1, hidden=2048, attention_width=4096, kv_width=512, ffn=768,
+                    gated=True, experts_per_token=8, moe_layers=1, experts=128, shared_ffn=1024)
+    import dataclasses
+
+    shapes = linear_shapes(dataclasses.replace(layout(tp=1, seq=4096), ep=8), moe)
+    assert [groups for *_mkn, groups in shapes] == [1, 1, 16, 16, 1, 1]
+    assert shapes[2] == (4096 * 8, 2048, 2 * 768, 16)  # 4096 tokens x top-8 over 16 experts: 2048 rows each
+    dense = dataclasses.replace(moe, experts_per_token=1, moe_layers=0, experts=0, shared_ffn=0)
+    assert [groups for *_mkn, groups in linear_shapes(layout(tp=1), dense)] == [1, 1, 1, 1]
+
+
 def test_flash_attention_ceiling_follows_gpu_and_kernel():
     """FlashAttention-2 reaches 73% of A100 peak but 35% of H100's; Hopper-native kernels (FA3, cuDNN) 75%
     (arXiv 2307.08691, 2407.08608): the same fitted share of each ceiling; the framework picks the kernel."""
@@ -253,6 +306,11 @@ def test_flash_attention_ceiling_follows_gpu_and_kernel():
     assert flash_efficiency("h100-80g", "fa3") == pytest.approx(FLASH_SHARE_OF_MAX * 0.75)
     assert flash_efficiency("h200-141g", "fa1") < flash_efficiency("a100-40g", "fa1")
     assert COMM_OVERLAPS["megatron"].attention_kernel == "fa3" and COMM_OVERLAPS["fsdp"].attention_kernel == "fa2"
+    # Blackwell Ultra: the same tensor rates as Blackwell, twice the softmax's exponential throughput; NVIDIA
+    # measured ~35% more attention forward throughput on GB300 than on GB200 (docs/formulas.md §14.2)
+    for kernel in ("fa2", "fa3"):
+        assert flash_efficiency("gb300-288g", kernel) == pytest.approx(1.35 * flash_efficiency("gb200", kernel))
+        assert flash_efficiency("b200", kernel) == flash_efficiency("gb200", kernel)
 
 
 def test_gemm_efficiency_per_gpu_from_measured_maxima():
@@ -269,7 +327,7 @@ def test_op_level_selective_checkpointing_recomputes_elementwise_work_and_every_
     more than element-wise work alone.
     In memory it keeps less than no recompute and more than full recompute."""
     from zeroplan.core.memory.activations import ActivationConfig, activation_memory
-    from zeroplan.core.timing.step_time import elementwise_seconds, gemm_seconds, op_sac_recompute_shapes
+    from zeroplan.core.timing.step_time import elementwise_seconds, linear_gemm_seconds, op_sac_recompute_shapes
 
     flops = FlopModel.from_model(gpt())
     none = microbatch_seconds(layout(tp=8), flops, 12288, MACHINE)
@@ -277,8 +335,8 @@ def test_op_level_selective_checkpointing_recomputes_elementwise_work_and_every_
     full = microbatch_seconds(layout(tp=8, recompute="full"), flops, 12288, MACHINE)
     h, tokens = 12288, 2048  # the GPT-3 175B shape: plain MLP of 4h, no GQA
     shapes = op_sac_recompute_shapes(layout(tp=8), flops)
-    assert shapes == [(tokens, h, h / 8), (tokens, h / 8, h), (tokens, 4 * h / 8, h)]  # wk, wo, the MLP's output
-    gemms = sum(gemm_seconds(2 * m * k * n, MACHINE, k, n, linear=True) for m, k, n in shapes)
+    assert shapes == [(tokens, h, h / 8, 1), (tokens, h / 8, h, 1), (tokens, 4 * h / 8, h, 1)]  # wk, wo, MLP out
+    gemms = sum(linear_gemm_seconds(shape, MACHINE) for shape in shapes)
     extra = flops.layers * (elementwise_seconds(layout(tp=8), flops, MACHINE) + gemms)
     assert gemms > 0 and extra > 0
     assert op[0] == none[0] and op[1] == pytest.approx(none[1] + extra) and op[2] == none[2]
@@ -287,8 +345,8 @@ def test_op_level_selective_checkpointing_recomputes_elementwise_work_and_every_
     assert added == 2 * flops.layers * (h * h + h * h + h * 4 * h)
     llama = FlopModel(params=0, layer_params=0, layers=1, hidden=4096, attention_width=4096, kv_width=1024,
                       ffn=14336, gated=True)
-    assert op_sac_recompute_shapes(layout(tp=1), llama) == [(2048, 4096, 1024), (2048, 4096, 4096),
-                                                            (2048, 4096, 14336)]  # wk, wo, w3
+    assert op_sac_recompute_shapes(layout(tp=1), llama) == [(2048, 4096, 1024, 1), (2048, 4096, 4096, 1),
+                                                            (2048, 4096, 14336, 1)]  # wk, wo, w3
     memory = {mode: activation_memory(gpt(), ActivationConfig(seq_len=2048, micro_batch=1, recompute=mode, tp=8,
                                                               flash_attention=True, sequence_parallel=True)).total
               for mode in ("none", "selective", "full", "selective-op")}
@@ -352,7 +410,7 @@ def test_async_tp_hides_what_its_compiler_pass_fuses():
     input-gradient reduce-scatters (a sum over q/k/v and gate/up, not one matmul's output) stay exposed."""
     import dataclasses
 
-    from zeroplan.core.timing.step_time import gemm_seconds, linear_shapes, tp_async_exposed
+    from zeroplan.core.timing.step_time import linear_gemm_seconds, linear_shapes, tp_async_exposed
 
     flops = FlopModel(params=70_000_000_000, layer_params=800_000_000, layers=80, hidden=8192, attention_width=8192,
                       kv_width=1024, ffn=28672, gated=True, vocab=128256, heads=64)
@@ -364,7 +422,7 @@ def test_async_tp_hides_what_its_compiler_pass_fuses():
     full = dataclasses.replace(layout, recompute="full")
     assert tp_async_exposed(full, flops, machine, tiny) == pytest.approx(tiny)  # the recomputed forward hides too
     huge = 1.0  # nothing can hide all of it: each collective exposes what (tp-1)/tp of its GEMM cannot cover
-    gemms = [gemm_seconds(2 * m * k * n, machine, k, n, linear=True) for m, k, n in linear_shapes(layout, flops)]
+    gemms = [linear_gemm_seconds(shape, machine) for shape in linear_shapes(layout, flops)]
     share = 7 / 8
     hidden = share * (sum(gemms) + gemms[1] + gemms[3])  # forward: all four; backward: the two all-gathers
     assert tp_async_exposed(layout, flops, machine, huge) == pytest.approx(4 * huge - hidden)

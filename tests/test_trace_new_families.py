@@ -38,7 +38,7 @@ CONFIGS = {
 }
 SEQ = 32
 EAGER_ONLY = ("gpt_oss",)
-DERIVED = ("qwen3", "olmo2", "qwen3_moe")
+DERIVED = ("qwen3", "olmo2", "qwen3_moe", "deepseek_v3", "llama4_text")  # the MoE families: tests/test_trace_moe_families.py
 
 
 def _applied(config: dict, seq: int = SEQ, flash: bool = True) -> tuple[str, str]:

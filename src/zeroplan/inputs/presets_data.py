@@ -287,7 +287,7 @@ GPUS = {
   ]
  },
  "gb300": {
-  "description": "NVIDIA Blackwell Ultra GPU of a GB300 superchip, as in GB300 NVL72 (72 GPUs on one NVLink 5 switch domain). 288 GB HBM3e per GPU (12-high stacks); the Grace CPU attaches over NVLink-C2C, not PCIe. Same dense BF16 and FP8 tensor rates as GB200; the gains are FP4 and attention's exponentials (SFU), which the step-time model does not price.",
+  "description": "NVIDIA Blackwell Ultra GPU of a GB300 superchip, as in GB300 NVL72 (72 GPUs on one NVLink 5 switch domain). 288 GB HBM3e per GPU (12-high stacks); the Grace CPU attaches over NVLink-C2C, not PCIe. Same dense BF16 and FP8 tensor rates as GB200; the gains are FP4 and attention's exponentials (SFU): the step time prices flash attention at 1.35x the Blackwell ceiling (core.timing.machine BLACKWELL_ULTRA_ATTENTION_SPEEDUP), not FP4.",
   "memory": "279GiB",
   "hbm_bandwidth": "8000GB/s",
   "bf16_tflops": 2500.0,

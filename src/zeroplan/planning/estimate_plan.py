@@ -94,7 +94,10 @@ def _activation_notes(request: EstimateRequest, activations: ActivationConfig | 
         attention = "sdpa attention" if activations.flash_attention else "eager attention (--no-flash-attention)"
         from zeroplan.core.memory.activations_gated_families import routing_note
 
-        routing = routing_note(request.model.shape.family if request.model.shape else None)
+        from zeroplan.core.memory.activations_moe_families import routing_note as moe_routing_note
+
+        family = request.model.shape.family if request.model.shape else None
+        routing = routing_note(family) or moe_routing_note(family)
         return [f"activations: transformers implementation (--activations transformers) of {request.model.reported('family')}, "
                 f"{attention}, {step}; the peak moment at the start of backward: every layer's saved tensors, final "
                 "norm, fp32 log-softmax and the loss gradient's fp32 temporaries" + (f"; {routing}" if routing else "")]

@@ -9,6 +9,7 @@ import json
 from zeroplan.core.units import format_bytes
 from zeroplan.trace.compare import ESTIMATE_PARTS, TraceResult, to_dict
 from zeroplan.core.memory.activations_gated_families import routing_note
+from zeroplan.core.memory.activations_moe_families import routing_note as moe_routing_note
 
 
 def to_json(result: TraceResult) -> str:
@@ -61,8 +62,9 @@ def to_table(result: TraceResult, units: str = "iec") -> str:
     note = f" ({result.activation_note})" if result.activation_note else ""
     lines.append(f"  activations estimated with the {result.activation_model} implementation{note}")
 
-    if routing_note(result.family):
-        lines.append(f"  {routing_note(result.family)}")
+    note = routing_note(result.family) or moe_routing_note(result.family)
+    if note:
+        lines.append(f"  {note}")
     if result.real_peak_bytes is not None:
         lines.append(f"  real run: torch.cuda.max_memory_allocated = {format_bytes(result.real_peak_bytes, units)} "
                      f"(estimate / real = {result.estimate['total'] / result.real_peak_bytes:.3f})")

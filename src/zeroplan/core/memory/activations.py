@@ -45,6 +45,7 @@ from typing import Any
 
 from zeroplan.core.memory import activations_gated_families as gated
 from zeroplan.core.memory import activations_layernorm_families as layernorm_families
+from zeroplan.core.memory import activations_moe_families as moe_families
 from zeroplan.core.memory import activations_qk_norm_families as qk_norm
 from zeroplan.core.memory.activations_qk_norm_families import QK_NORM_FAMILIES
 from zeroplan.core.errors import InputError, ref
@@ -68,7 +69,10 @@ WINDOW_DERIVED = ("mistral", "mixtral", "phi3")
 # Gemma, Phi-3 and Mixtral in core.memory.activations_gated_families; GPT-NeoX, OPT and Falcon in
 # core.memory.activations_layernorm_families).
 LLAMA_STYLE_FAMILIES = ("llama", "mistral", "qwen2") + QK_NORM_FAMILIES
-TRANSFORMERS_FAMILIES = LLAMA_STYLE_FAMILIES + ("gpt2",) + GATED_FAMILIES + layernorm_families.FAMILIES
+# OLMoE, Qwen2-MoE and DeepSeek-V2/V3 (shared experts, latent attention, dense and sparse layers mixed) in
+# core.memory.activations_moe_families
+TRANSFORMERS_FAMILIES = (LLAMA_STYLE_FAMILIES + ("gpt2",) + GATED_FAMILIES + layernorm_families.FAMILIES
+                         + moe_families.FAMILIES)
 DEFAULT_SEQ_LEN_CAP = 4096  # the default sequence length: the model's context, at most this
 
 
@@ -194,6 +198,7 @@ class _Shape:
     gated: GatedTraits | None = None  # gemma, phi3, mixtral: what their config.json sets beyond the shape
     layernorm: layernorm_families.Layout | None = None  # gpt_neox, opt, falcon: what their config.json sets
     moe_traits: MoETraits | None = None  # qwen3_moe: what its config.json sets beyond the shape
+    moe_layout: moe_families.Layout | None = None  # olmoe, qwen2_moe, deepseek_v2/v3: layers, router, latent attention
 
 
 def _shape(model: ModelSpec) -> _Shape:
@@ -214,7 +219,18 @@ def _shape(model: ModelSpec) -> _Shape:
                                              shape.hidden, shape.head_dim)
                    if shape.family in layernorm_families.FAMILIES else None),
         gated=gated_traits(model.extra.get("hf_config") or {}, shape.family, shape.head_dim),
-        moe_traits=_moe_traits(model.extra.get("hf_config") or {}, shape.family))
+        moe_traits=_moe_traits(model.extra.get("hf_config") or {}, shape.family),
+        moe_layout=_moe_layout(model))
+
+
+def _moe_layout(model: ModelSpec) -> moe_families.Layout | None:
+    shape = model.shape
+    if shape is None or shape.family not in moe_families.FAMILIES or shape.moe is None:
+        return None
+    moe = shape.moe
+    return moe_families.layout(model.extra.get("hf_config") or {}, shape.family or "",
+                               moe.pattern or (True,) * shape.layers, moe.dense_ffn or 0, moe.expert_ffn,
+                               shape.experts or 0, shape.experts_per_token or 1, moe.shared_expert_ffn or 0)
 
 
 def _position_rows(family: str | None, max_seq_len: int | None) -> int:
@@ -291,6 +307,9 @@ def _transformers_gap(shape: _Shape, config: ActivationConfig) -> str:
         return reason
     if shape.moe_traits is not None and (reason := _moe_gap(shape.family or "", shape.moe_traits)):
         return reason
+    if shape.family in moe_families.FAMILIES:
+        return moe_families.gap(shape.moe_layout, config.seq_len) if shape.moe_layout is not None else \
+            f"{shape.family} without experts is not derived: Megatron's formula is used"
     if shape.family in layernorm_families.FAMILIES:
         return layernorm_families.gap(_layernorm_layout(shape), config.flash_attention)
     if shape.family == "gpt2" and (shape.dropout or not config.flash_attention):
@@ -371,6 +390,8 @@ def _transformers_layer_bytes(shape: _Shape, config: ActivationConfig) -> int:
                                               d, f, config.recompute)
     if shape.family in qk_norm.POST_NORM_FAMILIES:
         return qk_norm.post_norm_layer_bytes(tokens, seq, e, h, a, k, d, f, config.recompute, config.flash_attention)
+    if shape.moe_layout is not None:  # the last layer (_transformers_layers_bytes sums every layer's)
+        return _moe_family_layer_bytes(shape, config, shape.layers - 1)
     if config.recompute == "full":
         return tokens * e * h
     if shape.family in GATED_FAMILIES:
@@ -394,6 +415,35 @@ def _transformers_layer_bytes(shape: _Shape, config: ActivationConfig) -> int:
     return tokens * (2 * norm + core + _qk_norm_bytes_per_token(shape, e) + 4 * e * f) + _masked_sdpa_bytes(shape, config)
 
 
+def _moe_family_layer_bytes(shape: _Shape, config: ActivationConfig, index: int) -> int:
+    """Layer `index` of an OLMoE, Qwen2-MoE, DeepSeek or Llama 4 model (core.memory.activations_moe_families)."""
+    lay = shape.moe_layout
+    if lay is None:  # only asked for a family whose layout _shape read
+        raise ValueError(f"{shape.family} has no MoE layout")
+    return moe_families.layer_bytes(lay, index, config.seq_len * config.micro_batch, config.seq_len,
+                                    config.dtype_bytes, shape.hidden, shape.heads, shape.kv_heads, shape.head_dim,
+                                    config.recompute, config.flash_attention,
+                                    _qk_norm_bytes_per_token(shape, config.dtype_bytes))
+
+
+def _transformers_layers_bytes(shape: _Shape, config: ActivationConfig) -> int:
+    """Every decoder layer's bytes for one micro-batch: the layers' count times one layer's, or, where layers differ
+    (DeepSeek's first_k_dense_replace, Qwen2-MoE's mlp_only_layers, Llama 4's interleaving and layers without
+    rotary), each layer's."""
+    if shape.moe_layout is None:
+        return shape.layers * _transformers_layer_bytes(shape, config)
+    return sum(_moe_family_layer_bytes(shape, config, index) for index in range(shape.layers))
+
+
+def _rotary_width(shape: _Shape) -> int:
+    """The rotary embedding's width: Phi-3's partial rotary, DeepSeek's rope_dim, else head_dim."""
+    if shape.gated is not None:
+        return shape.gated.rotary_dim
+    if shape.moe_layout is not None:
+        return moe_families.rotary_width(shape.moe_layout, shape.head_dim)
+    return shape.head_dim
+
+
 def _qk_norm_bytes_per_token(shape: _Shape, e: int) -> int:
     """What the query and key norms keep per token (core.memory.activations_qk_norm_families; 0 without them)."""
     return qk_norm.qk_norm_bytes_per_token(shape.family, shape.heads, shape.kv_heads, shape.head_dim, e)
@@ -407,7 +457,7 @@ def _transformers_terms(shape: _Shape, config: ActivationConfig) -> dict[str, in
     recomputed working set over the loss temporaries it follows."""
     tokens, e, seq, b = config.seq_len * config.micro_batch, config.dtype_bytes, config.seq_len, config.micro_batch
     d, v = shape.head_dim, shape.vocab
-    layers = shape.layers * _transformers_layer_bytes(shape, config)
+    layers = _transformers_layers_bytes(shape, config)
     embedding = 2 * _TOKEN_ID_BYTES * tokens
     final_norm, final_norm_fixed = _norm_bytes_per_token(shape, e), 0
     if shape.family in layernorm_families.FAMILIES:
@@ -421,7 +471,9 @@ def _transformers_terms(shape: _Shape, config: ActivationConfig) -> dict[str, in
                                                                                        shape.hidden, e)
             embedding += scale
             d = shape.gated.rotary_dim
-        if shape.family not in qk_norm.POST_NORM_FAMILIES or e == _FP32_BYTES:  # OLMo-2's 16-bit: in the layers
+        if shape.moe_layout is not None:  # DeepSeek's rotary: rope_dim wide (V2: complex64)
+            embedding += moe_families.rotary_bytes(shape.moe_layout, tokens, e, d)
+        elif shape.family not in qk_norm.POST_NORM_FAMILIES or e == _FP32_BYTES:  # OLMo-2's 16-bit: in the layers
             embedding += 2 * tokens * d * e  # rotary cos and sin, shared by all layers
         if not config.flash_attention:
             embedding += b * seq * seq * e  # the eager causal mask
@@ -429,7 +481,11 @@ def _transformers_terms(shape: _Shape, config: ActivationConfig) -> dict[str, in
     output_and_loss = tokens * final_norm + final_norm_fixed + loss
     working_set = 0
     if config.recompute == "full":
-        working_set = max(0, _transformers_layer_bytes(shape, replace(config, recompute="none")) - loss)
+        whole = replace(config, recompute="none")
+        largest = _transformers_layer_bytes(shape, whole)
+        if shape.moe_layout is not None:
+            largest = max(_moe_family_layer_bytes(shape, whole, index) for index in range(shape.layers))
+        working_set = max(0, largest - loss)
     return dict(zip(BREAKDOWN_KEYS, (layers, embedding, output_and_loss, working_set)))
 
 
@@ -749,42 +805,82 @@ def transformers_peak_moments(model: ModelSpec, config: ActivationConfig) -> dic
     positions = 0 if gpt2 else _TOKEN_ID_BYTES * seq  # beyond the activations: GPT-2 counts them there
     # the first norm reads the checkpoint itself, except a 16-bit RMSNorm, which upcasts a copy to fp32
     norm_reads_checkpoint = gpt2 or e == _FP32_BYTES
-    layer = _transformers_layer_bytes(shape, config)
-    whole_layer = _transformers_layer_bytes(shape, replace(config, recompute="none"))
-    recomputed_layer = whole_layer - (tokens * h * e if norm_reads_checkpoint else 0) if config.recompute == "full" else 0
-    # the layer's activations alive when its backward begins: its own (none, selective) or recomputed ones (full)
-    layer_at_backward = recomputed_layer if config.recompute == "full" else layer
-    mlp_weights = h * f * e + (h * e if gpt2 else 0)  # the down projection's weight (and bias) gradient
-    # Gemma's, Phi-3's and Mixtral's differ where their code does (core.memory.activations_gated_families)
-    if shape.moe_traits is not None:  # qwen3_moe: the routing weights in the compute dtype
-        family = gated.layer_moments(shape.family or "", tokens, e, h, f, shape.experts, shape.experts_per_token, e,
-                                     shape.moe_traits.normalised)
-    else:
-        family = gated.layer_moments(shape.family or "", tokens, e, h, f, shape.experts, shape.experts_per_token)
-    moments = [mlp_weights + tokens * h * e + 3 * tokens * f * e - tokens * f * e]
-    if family.mlp_moment is not None:
-        moments = [family.mlp_moment]
-    if not gpt2 and e < _FP32_BYTES:
-        norm_freed = 4 * tokens * f * e + 2 * e * tokens * h + _FP32_BYTES * tokens
-        moments.append(family.mlp_weight_gradients + tokens * h * e + 5 * _FP32_BYTES * tokens * h + h * e
-                       - (norm_freed if family.norm_backward_freed is None else family.norm_backward_freed))
-    moments.extend(family.other_moments)
-    if not gpt2 and not config.flash_attention:
-        probabilities = _FP32_BYTES * tokens * a * seq  # one fp32 a·s·s tensor
-        if config.recompute == "selective":
-            # the layer's q, k and v kept (k, v: KV heads) and the core recomputed: its fp32 softmax output and,
-            # with grouped-query attention, its repeat_kv'd k
-            kept = tokens * (_norm_bytes_per_token(shape, e) + _qk_norm_bytes_per_token(shape, e) + e * a * d
-                             + 2 * e * shape.kv_heads * d)
-            kept += probabilities + (tokens * e * a * d if shape.kv_heads < a else 0)
+
+    def layer_terms(index: int | None) -> tuple[int, int, list[int]]:
+        """(a layer's activations, the same recomputed in its backward under full recompute, its backward moments):
+        the family's layer, or layer `index` of a model whose layers differ (core.memory.activations_moe_families)."""
+        if index is None:
+            layer = _transformers_layer_bytes(shape, config)
+            whole_layer = _transformers_layer_bytes(shape, replace(config, recompute="none"))
         else:
-            kept = tokens * (_norm_bytes_per_token(shape, e) + _qk_norm_bytes_per_token(shape, e) + 2 * e * a * d)
-            kept += probabilities
-            if config.recompute == "full" and norm_reads_checkpoint:
-                kept -= tokens * h * e  # the first norm's fp32 input is the checkpoint, not recomputed
-        # the MLP's, the post-attention norm's, o_proj's
-        weights = family.mlp_weight_gradients + (h + h * a * d) * e
-        moments.append(weights + tokens * h * e + tokens * a * d * e + 2 * probabilities - (layer_at_backward - kept))
+            layer = _moe_family_layer_bytes(shape, config, index)
+            whole_layer = _moe_family_layer_bytes(shape, replace(config, recompute="none"), index)
+        lay = shape.moe_layout
+        sparse = lay is None or index is None or lay.pattern[index]
+        f_layer = lay.dense_ffn if lay is not None and not sparse else f  # a dense layer's MLP beside sparse ones
+        recomputed_layer = whole_layer - (tokens * h * e if norm_reads_checkpoint else 0) if config.recompute == "full" else 0
+        # the layer's activations alive when its backward begins: its own (none, selective) or recomputed ones (full)
+        layer_at_backward = recomputed_layer if config.recompute == "full" else layer
+        mlp_weights = h * f_layer * e + (h * e if gpt2 else 0)  # the down projection's weight (and bias) gradient
+        # Gemma's, Phi-3's and Mixtral's differ where their code does (core.memory.activations_gated_families)
+        if shape.moe_traits is not None:  # qwen3_moe: the routing weights in the compute dtype
+            family = gated.layer_moments(shape.family or "", tokens, e, h, f, shape.experts, shape.experts_per_token, e,
+                                         shape.moe_traits.normalised)
+        elif lay is not None and sparse and lay.family != "llama4_text":
+            # the same grouped experts: fp32 routing weights (DeepSeek) as Mixtral's
+            latent = lay.family in moe_families.LATENT_FAMILIES
+            family = gated.layer_moments("mixtral" if latent else "qwen3_moe", tokens, e, h, lay.expert_ffn, lay.experts,
+                                         lay.top_k, _FP32_BYTES if latent else e, lay.normalised)
+        else:
+            family = gated.layer_moments(shape.family or "", tokens, e, h, f_layer, shape.experts,
+                                         shape.experts_per_token)
+        moments = [mlp_weights + tokens * h * e + 3 * tokens * f_layer * e - tokens * f_layer * e]
+        if family.mlp_moment is not None:
+            moments = [family.mlp_moment]
+        if not gpt2 and e < _FP32_BYTES:
+            norm_freed = 4 * tokens * f_layer * e + 2 * e * tokens * h + _FP32_BYTES * tokens
+            moments.append(family.mlp_weight_gradients + tokens * h * e + 5 * _FP32_BYTES * tokens * h + h * e
+                           - (norm_freed if family.norm_backward_freed is None else family.norm_backward_freed))
+        moments.extend(family.other_moments)
+        if lay is not None and lay.family in moe_families.LATENT_FAMILIES:
+            # latent attention's softmax backward (sdpa runs the math kernel on CPU): the MLP's (and shared
+            # experts'), the post-attention norm's and o_proj's weight gradients alive
+            shared = 3 * h * lay.shared_ffn * e if sparse else 0
+            moments.append(moe_families.latent_softmax_moment(
+                lay, config.recompute, config.flash_attention, tokens, seq, e, h, a,
+                family.mlp_weight_gradients + shared, layer_at_backward, _norm_bytes_per_token(shape, e)))
+        elif not gpt2 and not config.flash_attention:
+            probabilities = _FP32_BYTES * tokens * a * seq  # one fp32 a·s·s tensor
+            if config.recompute == "selective":
+                # the layer's q, k and v kept (k, v: KV heads) and the core recomputed: its fp32 softmax output and,
+                # with grouped-query attention, its repeat_kv'd k
+                kept = tokens * (_norm_bytes_per_token(shape, e) + _qk_norm_bytes_per_token(shape, e) + e * a * d
+                                 + 2 * e * shape.kv_heads * d)
+                kept += probabilities + (tokens * e * a * d if shape.kv_heads < a else 0)
+            else:
+                kept = tokens * (_norm_bytes_per_token(shape, e) + _qk_norm_bytes_per_token(shape, e) + 2 * e * a * d)
+                kept += probabilities
+                if config.recompute == "full" and norm_reads_checkpoint:
+                    kept -= tokens * h * e  # the first norm's fp32 input is the checkpoint, not recomputed
+            # the MLP's, the post-attention norm's, o_proj's
+            weights = family.mlp_weight_gradients + (h + h * a * d) * e
+            moments.append(weights + tokens * h * e + tokens * a * d * e + 2 * probabilities - (layer_at_backward - kept))
+        return layer, recomputed_layer, moments
+
+    # one layer's terms; where layers differ (dense and sparse, with and without rotary), each layer's
+    per_layer = None
+    if shape.moe_layout is None:
+        layer, recomputed_layer, moments = layer_terms(None)
+    else:
+        kinds: dict[tuple, tuple[int, int, list[int]]] = {}
+        lay_of = shape.moe_layout
+        for index in range(shape.layers):
+            key = (lay_of.pattern[index], lay_of.rope_layers[index] if lay_of.rope_layers else True)
+            if key not in kinds:
+                kinds[key] = layer_terms(index)
+        per_layer = tuple(kinds[(lay_of.pattern[index], lay_of.rope_layers[index] if lay_of.rope_layers else True)]
+                          for index in range(shape.layers))
+        layer, recomputed_layer, moments = per_layer[-1]
     # the decoder's forward keeps its embedding outputs in locals: GPT-2's token and position embeddings (the first
     # block reads their sum), llama-style's token embeddings where the first RMSNorm keeps an fp32 copy instead
     # (not with full recompute: they are the first layer's checkpoint)
@@ -808,8 +904,9 @@ def transformers_peak_moments(model: ModelSpec, config: ActivationConfig) -> dic
                   "last_root_gradient": (norm_params // 2 if shape.tied else v * h) * e,
                   # the rotary embedding's inv_freq and its original (Phi-3's partial rotary: narrower); Gemma's fp32
                   # embedding scale
-                  "module_buffers": 0 if gpt2 else 2 * _FP32_BYTES * ((shape.gated.rotary_dim if shape.gated else d) // 2)
-                  + (_FP32_BYTES if shape.family == "gemma" else 0),
+                  "module_buffers": 0 if gpt2 else 2 * _FP32_BYTES * (_rotary_width(shape) // 2)
+                  + (_FP32_BYTES if shape.family == "gemma" else 0)
+                  + (moe_families.router_buffer_bytes(shape.moe_layout) if shape.moe_layout is not None else 0),
                   "hidden_state": tokens * h * e, "position_ids": positions,
                   "embedding": terms["activations/embedding"], "forward_locals": forward_locals,
                   "working_set": terms["activations/recompute_working_set"],
@@ -818,7 +915,9 @@ def transformers_peak_moments(model: ModelSpec, config: ActivationConfig) -> dic
                   "eager_mask": (0 if config.flash_attention or config.recompute == "full"
                                  else config.micro_batch * seq ** 2 * e),
                   "kept_position_ids": (positions if config.recompute != "none" else 0) + window_mask_kept,
-                  "recomputed_layer": recomputed_layer}
+                  "recomputed_layer": recomputed_layer,
+                  # where layers differ: each layer's (activations, recomputed, backward moments), first to last
+                  "per_layer": per_layer}
     if layernorm:  # their own moments inside a layer's backward, positions and buffers (the rest is the same code)
         moments_of.update(layernorm_families.peak_moments(
             _layernorm_layout(shape), seq, config.micro_batch, e, h, a, shape.kv_heads, d, f, config.recompute))

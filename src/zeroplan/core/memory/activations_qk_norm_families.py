@@ -17,6 +17,8 @@ h hidden, a heads, k KV heads, d head_dim, f ffn.
   and sin in fp32; in 16 bits the mixed-precision policy casts every decoder layer's inputs (FSDP2's
   cast_forward_inputs), so each layer keeps its own cast cos and sin (2·d·e per token), full recompute's checkpoint
   too, and the fp32 originals are not kept; in fp32 they are (2·d·4 per token, once).
+- olmoe (core.memory.activations_moe_families): q_norm and k_norm are llama's RMSNorm over all heads (a·d and k·d
+  wide): each its fp32 input, one fp32 rsqrt per token and the normalised x cast to e.
 - qwen3_moe (every layer sparse): qwen3's attention, and the router and grouped experts Mixtral's are derived for,
   but the top-k weights are cast to the compute dtype (e per token-expert pair where Mixtral keeps 4) and normalised
   only with norm_topk_prob (transformers' default: not). The moments inside the experts' backward are Mixtral's.
@@ -40,6 +42,8 @@ def qk_norm_bytes_per_token(family: str | None, heads: int, kv_heads: int, head_
         return (heads + kv_heads) * ((_FP32_BYTES + e) * head_dim + _FP32_BYTES)
     if family == "olmo2":  # over all heads: fp32 input, one rsqrt per token, fp32 normalised x
         return 2 * _FP32_BYTES * (heads + kv_heads) * head_dim + 2 * _FP32_BYTES
+    if family == "olmoe":  # llama's RMSNorm over all heads: fp32 input, one rsqrt per token, the normalised x cast to e
+        return (heads + kv_heads) * head_dim * (_FP32_BYTES + e) + 2 * _FP32_BYTES
     return 0
 
 

@@ -85,15 +85,22 @@ def torch_gpu_buffers(stage: int, params: int, layer_params: int, root_params: i
         # each moment the family's code shows inside the layer's backward: its excess over the layer's activations
         in_layer = [m["recomputed_layer"] + m["head_gradients"] + m["scalars"] - replaced + excess
                     for excess in m["layer_backward_moments"]]
-        for j in range(layers):
+        per_layer = m.get("per_layer")  # where layers differ: each layer's activations, recomputed bytes, moments
+        freed = 0  # the activations of the layers whose backward is done
+        for j in reversed(range(layers)):
             done = layers - 1 - j  # layers whose backward is done: sharded gradients kept, activations freed
             if stage == 3:
                 gathered = (root_params + layer_params) * c + (layer_params * c if j else 0)
             else:
                 gathered = (params - done * layer_params) * c
+            if per_layer is not None:
+                in_layer = [per_layer[j][1] + m["head_gradients"] + m["scalars"] - replaced + excess
+                            for excess in per_layer[j][2]]
             held = (gathered + done * layer_gradient_shard - gradient_bytes
-                    + (_REDUCE_BYTES * layer_params if done else 0) - done * layer)
+                    + (_REDUCE_BYTES * layer_params if done else 0) - (freed if per_layer is not None else done * layer))
             candidates.extend(held + extra for extra in in_layer)
+            if per_layer is not None:
+                freed += per_layer[j][0]
         # the end of backward, every layer done: their gradients kept (sharded by FSDP2, whole under replicate) and
         # the activations freed but for the inputs and the loss scalars; the root's unsharded gradients alive
         end = (layers * layer_gradient_shard - gradient_bytes - activation_bytes + m["inputs"] + m["scalars"]

@@ -11,16 +11,17 @@ from dataclasses import dataclass
 from zeroplan.core.errors import InputError
 from zeroplan.core.timing.collectives import LinkTable
 
-# Five constants fitted on the calibration set only (refitted 2026-12-01 with suite G; benchmarks/fit_step_time.py,
+# Five constants fitted on the calibration set only (refitted 2026-12-01 after the GEMM rows' weight read, the
+# head-dim share of flash attention and torchtitan's op-level recompute entered the model; benchmarks/fit_step_time.py,
 # benchmarks/data/calibration_runs.json: 29 A100 runs from Narayanan 2021 Tables 1-2, MT-NLG, Korthikanti 2022
 # Table 5, BLOOM, OPT, 57 MosaicML MPT runs, 125M-70B, 2k-64k, on A100 and H100, and 5 DGXC Llama 3.1 FP8 runs on
 # H100): GEMM_SHARE_OF_MAX, GEMM_EPILOGUE_BYTES, FLASH_SHARE_OF_MAX, ATTENTION_SCORE_BYTES, DP_OVERLAP, least squares
-# on ln(predicted/published); in-sample and leave-one-out by band in docs/plan.md (the refit moved each by under 8%
-# from the 86-run fit: 0.7926, 9.708, 0.928, 5.397, 0.275). The GEMM
+# on ln(predicted/published); in-sample and leave-one-out by band in docs/plan.md (in-sample mean |ln| 0.070 with
+# the constants before, 0.065 refitted; before: 0.7948, 9.921, 0.9296, 5.831, 0.2763). The GEMM
 # ceiling is checked against measured maxima: large bf16 GEMMs reach 0.87 of peak on A100 and 0.80 on H100
 # (stas00/ml-engineering "Maximum Achievable Matmul FLOPS"); the fit lands below that since end-to-end kernels are
 # not all ideal shapes.
-GEMM_SHARE_OF_MAX = 0.7948  # share of the measured GEMM maximum (below) a large training GEMM reaches
+GEMM_SHARE_OF_MAX = 0.8202  # share of the measured GEMM maximum (below) a large training GEMM reaches
 # Measured maximum achievable bf16 matmul throughput / dense peak (stas00/ml-engineering, compute/accelerator
 # "Maximum Achievable Matmul FLOPS"): A100 SXM 271.2/312, H100 SXM 794.5/989, GH200 828.6/989. Other GPUs: the
 # A100/H100 mean. The calibration set has A100 and H100 runs; other GPUs carry this ratio, not a fit.
@@ -38,8 +39,20 @@ GEMM_OVERHEAD_S = 0.0
 # long), and its output tiles span the same widths, so each of its GEMMs is priced at 1 + K0·(1/inner + 1/outer)/2
 # times the large-GEMM time: small hidden sizes and narrow tp splits run further from peak, the more so on a GPU
 # whose ridge is high (H100's tensor cores outgrew its HBM more than A100's did). Fitted.
-GEMM_EPILOGUE_BYTES = 9.921
-ATTENTION_SCORE_BYTES = 5.831  # memory traffic per attention score element, forward, without flash attention
+GEMM_EPILOGUE_BYTES = 10.48
+# A GEMM's rows m (the tokens it multiplies; a routed expert's share of them): docs/formulas.md §14.2.
+# - Row tiles: the kernel covers m in tiles of GEMM_ROW_TILE rows (CUTLASS's Hopper grouped GEMM, the kind
+#   Megatron-Core's grouped experts run: examples/57_hopper_grouped_gemm tiles 128 rows per CTA in its pingpong
+#   config, TileShape 128 x 128, and 256 in its cooperative one, 256 x 128 x 128; a Hopper WGMMA instruction is 64
+#   rows), so a GEMM of m rows costs ceil(m/128)·128 rows' FLOPs (the smaller tile: a stated lower bound); in a
+#   grouped GEMM each expert's rows are tiled on their own. Stated, not fitted: a dense GEMM's m (micro-batch x sequence) is a multiple of 128 in every
+#   published run, so only few-row expert GEMMs move.
+# - Weight reads: every GEMM streams its k x n weight (each expert's in a grouped GEMM) from HBM once, at HBM
+#   bandwidth, added like the epilogue (the large-GEMM efficiency was fitted on GEMMs whose m made that read a few
+#   per cent of their time); GEMM_WEIGHT_BYTES per weight element: bf16, 1 byte for a linear layer's FP8 GEMM.
+GEMM_ROW_TILE = 128
+GEMM_WEIGHT_BYTES = 2
+ATTENTION_SCORE_BYTES = 4.18  # memory traffic per attention score element, forward, without flash attention
 # Flash attention (fused, causal: the masked half skipped): the kernel's measured ceiling on the GPU, times a fitted
 # share, times s/(s + FLASH_SEQ_HALF): short sequences leave the kernel's tiles and SMs partly idle (FlashAttention-2,
 # Dao 2023, arXiv 2307.08691 Figs. 4-7: throughput rises with sequence length and saturates past a few thousand).
@@ -55,6 +68,14 @@ ATTENTION_SCORE_BYTES = 5.831  # memory traffic per attention score element, for
 FLASH_MAX_SHARE = {("ampere", "fa1"): 0.40, ("ampere", "fa2"): 0.73, ("ampere", "fa3"): 0.73,
                    ("hopper", "fa1"): 0.19, ("hopper", "fa2"): 0.35, ("hopper", "fa3"): 0.75}
 DEFAULT_FLASH_MAX_SHARE = 0.55  # other GPUs: the mean of the A100 and H100 fa2/fa3 ceilings, not measured
+# Blackwell Ultra (GB300, B300): the same dense bf16 tensor rate as Blackwell, but twice the special-function
+# units' exponential throughput (MUFU.EX2) that a flash kernel's softmax waits on between its two matmuls; NVIDIA
+# measured ~35% more attention forward throughput on GB300 than GB200 from it ("Making Softmax More Efficient with
+# NVIDIA Blackwell Ultra", NVIDIA technical blog, 2026: FP8 attention FPROP, DeepSeek-V3). Blackwell's own
+# ceiling is not measured (the default above); Blackwell Ultra's is that default × 1.35, for every kernel family.
+BLACKWELL_ULTRA_ATTENTION_SPEEDUP = 1.35
+FLASH_MAX_SHARE.update({("blackwell_ultra", kernel): DEFAULT_FLASH_MAX_SHARE * BLACKWELL_ULTRA_ATTENTION_SPEEDUP
+                        for kernel in ("fa1", "fa2", "fa3")})
 # Head dimension: the ceilings above are measured at head dim 128 (the FlashAttention-2/-3 papers' headline
 # shapes). Narrower heads do fewer FLOPs per byte of Q, K, V moved and per softmax element, and run further from
 # peak: FlashAttention-3's BF16 forward on H100 (arXiv 2407.08608 Fig. 5, sequence 8k) reaches 496 TFLOP/s at head
@@ -62,7 +83,7 @@ DEFAULT_FLASH_MAX_SHARE = 0.55  # other GPUs: the mean of the A100 and H100 fa2/
 # head-dim-128 rate. Wider heads (256: 628 against 646) are taken as 128. Between 64 and 128 the share is
 # interpolated linearly in the head dim; below 64 it stays at 64's. fa1 (no measurement): fa2's.
 FLASH_HEAD_DIM_64_SHARE = {"fa1": 0.87, "fa2": 0.87, "fa3": 496 / 646}
-FLASH_SHARE_OF_MAX = 0.9296  # fitted: share of the kernel's ceiling training shapes reach, forward and backward
+FLASH_SHARE_OF_MAX = 0.9534  # fitted: share of the kernel's ceiling training shapes reach, forward and backward
 FLASH_SEQ_HALF = 0.0  # the sequence length at which flash attention runs at half its long-sequence rate: fitted
 # on 2026-12-01 to its lower bound (no slowdown the 2k-64k runs can see), so 0 and out of the fit
 FLASH_ATTENTION_EFFICIENCY = FLASH_SHARE_OF_MAX * FLASH_MAX_SHARE[("ampere", "fa2")]
@@ -106,7 +127,7 @@ MOE_DISPATCH_COPIES = 8
 MOE_DROPLESS_SYNC_PAIRS = {"qwen3-30b-a3b dgx-b200": 4.45e-3, "qwen3-235b-a22b dgx-b200": 2.99e-3}
 MOE_DROPLESS_SYNC_S = sum(MOE_DROPLESS_SYNC_PAIRS.values()) / len(MOE_DROPLESS_SYNC_PAIRS)
 LOGIT_BYTES = 12  # cross entropy over the vocabulary: fp32 logits written, read, gradient written
-DP_OVERLAP = 0.2763  # share of a pass's compute that DP collectives can hide behind (fitted, see above)
+DP_OVERLAP = 0.259  # share of a pass's compute that DP collectives can hide behind (fitted, see above)
 
 
 # DeepSpeed CPU Adam, per node: the step is memory bound (~30 bytes per parameter read or written), so a
@@ -122,7 +143,8 @@ def gemm_efficiency(gpu_name: str) -> float:
 
 DEFAULT_EFFICIENCY = gemm_efficiency("a100")
 GPU_ARCHITECTURES = {"a100": "ampere", "a800": "ampere", "a10": "ampere", "a40": "ampere", "a6000": "ampere",
-                     "h100": "hopper", "h800": "hopper", "h200": "hopper", "gh200": "hopper"}
+                     "h100": "hopper", "h800": "hopper", "h200": "hopper", "gh200": "hopper",
+                     "gb300": "blackwell_ultra", "b300": "blackwell_ultra"}
 
 
 def flash_efficiency(gpu_name: str, kernel: str = "fa2") -> float:

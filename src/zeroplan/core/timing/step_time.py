@@ -94,7 +94,7 @@ from zeroplan.core.timing.flash_blocks import span_keys, span_share
 from zeroplan.core.timing.machine import (  # noqa: F401 - re-exported for callers
     ACTIVATION_ELEMENT_BYTES, ATTENTION_SCORE_BYTES, DEFAULT_CPU_ADAM_PARAMS_PER_S, DEFAULT_EFFICIENCY, DP_OVERLAP,
     ELEMENTWISE_BYTES_PER_TOKEN_HIDDEN, FLASH_ATTENTION_EFFICIENCY, FLASH_SHARE_OF_MAX, FP8_CAST_BYTES,
-    FP8_OTHER_AXIS_BYTES, GEMM_EPILOGUE_BYTES, GEMM_OVERHEAD_S, GEMM_SHARE_OF_MAX, LOGIT_BYTES,
+    FP8_OTHER_AXIS_BYTES, GEMM_EPILOGUE_BYTES, GEMM_OVERHEAD_S, GEMM_ROW_TILE, GEMM_WEIGHT_BYTES, GEMM_SHARE_OF_MAX, LOGIT_BYTES,
     MAX_MATMUL_SHARE, MOE_DISPATCH_COPIES, MOE_DROPLESS_SYNC_S, Machine, check_efficiency, flash_efficiency,
     flash_head_dim_share, gemm_efficiency,
 )
@@ -352,16 +352,27 @@ class Layout:
     ep_per_node: int = 1  # ranks of an EP group inside one node (ep when the group fits a node)
 
 
-def gemm_seconds(flops: float, machine: Machine, inner: float = 0, outer: float = 0, linear: bool = False) -> float:
+def gemm_seconds(flops: float, machine: Machine, inner: float = 0, outer: float = 0, linear: bool = False,
+                 rows: float = 0, groups: int = 1) -> float:
     """A GEMM of `flops` FLOPs with an inner × outer weight matrix, forward or either backward GEMM: at the machine's
     efficiency, slowed by 1 + K0·(1/inner + 1/outer)/2, K0 = GEMM_EPILOGUE_BYTES/2 × the GPU's ridge point
     (peak·efficiency / HBM bandwidth): core.timing.machine GEMM_EPILOGUE_BYTES, docs/formulas.md §14.2. No weight
     shape given: no shape cost. linear: a linear layer's GEMM, on the FP8 tensor cores under
-    --precision fp8 (machine.fp8_flops)."""
-    rate = (machine.fp8_flops if linear and machine.fp8_flops else machine.peak_flops) * machine.efficiency
+    --precision fp8 (machine.fp8_flops).
+    rows: the GEMM's rows m (its tokens), run as `groups` GEMMs of m/groups rows each with its own weight (a grouped
+    GEMM over a rank's local experts): each group's rows are tiled to GEMM_ROW_TILE (ceil(m/g / 128)·128 rows'
+    FLOPs) and each group's inner × outer weight is read from HBM once (GEMM_WEIGHT_BYTES per element, 1 in an FP8
+    GEMM): core.timing.machine GEMM_ROW_TILE, docs/formulas.md §14.2. No rows given: neither."""
+    fp8 = bool(linear and machine.fp8_flops)
+    rate = (machine.fp8_flops if fp8 else machine.peak_flops) * machine.efficiency
+    if rows and inner and outer:
+        each = rows / groups
+        flops *= groups * ceil(each / GEMM_ROW_TILE) * GEMM_ROW_TILE / rows
     seconds = flops / rate + machine.gemm_overhead_s
     if inner and outer:
         seconds += flops / rate * gemm_k0(machine, rate) * (1 / inner + 1 / outer) / 2
+        if rows:
+            seconds += groups * inner * outer * (1 if fp8 else GEMM_WEIGHT_BYTES) / machine.hbm_bytes_per_s
     return seconds
 
 
@@ -378,34 +389,55 @@ def flash_seconds(core_flops: float, seq_len: int, machine: Machine) -> float:
     return core_flops / 2 / rate
 
 
-def linear_shapes(layout: Layout, flops: FlopModel) -> list[tuple[float, float, float]]:
-    """(tokens, inner, outer) of each linear GEMM one layer runs forward for one micro-batch after the tp split: QKV,
-    the output projection, the MLP's input and output GEMMs (then a MoE description's shared experts); backward's data-
-    and weight-gradient GEMMs have the same weight shape, so they cost twice the forward. The attention block's
-    column-parallel GEMMs come first and its row-parallel one last, then the MLP's (tp_async_exposed pairs them with
-    the TP collectives around them). A model with an architecture description takes them from it
-    (core.model.architecture.Decoder.tp_gemms, the same list its FLOPs are counted from); a shape given by its widths
-    alone, from the widths."""
+def local_experts(layout: Layout, flops: FlopModel) -> int:
+    """The routed experts one rank holds (experts / ep), the groups of its grouped expert GEMMs; 1 for a dense
+    model."""
+    return max(1, flops.experts // layout.ep) if flops.experts and flops.moe_layers else 1
+
+
+def linear_shapes(layout: Layout, flops: FlopModel) -> list[tuple[float, float, float, int]]:
+    """(tokens, inner, outer, groups) of each linear GEMM one layer runs forward for one micro-batch after the tp
+    split: QKV, the output projection, the MLP's input and output GEMMs (then a MoE description's shared experts);
+    backward's data- and weight-gradient GEMMs have the same weight shape, so they cost twice the forward. groups:
+    the routed experts' GEMMs run as one grouped GEMM over the rank's local experts (local_experts; the tokens the
+    rank's experts receive from the ep group, top-k per token, balanced: tokens·k in all), every other GEMM as one.
+    The attention block's column-parallel GEMMs come first and its row-parallel one last, then the MLP's
+    (tp_async_exposed pairs them with the TP collectives around them). A model with an architecture description
+    takes them from it (core.model.architecture.Decoder.tp_gemms, the same list its FLOPs are counted from: blocks
+    attention, MLP, shared experts, each ended by its row-parallel GEMM); a shape given by its widths alone, from the
+    widths."""
     tp = layout.tp
     tokens = layout.micro_batch * layout.seq_len / layout.cp
+    routed = local_experts(layout, flops)
     if flops.gemms:  # the architecture description's (Decoder.tp_gemms): row-parallel split inner, column outer
-        return [(tokens * rows, inner / tp if row else inner, outer if row else outer / tp)
-                for inner, outer, rows, row in flops.gemms]
+        found, block = [], 0
+        for inner, outer, rows, row in flops.gemms:
+            found.append((tokens * rows, inner / tp if row else inner, outer if row else outer / tp,
+                          routed if block == 1 else 1))
+            block += 1 if row else 0
+        return found
     h, w, kv, f = flops.hidden, flops.attention_width, flops.kv_width or flops.attention_width, flops.ffn or 4 * flops.hidden
     mlp_in = (2 if flops.gated else 1) * f
     experts = flops.experts_per_token
-    shapes = [(tokens, h, (w + 2 * kv) / tp), (tokens, w / tp, h),
-              (tokens * experts, h, mlp_in / tp), (tokens * experts, f / tp, h)]
+    shapes = [(tokens, h, (w + 2 * kv) / tp, 1), (tokens, w / tp, h, 1),
+              (tokens * experts, h, mlp_in / tp, routed), (tokens * experts, f / tp, h, routed)]
     if flops.attention_linears:  # the description's projections (latent attention): column-parallel, the last row
         *columns, (inner, outer) = flops.attention_linears
-        shapes[:2] = [(tokens, k, n / tp) for k, n in columns] + [(tokens, inner / tp, outer)]
+        shapes[:2] = [(tokens, k, n / tp, 1) for k, n in columns] + [(tokens, inner / tp, outer, 1)]
     if flops.shared_ffn:  # shared experts: a dense MLP every token runs
-        shapes += [(tokens, h, (2 if flops.gated else 1) * flops.shared_ffn / tp), (tokens, flops.shared_ffn / tp, h)]
+        shapes += [(tokens, h, (2 if flops.gated else 1) * flops.shared_ffn / tp, 1),
+                   (tokens, flops.shared_ffn / tp, h, 1)]
     return shapes
 
 
-def op_sac_recompute_shapes(layout: Layout, flops: FlopModel) -> list[tuple[float, float, float]]:
-    """(tokens, inner, outer) of the linear GEMMs op-level selective checkpointing (selective-op) runs again in
+def linear_gemm_seconds(shape: tuple[float, float, float, int], machine: Machine) -> float:
+    """One linear GEMM of linear_shapes' (tokens, inner, outer, groups), forward: gemm_seconds with its rows."""
+    m, k, n, groups = shape
+    return gemm_seconds(2 * m * k * n, machine, k, n, linear=True, rows=m, groups=groups)
+
+
+def op_sac_recompute_shapes(layout: Layout, flops: FlopModel) -> list[tuple[float, float, float, int]]:
+    """(tokens, inner, outer, groups) of the linear GEMMs op-level selective checkpointing (selective-op) runs again in
     backward, per layer and micro-batch after the tp split. torchtitan's policy (selective_ac_option = "op",
     torchtitan/models/llama3/infra/parallelize.py and its successors' _custom_policy: "Saves output of all compute
     ops, except every second mm") counts the matmuls of each layer's forward in call order and recomputes every
@@ -417,9 +449,9 @@ def op_sac_recompute_shapes(layout: Layout, flops: FlopModel) -> list[tuple[floa
     tokens = layout.micro_batch * layout.seq_len / layout.cp
     h, w, f = flops.hidden, flops.attention_width, flops.ffn or 4 * flops.hidden
     kv = flops.kv_width or w
-    routed = tokens * flops.experts_per_token
-    mlp = (routed, h, f / tp) if flops.gated else (routed, f / tp, h)
-    return [(tokens, h, kv / tp), (tokens, w / tp, h), mlp]
+    routed, groups = tokens * flops.experts_per_token, local_experts(layout, flops)
+    mlp = (routed, h, f / tp, groups) if flops.gated else (routed, f / tp, h, groups)
+    return [(tokens, h, kv / tp, 1), (tokens, w / tp, h, 1), mlp]
 
 
 def tp_async_exposed(layout: Layout, flops: FlopModel, machine: Machine, all_reduce: float) -> float:
@@ -442,7 +474,7 @@ def tp_async_exposed(layout: Layout, flops: FlopModel, machine: Machine, all_red
     half = all_reduce / 2
     shapes = linear_shapes(layout, flops)
     shapes = shapes[:len(shapes) - 2] if flops.shared_ffn else shapes  # the collectives pair with the layer's own MLP
-    gemms = [gemm_seconds(2 * m * k * n, machine, k, n, linear=True) for m, k, n in shapes]
+    gemms = [linear_gemm_seconds(shape, machine) for shape in shapes]
     attention_in, attention_out = sum(gemms[:-3]), gemms[-3]  # the attention block's column GEMMs, its row GEMM
     mlp_in, mlp_out = gemms[-2:]
     share = 1 - 1 / layout.tp  # the first step's matmul runs on the local shard, before any copy has landed
@@ -457,7 +489,7 @@ def layer_seconds(layout: Layout, flops: FlopModel, machine: Machine) -> tuple[f
     tokens = layout.micro_batch * layout.seq_len / layout.cp
     w = flops.attention_width
     shapes = linear_shapes(layout, flops)
-    forward = sum(gemm_seconds(2 * m * k * n, machine, k, n, linear=True) for m, k, n in shapes)
+    forward = sum(linear_gemm_seconds(shape, machine) for shape in shapes)
     forward += machine.layer_overhead_s
     backward = 2 * forward
     tuned = flops.finetune
@@ -479,8 +511,8 @@ def layer_seconds(layout: Layout, flops: FlopModel, machine: Machine) -> tuple[f
         backward += trained * (2 * adapters + expert_backward) + (1 - inert) * dequant
     if machine.fp8_flops:  # FP8 casts of every linear operand (core.timing.machine FP8_CAST_BYTES)
         cast, other_axis = FP8_CAST_BYTES[machine.fp8_recipe], FP8_OTHER_AXIS_BYTES[machine.fp8_recipe]
-        inputs = sum(m * k + k * n for m, k, n in shapes)  # activations in, weights
-        gradients = sum(m * n for m, k, n in shapes)  # output gradients, backward
+        inputs = sum(m * k + k * n for m, k, n, _groups in shapes)  # activations in, weights
+        gradients = sum(m * n for m, k, n, _groups in shapes)  # output gradients, backward
         forward += cast * inputs / machine.hbm_bytes_per_s
         backward += (cast * gradients + other_axis * inputs) / machine.hbm_bytes_per_s
     core = 4 * tokens * layout.seq_len * w / tp  # QKᵀ and AV over the whole (gathered) sequence
@@ -559,7 +591,7 @@ def head_seconds(layout: Layout, flops: FlopModel, machine: Machine) -> tuple[fl
         return 0.0, 0.0
     tokens = layout.micro_batch * layout.seq_len / layout.cp
     vocab = flops.vocab / layout.tp
-    gemm = gemm_seconds(2 * tokens * flops.hidden * vocab, machine, flops.hidden, vocab)
+    gemm = gemm_seconds(2 * tokens * flops.hidden * vocab, machine, flops.hidden, vocab, rows=tokens)
     loss = tokens * flops.vocab / layout.tp * LOGIT_BYTES / machine.hbm_bytes_per_s
     return gemm + loss / 2, 2 * gemm + loss / 2
 
@@ -640,7 +672,7 @@ def _layer_pieces(layout: Layout, flops: FlopModel, hidden: int, machine: Machin
     recompute = {"full": forward_layer, "selective": core}.get(layout.recompute, 0.0)
     if layout.recompute == "selective-op":  # pointwise ops and every second linear GEMM; no TP collective again
         recompute = elementwise_seconds(layout, flops, machine) + sum(
-            gemm_seconds(2 * m * k * n, machine, k, n, linear=True) for m, k, n in op_sac_recompute_shapes(layout, flops))
+            linear_gemm_seconds(shape, machine) for shape in op_sac_recompute_shapes(layout, flops))
     head_forward, head_backward = head_seconds(layout, flops, machine)
     tokens = layout.seq_len * layout.micro_batch // layout.cp
     message = tokens * hidden * ACTIVATION_ELEMENT_BYTES
