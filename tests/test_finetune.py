@@ -355,3 +355,108 @@ def test_parameter_offload_fetches_the_frozen_weights_too():
     assert lora_nvme["nvme/write_bytes_per_node"] < full_nvme["nvme/write_bytes_per_node"] / 10
     # every GPU of the node reads its partition of the frozen base for forward and for backward
     assert 1 < lora_nvme["nvme/read_bytes_per_node"] / (8 * lora["pcie/bytes_per_gpu"]) < 1.05  # + the adapters' states
+
+
+def test_plan_and_estimate_move_the_same_offload_bytes_for_lora(monkeypatch):
+    """ZeRO-3 parameter offload with LoRA: plan's search prices the record estimate reports (the frozen base
+    fetched forward and backward in 16 bits, never written back; only the adapters' gradients and states move),
+    not a record of its own that leaves the frozen weights out."""
+    from zeroplan.core.layout import search as layout_search
+    from zeroplan.inputs.estimate_inputs import EstimateInputs
+    from zeroplan.planning.estimate_plan import build_plan
+
+    seen = {}
+    real = layout_search.request_offload_traffic
+
+    def spy(request, option, micro_batches):
+        seen[(option.key, micro_batches)] = found = real(request, option, micro_batches)
+        return found
+
+    monkeypatch.setattr(layout_search, "request_offload_traffic", spy)
+    _plans(finetune="lora", stages="3")
+    counts = finetune_counts(_spec(json.loads((CONFIGS / "llama-2-7b-hf.json").read_text())), Finetune(mode="lora"))
+    for tier in ("cpu", "nvme"):
+        plan = build_plan(EstimateInputs.of(model=str(CONFIGS / "llama-2-7b-hf.json"), gpus=8, seq_len=1024,
+                                            micro_batch=1, grad_accum=4, recompute="none", finetune="lora", stage=3,
+                                            offload_optimizer=tier, offload_params=tier))
+        (row,) = [e for e in plan.estimates if e.option.offload_params == tier]
+        record = seen[(row.option.key, 4)]
+        assert {f"traffic/{k}": v for k, v in record.as_dict().items()} == {
+            k: v for k, v in row.breakdown.items() if k.startswith("traffic/")}
+        # by hand: on each of the 8 passes (forward and backward of 4 micro-batches) every rank fetches its
+        # eighth of the frozen 16-bit base and of the adapters; the adapters' 16-bit gradients go down 4 times
+        assert record.fetch_passes == 8
+        assert record.param_fetch_bytes == pytest.approx(2 * (counts.frozen_plain + counts.trainable) / 8, abs=8)
+        assert record.gradient_moves == 4
+        assert record.gradient_down_bytes == pytest.approx(2 * counts.trainable / 8, abs=8)
+
+
+RECIPE_RUN = dict(model="llama-3-8b", gpus=1, gpu="rtx4090", finetune="lora", lora_rank=8, recompute="full",
+                  micro_batch=2, seq_len=2048)
+
+
+def test_sweep_takes_the_finetune_recipe_as_estimate_does():
+    from zeroplan.api import estimate
+    from zeroplan.estimate.sweep import SweepInputs, sweep_rows
+
+    settings = {k: v for k, v in RECIPE_RUN.items() if k not in ("model", "gpus", "gpu")}
+    for recipe in ("peft", "torchtune"):
+        rows, _ = sweep_rows(SweepInputs.of(models="llama-3-8b", gpus="1", gpu_types="rtx4090", stages="0",
+                                            finetune_recipe=recipe, **settings))
+        found = estimate(**RECIPE_RUN, finetune_recipe=recipe, stage=0, offload_optimizer="none",
+                         offload_params="none")
+        assert [row["gpu_bytes_total"] for row in rows] == [found.options[0].gpu_bytes["total"]]
+    with pytest.raises(InputError) as error:  # as estimate: the recipe trains adapters, full training has none
+        sweep_rows(SweepInputs.of(models="llama-3-8b", gpus="1", finetune_recipe="torchtune"))
+    assert error.value.input_name == "finetune_recipe"
+
+
+@pytest.mark.slow  # command lines in subprocesses
+def test_export_writes_the_finetune_recipe_and_check_reads_it(tmp_path):
+    """torchtune's recipe fits Llama-3-8B LoRA on one RTX 4090 where PEFT's does not (docs/formulas.md §23.3): the
+    plan file says which recipe, and check prices the plan as exported; without the line, as PEFT (ZP011)."""
+    from zeroplan.api import estimate
+
+    plan = tmp_path / "plan.yaml"
+    zeroplan = [sys.executable, "-m", "zeroplan"]
+    flags = [f"--{k.replace('_', '-')}={v}" for k, v in RECIPE_RUN.items()]
+    written = subprocess.run([*zeroplan, "export", "plan", *flags, "--finetune-recipe", "torchtune", "-o", str(plan)],
+                             capture_output=True, text=True)
+    assert written.returncode == 0, written.stderr
+    text = plan.read_text()
+    assert "\n  recipe: torchtune" in text.split("finetune:")[1]
+    checked = subprocess.run([*zeroplan, "check", str(plan)], capture_output=True, text=True)
+    assert checked.returncode == 0, checked.stdout
+    peft = tmp_path / "peft.yaml"
+    peft.write_text(text.replace("  recipe: torchtune\n", ""))
+    checked = subprocess.run([*zeroplan, "check", str(peft)], capture_output=True, text=True)
+    need = estimate(**RECIPE_RUN, stage=0, offload_optimizer="none", offload_params="none").options[0]
+    assert checked.returncode == 1 and "ZP011" in checked.stdout
+    assert f"{need.gpu_bytes['total'] / 2**30:.1f} GiB per GPU" in checked.stdout
+
+
+def test_expert_lora_adds_its_folds_and_weight_gradients_to_the_step():
+    """By hand, for a small qwen3_moe (h 256, expert width f 128, E 8, k 2, r 8, T 256): each fused tensor's fold
+    is 2·E·r·in·out FLOPs (twice forward, as PEFT 0.21 runs it; the kernels are counted in
+    tests/test_finetune_qlora_trace.py), backward its gradient over the T·k routed rows plus the two factors'."""
+    from zeroplan.core.timing.step_time import FinetuneFlops, FlopModel, Layout, Machine, LinkTable, layer_seconds
+    from zeroplan.core.hardware import Link
+
+    config = {"model_type": "qwen3_moe", "hidden_size": 256, "intermediate_size": 512, "moe_intermediate_size": 128,
+              "num_experts": 8, "num_experts_per_tok": 2, "num_hidden_layers": 2, "num_attention_heads": 4,
+              "num_key_value_heads": 2, "head_dim": 64, "vocab_size": 1000, "max_position_embeddings": 4096,
+              "decoder_sparse_step": 1, "mlp_only_layers": []}
+    spec = _spec(config)
+    both = Finetune(mode="lora", rank=8, targets=("q_proj", "gate_proj", "up_proj", "down_proj"))
+    tuned = FinetuneFlops.of(spec, both)
+    gate_up, down = 256 * 2 * 128, 128 * 256  # in·out of each fused tensor
+    fold = 2 * 8 * 8 * (gate_up + down)
+    assert tuned.expert_adapter_flops(256 * 2) == (2 * fold, 2 * 256 * 2 * (gate_up + down) + 2 * fold)
+    assert FinetuneFlops.of(spec, Finetune(mode="lora", rank=8, targets=("q_proj",))).expert_adapter_flops(512) == (0, 0)
+    link = Link(bandwidth_bytes_per_s=1e11, latency_s=1e-6)
+    machine = Machine(peak_flops=1e15, hbm_bytes_per_s=3e12, pcie_bytes_per_s=3e10, nvme_bytes_per_s=None,
+                      links=LinkTable(link, link))
+    layout = Layout(1, 1, 1, 1, 256, 1, 1, "none", False, True, True, True)
+    seconds = {targets: layer_seconds(layout, FlopModel.from_model(spec, dataclasses.replace(both, targets=targets)),
+                                      machine) for targets in (("q_proj",), both.targets)}
+    assert all(a > b for a, b in zip(seconds[both.targets][:2], seconds[("q_proj",)][:2]))

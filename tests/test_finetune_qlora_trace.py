@@ -225,3 +225,53 @@ def test_estimate_within_3_percent_of_the_expert_lora_trace(tmp_path):
                                               lora_rank=8, layers_to_trace=0))
     assert result.trace["categories"]["optimizer_states"] == result.estimate["optimizer_states"]  # the adapters
     assert abs(result.error) < 0.03, (result.error, result.trace["categories"], result.estimate)
+
+
+def _expert_gemm_flops(config: dict, targets: tuple[str, ...], rank: int, seq: int) -> tuple[int, int]:
+    """(forward, backward) FLOPs of the batched and grouped matmuls PEFT's model runs (the expert GEMMs, the
+    ParamWrapper folds and their gradients), counted from each kernel's operand shapes under FakeTensorMode."""
+    torch = pytest.importorskip("torch")
+    from torch._subclasses.fake_tensor import FakeTensorMode
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    from zeroplan.trace.hf_model import grouped_mm_any_dtype, real_masking
+
+    counted = [0]
+
+    class Count(TorchDispatchMode):
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            shapes = [tuple(a.shape) for a in args if isinstance(a, torch.Tensor)]
+            name = func.__name__
+            if name.startswith(("bmm", "baddbmm")):
+                (b, m, k), (_, _, n) = shapes[-2:]
+                counted[0] += 2 * b * m * k * n
+            elif name.startswith("_grouped_mm"):
+                a, w = shapes[0], shapes[1]  # (rows, k) by (groups, k, n), or (m, rows) by (rows, n): weight gradient
+                counted[0] += 2 * a[0] * a[1] * w[-1]
+            return func(*args, **(kwargs or {}))
+
+    model = _expert_lora(config, 1, targets, rank)
+    with real_masking(), grouped_mm_any_dtype(), FakeTensorMode(allow_non_fake_inputs=True):
+        model.to_empty(device="cpu")
+        ids = torch.randint(0, config["vocab_size"], (1, seq))
+        with Count():
+            loss = model(input_ids=ids, labels=ids).loss
+            forward = counted[0]
+            loss.backward()
+    return forward, counted[0] - forward
+
+
+@pytest.mark.parametrize("targets", [("q_proj", "gate_proj", "up_proj", "down_proj"), ("q_proj", "down_proj")])
+def test_expert_lora_step_flops_match_peft_kernels(targets):
+    """What LoRA on the fused expert tensors adds to a layer's matmuls, beyond LoRA on q_proj alone, is what the step
+    time prices (FinetuneFlops.expert_adapter_flops): PEFT 0.21's folds forward, the merged weights' gradients over
+    the routed rows and the factors' gradients backward, counted from the kernels PEFT runs."""
+    from zeroplan.core.timing.step_time import FinetuneFlops
+
+    config, rank, seq = MOE_CONFIGS["qwen3_moe"], 8, 256
+    spec = model_spec_from_hf_config({**config, "num_hidden_layers": 1}, "qwen", source="test")
+    forward, backward = (a - b for a, b in zip(_expert_gemm_flops(config, targets, rank, seq),
+                                               _expert_gemm_flops(config, ("q_proj",), rank, seq)))
+    tuned = FinetuneFlops.of(spec, Finetune(mode="lora", rank=rank, targets=targets))
+    assert tuned.expert_adapter_flops(seq * config["num_experts_per_tok"]) == (forward, backward)
+    assert forward > 0 and backward > forward

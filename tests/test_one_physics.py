@@ -85,17 +85,18 @@ def test_estimate_and_plan_price_the_same_offload_bytes(option, pcie, nvme_io):
 
 
 def test_plan_search_prices_offload_through_the_one_record(monkeypatch):
-    """The search calls core.timing.dp_offload.offload_traffic (the record estimate reports), nothing of its own."""
+    """The search calls core.evaluate.estimate.request_offload_traffic (the record estimate reports), nothing of
+    its own."""
     from zeroplan.core.layout import search as layout_search
 
     seen = []
-    real = layout_search.offload_traffic
+    real = layout_search.request_offload_traffic
 
     def spy(*args):
         seen.append(real(*args))
         return seen[-1]
 
-    monkeypatch.setattr(layout_search, "offload_traffic", spy)
+    monkeypatch.setattr(layout_search, "request_offload_traffic", spy)
     resolved = resolve(PlanInputs.of(gpus=8, model="llama-2-7b", global_batch=32, gpu="a100-80g", stages="3",
                                   tp="1", pp="1", recompute="full", sequence_parallel="off"))
     layout_search.search(resolved.request)

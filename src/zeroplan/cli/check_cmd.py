@@ -22,7 +22,8 @@ CONTEXT_MODEL = uses(ModelInputs, "params", "model", "hidden", "largest_layer_pa
 CONTEXT_HARDWARE = uses(HardwareInputs, "gpus", "gpus_per_node", "gpu", "cluster", "presets_file", "cpu_memory",
                         "nvme", "gpu_memory", unset=True)
 CONTEXT_STEP = ("micro_batch", "grad_accum", "global_batch", "seq_len", "recompute", "flash_attention",
-                "capacity_factor", "finetune", "lora_rank", "lora_targets", "quant", "double_quant", "freeze")
+                "capacity_factor", "finetune", "lora_rank", "lora_targets", "quant", "double_quant", "freeze",
+                "finetune_recipe")
 
 Files = Annotated[list[Path], typer.Argument(
     help="DeepSpeed JSON configs, zeroplan plan files (YAML) or accelerate configs (YAML).", show_default=False,

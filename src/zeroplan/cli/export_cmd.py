@@ -82,7 +82,7 @@ def plan_file(**sections) -> None:
     Schema: zeroplan_plan (1), model {preset | config | params, hidden, largest_layer_params},
     cluster {gpus, preset | gpu, gpus_per_node, cpu_memory, nvme, gpu_memory}, parallel {tp, pp},
     training {precision, optimizer, micro_batch, grad_accum, global_batch, seq_len, recompute,
-    flash_attention}, finetune {mode, lora_rank, lora_targets, quant, double_quant, freeze} (fine-tuning only),
+    flash_attention}, finetune {mode, lora_rank, lora_targets, quant, double_quant, freeze, recipe} (fine-tuning only),
     zero {stage, offload_optimizer, offload_params, nvme_path}, deepspeed_config (a path).
     """
     from zeroplan.deepspeed import plan_yaml

@@ -49,6 +49,7 @@ class CheckContext:
     quant: str | None = None
     double_quant: bool | None = None
     freeze: str | None = None
+    finetune_recipe: str | None = None  # peft or torchtune (None: peft)
     units: str = "iec"
     origin: dict[str, str] = field(default_factory=dict)  # field -> "flag", "plan" or "accelerate"
     # The text fields above parsed once, as the context is built (the text stays for reports and plan files).
@@ -144,6 +145,7 @@ def from_plan(plan: PlanFile) -> CheckContext:
         tuned = plan.finetune
         context.finetune, context.lora_rank, context.lora_targets = tuned.mode, tuned.lora_rank, tuned.lora_targets
         context.quant, context.double_quant, context.freeze = tuned.quant, tuned.double_quant, tuned.freeze
+        context.finetune_recipe = tuned.recipe
     context.origin = {f.name: "plan" for f in dataclasses.fields(context) if f.name not in ("units", "origin")}
     return context
 

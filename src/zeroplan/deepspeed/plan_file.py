@@ -10,7 +10,8 @@ Schema (every section but model and cluster is optional; unknown keys are reject
     training:     {precision: bf16|fp16|fp32, optimizer: adam, micro_batch: 4, grad_accum: 8,
                    global_batch: 512, seq_len: 4096, recompute: none|selective|full|selective-op, flash_attention: true}
     finetune:     {mode: full|lora|qlora, lora_rank: 16, lora_targets: all-linear, quant: nf4|int8,
-                   double_quant: true, freeze: "embeddings,layers:8"}     # optional: full training without it
+                   double_quant: true, freeze: "embeddings,layers:8", recipe: peft|torchtune}
+                                     # optional: full training without it
     zero:         {stage: 0-3, offload_optimizer: none|cpu|nvme, offload_params: none|cpu|nvme,
                    nvme_path: /local_nvme}
     deepspeed_config: ds_config.json # optional: the DeepSpeed config this plan describes (relative path)
@@ -81,8 +82,8 @@ class PlanTraining(_Strict):
 
 
 class PlanFinetune(_Strict):
-    """What trains (docs/formulas.md §21): the flags --finetune, --lora-rank, --lora-targets, --quant,
-    --double-quant and --freeze."""
+    """What trains (docs/formulas.md §21, §23.3): the flags --finetune, --lora-rank, --lora-targets, --quant,
+    --double-quant, --freeze and --finetune-recipe (here `recipe`)."""
 
     mode: Literal["full", "lora", "qlora"] = "full"
     lora_rank: Optional[int] = Field(default=None, ge=1)
@@ -90,6 +91,7 @@ class PlanFinetune(_Strict):
     quant: Optional[Literal["nf4", "int8"]] = None
     double_quant: Optional[bool] = None
     freeze: Optional[str] = None
+    recipe: Optional[Literal["peft", "torchtune"]] = None
 
 
 class PlanZero(_Strict):

@@ -33,6 +33,8 @@ def document(choice: Choice, nvme_path: str | None = None) -> dict:
             training[key] = getattr(context, key)
     finetune = {key: getattr(context, key) for key in ("lora_rank", "lora_targets", "quant", "double_quant", "freeze")
                 if getattr(context, key) is not None}
+    if context.finetune_recipe is not None:
+        finetune["recipe"] = context.finetune_recipe
     zero: dict = {"stage": option.stage, "offload_optimizer": option.offload_optimizer,
                   "offload_params": option.offload_params}
     if "nvme" in (option.offload_optimizer, option.offload_params):

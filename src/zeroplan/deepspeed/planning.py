@@ -118,7 +118,8 @@ def estimate_inputs(context: CheckContext, *, world: int, tp: int, pp: int, prec
         extra.update(seq_len=context.seq_len, micro_batch=micro_batch, recompute=context.recompute,
                      flash_attention=context.flash_attention, finetune=context.finetune,
                      lora_rank=context.lora_rank, lora_targets=context.lora_targets, quant=context.quant,
-                     double_quant=context.double_quant, freeze=context.freeze)
+                     double_quant=context.double_quant, freeze=context.freeze,
+                     finetune_recipe=context.finetune_recipe)
     values.update({k: v for k, v in extra.items() if v is not None})
     return EstimateInputs.of(units=context.units, **values)
 

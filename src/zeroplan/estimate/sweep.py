@@ -31,7 +31,7 @@ FIELDS: dict[type[Section], tuple[str, ...]] = {
     ParallelInputs: ("tp", "pp", "ep", "etp"),
     HardwareInputs: ("gpus_per_node", "presets_file"),
     StepInputs: ("seq_len", "micro_batch", "recompute", "flash_attention", "precision", "optimizer",
-                 "finetune", "lora_rank", "lora_targets", "quant", "double_quant", "freeze"),
+                 "finetune", "lora_rank", "lora_targets", "quant", "double_quant", "freeze", "finetune_recipe"),
     BudgetInputs: ("runtime_reserve", "fragmentation"),
 }
 

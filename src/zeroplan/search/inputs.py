@@ -15,6 +15,7 @@ from zeroplan.core.parallel.rules import check_whole_nodes
 from zeroplan.core.parallel.grid import ParallelDims
 from zeroplan.core.precision import check_precision_on_gpu
 from zeroplan.core.hardware import ClusterSpec, Link
+from zeroplan.core.model.adapters import adapted_experts
 from zeroplan.core.model.experts import active_params, model_expert_params
 from zeroplan.core.model.spec import ModelShape, ModelSpec, check_count_against_shape
 from zeroplan.core.layout.space import SearchSpace
@@ -267,7 +268,10 @@ def resolve(inputs: PlanInputs) -> ResolvedPlan:
     if (note := finetune_assumption(finetune, inputs.step)) is not None:
         assumptions.append(note + "; only data-parallel layouts (tp = pp = cp = 1) are searched; frozen linears "
                            "skip their weight-gradient GEMMs, adapters add two small GEMMs forward and four backward"
-                           + (", QLoRA dequantises each linear to 16 bits every pass" if finetune.storage else ""))
+                           + (", QLoRA dequantises each linear to 16 bits every pass" if finetune.storage else "")
+                           + (", LoRA on the routed experts folds W + s·B·A into each expert tensor (twice forward, as "
+                              "PEFT 0.21 does) and computes the merged weight's gradient backward"
+                              if model.shape is not None and adapted_experts(model.shape, finetune) else ""))
     tokens = inputs.step.tokens
     assumptions.extend(budget_assumptions(inputs.budget, budget, inputs.units))
     assumptions.extend(model_notes(inputs, request))

@@ -30,7 +30,7 @@ from zeroplan.core.precision import BytesPerParam
 from zeroplan.core.units import ceil_div, format_count
 from zeroplan.core.model.pipeline_stages import expert_shard_params, shard_params
 from zeroplan.core.timing.collectives import LinkTable
-from zeroplan.core.timing.dp_offload import offload_serial_seconds, offload_traffic
+from zeroplan.core.timing.dp_offload import OffloadTraffic, offload_serial_seconds, offload_traffic
 
 
 @dataclass(frozen=True)
@@ -288,14 +288,7 @@ def _evaluate(request: EstimateRequest, option: Option, activations: dict[str, i
     breakdown["comm/paper_elements"] = comm.paper_elements(stage, trained) if parallel.dp > 1 else 0
     comm_seconds = sum(c.seconds(request.link_for(c)) for c in collectives)
 
-    frozen = 0
-    if request.finetune_counts is not None and option.offload_params != "none":
-        from zeroplan.core.memory.finetune import frozen_storage
-
-        plain, packed, _ = frozen_storage(request.model, request.finetune, request.finetune_counts, per_param.params)
-        frozen = plain + packed
-    traffic = offload_traffic(option, trained, request.zero_ranks, per_param, gpus_in_node, request.micro_batches_per_step,
-                              frozen)
+    traffic = request_offload_traffic(request, option, request.micro_batches_per_step)
     breakdown.update({f"traffic/{k}": v for k, v in traffic.as_dict().items()})
     offload_seconds = offload_serial_seconds(traffic, request.cluster.pcie_bandwidth_bytes_per_s,
                                              request.cluster.nvme_bandwidth_bytes_per_s)
@@ -306,6 +299,23 @@ def _evaluate(request: EstimateRequest, option: Option, activations: dict[str, i
         estimate = with_max_micro_batch(estimate, request.model, request.activations, request.budget.usable_gpu_bytes,
                                         request.global_batch, request.parallel.dp // request.cp)
     return _with_fit(request, estimate)
+
+
+def request_offload_traffic(request: EstimateRequest, option: Option, micro_batches: int) -> OffloadTraffic:
+    """The bytes `option` moves to and from the host per step under `request` (docs/formulas.md §13, §21.4):
+    core.timing.dp_offload.offload_traffic over the trainable parameters of the most loaded shard, partitioned
+    over the ZeRO ranks; with fine-tuning, the frozen parameters are fetched forward and backward in their storage
+    bytes (ZeRO-3's offload_param moves every partitioned parameter) and never written back. `zeroplan estimate`
+    and `zeroplan plan`'s search both call this one function."""
+    frozen = 0
+    counts = request.finetune_counts
+    if counts is not None and option.offload_params != "none":
+        from zeroplan.core.memory.finetune import frozen_storage
+
+        plain, packed, _ = frozen_storage(request.model, request.finetune, counts, request.per_param.params)
+        frozen = plain + packed
+    return offload_traffic(option, request.trainable_shard_params, request.zero_ranks, request.per_param,
+                           request.parallel.gpus_in_busiest_node, micro_batches, frozen)
 
 
 def _finetune_states(request: EstimateRequest, option: Option, counts: FinetuneCounts) -> dict[str, int]:

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from typing import Callable, NamedTuple
 
 from zeroplan.core.memory.deepspeed_buffers import BufferConfig
-from zeroplan.core.evaluate.estimate import EstimateRequest
+from zeroplan.core.evaluate.estimate import EstimateRequest, request_offload_traffic
 from zeroplan.core.memory.budget import MemoryBudget
 from zeroplan.core.hardware import ClusterSpec
 from zeroplan.core.memory.finetune import storage_bytes_per_param
@@ -31,7 +31,7 @@ from zeroplan.core.layout.space import (EP_RANKS, EP_WITHOUT_SP, PIPELINE_STAGE,
                                         interleave_problem, layout_problem, layouts, micro_batch_choices)
 from zeroplan.core.precision import BytesPerParam
 from zeroplan.core.timing.dp_offload import (DpSeconds, gpu_optimizer_seconds, hybrid_dp_seconds, offload_seconds,
-                                            offload_traffic, zero_dp_seconds)
+                                            zero_dp_seconds)
 from zeroplan.core.model.pipeline_stages import layers_per_stage
 from zeroplan.core.timing.step_time import (FlopModel, Layout, Machine, StepTime, ep_alltoall_layer_seconds,
                                             exposed_seconds, microbatch_seconds, moe_sync_seconds, pass_times,
@@ -268,6 +268,7 @@ class _Grid:
                 budget=request.budget, options=self.options, largest_layer_params=request.largest_layer_params,
                 activation_bytes=0, buffers=request.buffers, finetune=request.finetune)
             self._fixed = fixed_memory(estimate_request)
+            self.estimate_request = estimate_request  # offload traffic: the one function estimate calls
             self.shard = estimate_request.trainable_shard_params  # what gradients and optimizer states cover
             self.stage3_gather = None
             counts = estimate_request.finetune_counts
@@ -305,7 +306,8 @@ class _Grid:
         for f in self.fixed():
             dp_time, offload = _per_step(self.request, f, self.shard, self.partition, parallel.dp,
                                          parallel.gpus_in_busiest_node, parallel.dp_intra_node, micro_batches,
-                                         parallel.tp, self.split, parallel, self.stage3_gather, self.dp_shard)
+                                         parallel.tp, self.split, parallel, self.stage3_gather, self.dp_shard,
+                                         self.estimate_request)
             steps.append((dp_time, offload))
             rows.append((f.option, f.params, f.gradients, f.optimizer_states, f.buffers, f.temporary,
                          f.params + f.gradients + f.optimizer_states + f.buffers, f.cpu_bytes_per_node,
@@ -377,8 +379,11 @@ def _search_layout(request: SearchRequest, grid: _Grid, flops: FlopModel, activa
 def _per_step(request: SearchRequest, fixed: FixedMemory, shard: int, partition: int, dp: int, gpus_in_node: int,
               dp_intra_node: bool, micro_batches: int, tp: int = 1, split: tuple[int, int] | None = None,
               parallel: ParallelDims | None = None, stage3_gather: tuple[int, int] | None = None,
-              dp_shard: int = 0) -> tuple:
+              dp_shard: int = 0, estimate_request: EstimateRequest | None = None) -> tuple:
+    """estimate_request: the grid's (its parallel dims, fine-tuning); its offload traffic is
+    core.evaluate.estimate.request_offload_traffic, what `zeroplan estimate` reports."""
     option, buffers, machine = fixed.option, request.buffers, request.machine
+    assert estimate_request is not None
     per_node = request.cluster.gpus_per_node
     dp_per_node = max(1, per_node // tp) if tp <= per_node else 1
     if dp_shard:  # hybrid sharding: ZeRO's collectives inside the shard group, an AllReduce across its replicas
@@ -393,8 +398,8 @@ def _per_step(request: SearchRequest, fixed: FixedMemory, shard: int, partition:
             experts = hybrid_dp_seconds(option, split[1], parallel.edp, parallel.edp // replicas, stride, per_node,
                                         request.per_param, micro_batches, buffers, machine.links)
             dp_time = DpSeconds(*(a + b for a, b in zip(dataclasses.astuple(dense), dataclasses.astuple(experts))))
-        offload = offload_seconds(offload_traffic(option, shard, dp_shard, request.per_param, gpus_in_node,
-                                                  micro_batches), partition, gpus_in_node, machine, False)
+        offload = offload_seconds(request_offload_traffic(estimate_request, option, micro_batches), partition,
+                                  gpus_in_node, machine, False)
         return dp_time, offload
     if split is None or parallel is None:
         dp_time = zero_dp_seconds(option, shard, dp, request.per_param, dp_intra_node, micro_batches, buffers,
@@ -407,7 +412,7 @@ def _per_step(request: SearchRequest, fixed: FixedMemory, shard: int, partition:
         experts = zero_dp_seconds(option, split[1], parallel.edp, request.per_param, parallel.edp_intra_node,
                                   micro_batches, buffers, machine.links, edp_per_node)
         dp_time = DpSeconds(*(a + b for a, b in zip(dataclasses.astuple(dense), dataclasses.astuple(experts))))
-    traffic = offload_traffic(option, shard, dp, request.per_param, gpus_in_node, micro_batches)
+    traffic = request_offload_traffic(estimate_request, option, micro_batches)
     offload = offload_seconds(traffic, partition, gpus_in_node, machine, option.offload_optimizer != "none")
     return dp_time, offload
 

@@ -74,12 +74,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from math import ceil, comb
-from typing import NamedTuple
+from typing import ClassVar, NamedTuple
 
 from zeroplan.core.errors import InputError, ref
 from zeroplan.core.hardware import Link
 from zeroplan.core.model.adapters import (
-    Finetune, adapted_linears, finetune_counts, quantised_linears, quantised_storage,
+    Finetune, adapted_experts, adapted_linears, finetune_counts, quantised_linears, quantised_storage,
 )
 from zeroplan.core.model.experts import active_params, expert_params
 from zeroplan.core.model.spec import ModelSpec
@@ -164,7 +164,15 @@ class FinetuneFlops:
     data-gradient GEMM only (no weight gradient); each LoRA adapter adds two small GEMMs forward (x·Aᵀ, then ·Bᵀ)
     and four backward (data and weight gradients of each), each paying the per-kernel overhead; QLoRA dequantises
     every quantised linear to 16 bits before its matmul, forward and again backward (and in a recomputed forward):
-    reading the packed weight and writing the 16-bit copy, memory bound."""
+    reading the packed weight and writing the 16-bit copy, memory bound.
+
+    LoRA on a mixture of experts' fused expert tensors (PEFT's ParamWrapper, docs/formulas.md §23.4) folds
+    W + s·B·A into one E × out × in weight each forward (a baddbmm: 2·E·r·in·out FLOPs, reading W and writing the
+    merged copy), and PEFT 0.21 runs each fold twice forward (its kernels on fake tensors show two baddbmm per
+    adapted tensor, one or both tensors adapted; one copy reaches the graph). Backward the
+    experts' grouped GEMM computes the merged weight's gradient (2·T·k·in·out FLOPs over the T·k routed rows, the
+    weight-gradient GEMM a frozen tensor skips) and the baddbmm the two factors' gradients from it (2 × 2·E·r·in·out,
+    each reading it). Counted against PEFT's own kernels on fake tensors in tests/test_finetune_qlora_trace.py."""
 
     frozen_layers: int  # layers whose base linears are frozen (every layer under lora/qlora)
     inert_layers: int  # frozen layers before anything trainable: no backward at all
@@ -172,6 +180,21 @@ class FinetuneFlops:
     rank: int
     dequant_bytes: int  # per layer and pass: packed weights read + 16-bit copies written (0 without qlora)
     trainable: int = 0  # parameters that get gradients
+    expert_adapters: tuple[tuple[int, int, int], ...] = ()  # (in, out, experts) of each adapted fused expert tensor
+
+    def expert_adapter_gemms(self, routed_tokens: float, ep: int = 1) -> list[tuple[float, float, int, int, float]]:
+        """Per adapted expert tensor of a layer, one micro-batch: (fold FLOPs, the merged weight's gradient FLOPs,
+        in, out, the rank's merged-weight elements); routed_tokens = T·k rows reach the rank's E/ep experts."""
+        return [(2 * experts / ep * self.rank * fan_in * fan_out, 2 * routed_tokens * fan_in * fan_out, fan_in,
+                 fan_out, experts / ep * fan_in * fan_out) for fan_in, fan_out, experts in self.expert_adapters]
+
+    forward_folds: ClassVar[int] = 2  # how often PEFT 0.21 folds each expert tensor in one forward
+
+    def expert_adapter_flops(self, routed_tokens: float, ep: int = 1) -> tuple[float, float]:
+        """(forward, backward) FLOPs one layer's expert adapters add for one micro-batch: the folds forward; the
+        merged weight's gradient and the two factors' gradients (a fold's FLOPs each) backward."""
+        gemms = self.expert_adapter_gemms(routed_tokens, ep)
+        return self.forward_folds * sum(g[0] for g in gemms), sum(g[1] + 2 * g[0] for g in gemms)
 
     @classmethod
     def of(cls, model: ModelSpec, finetune: Finetune) -> FinetuneFlops:
@@ -185,7 +208,8 @@ class FinetuneFlops:
             dequantised = sum(linear.numel * copies for linear, copies in quantised_linears(shape))
             dequant = (packed + constants + 2 * dequantised) // shape.layers
         frozen = shape.layers if finetune.adapters else counts.frozen_layers
-        return cls(frozen, counts.inert_layers, adapters, finetune.rank, dequant, counts.trainable)
+        experts = tuple((e.in_features, e.out_features, e.experts) for e in adapted_experts(shape, finetune))
+        return cls(frozen, counts.inert_layers, adapters, finetune.rank, dequant, counts.trainable, experts)
 
 
 @dataclass(frozen=True)
@@ -476,8 +500,15 @@ def layer_seconds(layout: Layout, flops: FlopModel, machine: Machine) -> tuple[f
                        + gemm_seconds(2 * tokens * tuned.rank * fan_out, machine) for fan_in, fan_out in tuned.adapters)
         dequant = tuned.dequant_bytes / machine.hbm_bytes_per_s
         trained = 1 - inert if tuned.adapters else 1.0
-        forward += trained * adapters + dequant
-        backward += trained * 2 * adapters + (1 - inert) * dequant
+        expert_forward = expert_backward = 0.0
+        for fold, weight_gradient, fan_in, fan_out, merged in tuned.expert_adapter_gemms(
+                tokens * flops.experts_per_token, layout.ep):  # FinetuneFlops: the fold, three GEMMs backward
+            copy = ACTIVATION_ELEMENT_BYTES * merged / machine.hbm_bytes_per_s  # the merged weight in 16 bits
+            expert_forward += tuned.forward_folds * (gemm_seconds(fold, machine) + 2 * copy)  # W in, the merged out
+            expert_backward += (gemm_seconds(weight_gradient, machine, fan_in, fan_out, linear=True)
+                                + 2 * (gemm_seconds(fold, machine) + copy))  # each factor reads the gradient
+        forward += trained * (adapters + expert_forward) + dequant
+        backward += trained * (2 * adapters + expert_backward) + (1 - inert) * dequant
     if machine.fp8_flops:  # FP8 casts of every linear operand (core.timing.machine FP8_CAST_BYTES)
         cast, other_axis = FP8_CAST_BYTES[machine.fp8_recipe], FP8_OTHER_AXIS_BYTES[machine.fp8_recipe]
         inputs = sum(m * k + k * n for m, k, n, _groups in shapes)  # activations in, weights
