@@ -51,7 +51,6 @@ from zeroplan.core.memory import activations_sliding_families as sliding
 from zeroplan.core.memory.activations_qk_norm_families import QK_NORM_FAMILIES
 from zeroplan.core.errors import InputError, ref
 from zeroplan.core.parallel.rules import MAX_SEQ_LEN
-from zeroplan.core.model.families import layer_windows
 from zeroplan.core.model.spec import ModelSpec
 from zeroplan.core.memory.activations_gated_families import (
     GATED_FAMILIES,
@@ -216,7 +215,7 @@ def _shape(model: ModelSpec) -> _Shape:
         experts=experts if experts and per_token else 0, experts_per_token=per_token if experts and per_token else 1,
         family=shape.family,
         dropout_masks=dropout_masks({"model_type": shape.family, **(model.extra.get("hf_config") or {})}),
-        sliding_window=_sliding_window(model.extra.get("hf_config") or {}),
+        sliding_window=_sliding_window(model.extra.get("hf_config") or {}, _layer_windows(model)),
         tied=shape.tied_embeddings if shape.tied_embeddings is not None else shape.family == "gpt2",
         position_rows=_position_rows(shape.family, shape.max_seq_len),
         layernorm=(layernorm_families.layout({"model_type": shape.family, **(model.extra.get("hf_config") or {})},
@@ -225,7 +224,7 @@ def _shape(model: ModelSpec) -> _Shape:
         gated=gated_traits(model.extra.get("hf_config") or {}, shape.family, shape.head_dim),
         moe_traits=_moe_traits(model.extra.get("hf_config") or {}, shape.family),
         moe_layout=_moe_layout(model),
-        sliding=_sliding_traits(model.extra.get("hf_config") or {}, shape.family))
+        sliding=_sliding_traits(model.extra.get("hf_config") or {}, shape.family, _layer_windows(model)))
 
 
 def _moe_layout(model: ModelSpec) -> moe_families.Layout | None:
@@ -238,10 +237,19 @@ def _moe_layout(model: ModelSpec) -> moe_families.Layout | None:
                                shape.experts or 0, shape.experts_per_token or 1, moe.shared_expert_ffn or 0)
 
 
-def _sliding_traits(config: dict, family: str | None) -> sliding.SlidingTraits | None:
+def _layer_windows(model: ModelSpec) -> tuple[int | None, ...]:
+    """Each layer's sliding window (None: global), as the config.json reader gave them (ModelShape.attention_spans:
+    layer_types, or transformers' default pattern); () where the shape carries no spans."""
+    spans = model.shape.attention_spans if model.shape is not None else None
+    if spans is None:
+        return (None,) * model.shape.layers if model.shape is not None else ()
+    return tuple(span[1] if span is not None and span[0] == "sliding" else None for span in spans)
+
+
+def _sliding_traits(config: dict, family: str | None, windows: tuple[int | None, ...]) -> sliding.SlidingTraits | None:
     if family not in sliding.SLIDING_FAMILIES:
         return None
-    return sliding.sliding_traits(config, family, layer_windows({"model_type": family, **config}))
+    return sliding.sliding_traits(config, family, windows)
 
 
 def _position_rows(family: str | None, max_seq_len: int | None) -> int:
@@ -268,9 +276,9 @@ def _last_shape(model: ModelSpec) -> _Shape:
     return shape
 
 
-def _sliding_window(config: dict) -> int | None:
+def _sliding_window(config: dict, windows: tuple[int | None, ...] = ()) -> int | None:
     """The attention window a config.json applies (transformers' defaults: mistral 4096, qwen2 only with
-    use_sliding_window), or None."""
+    use_sliding_window), or None; `windows`: each layer's, as the reader gave them (the sliding families')."""
     family = config.get("model_type")
     if family == "mistral":
         return config.get("sliding_window", 4096)
@@ -279,7 +287,7 @@ def _sliding_window(config: dict) -> int | None:
     if family in ("mixtral", "phi3"):  # no window unless the config sets one (Phi-3-mini-4k: 2047)
         return config.get("sliding_window")
     if family in sliding.SLIDING_FAMILIES:  # the sliding layers' window (the others are global)
-        return min((window for window in layer_windows(config) if window is not None), default=None)
+        return min((window for window in windows if window is not None), default=None)
     return None
 
 
