@@ -675,8 +675,10 @@ def judge_predict(run: dict) -> Outcome:
 
 def judge_section(show_runs: bool) -> dict:
     """benchmarks/data/judge_runs.json, scored like the held-out set (raw: nothing fitted on them) and by band: the
-    tier-A rows (the headline), every row, and every row whose GPU is the cluster preset's (a row with `hardware_as`
-    names the neighbour its GPU is priced as: torchtitan's 500 W H100 96GB HBM2e as the 700 W H100 SXM)."""
+    tier-A rows (the headline), every row, and, while some row carries `hardware_as` (its GPU priced as a named
+    neighbour for want of a preset), every row whose GPU is the cluster preset's. torchtitan's 500 W H100 96GB HBM2e
+    rows were the ones priced so (as the 700 W H100 SXM) until the h100-96g-500w preset; with no such row the third
+    column would repeat the second and is left out."""
     outcomes = [judge_predict(run) for run in load("judge")]
     headline = [o for o in outcomes if o.run.get("headline")]
     if show_runs:
@@ -686,12 +688,16 @@ def judge_section(show_runs: bool) -> dict:
         s = summary(group)
         print_summary(label, s)
         report[label] = s
+    columns = {"judge headline": scored(headline), "judge all": scored(outcomes)}
     preset = [o for o in outcomes if not o.run.get("hardware_as")]
-    s = summary(preset)
-    print_summary("judge on preset hardware (rows priced on a neighbour's hardware left out)", s)
-    report["judge preset hardware"] = s
-    report["bands"] = print_bands({"judge headline": scored(headline), "judge all": scored(outcomes),
-                                   "judge, preset hardware": scored(preset)}, extra=True)
+    if len(preset) < len(outcomes):
+        s = summary(preset)
+        print_summary("judge on preset hardware (rows priced on a neighbour's hardware left out)", s)
+        report["judge preset hardware"] = s
+        columns["judge, preset hardware"] = scored(preset)
+    else:
+        print("judge on preset hardware: every row (none is priced on a neighbour's hardware: `hardware_as`)")
+    report["bands"] = print_bands(columns, extra=True)
     report["runs"] = [_row(o) for o in outcomes]
     return report
 

@@ -91,6 +91,49 @@ def test_dgx_nodes_have_one_nic_per_gpu():
     assert presets.cluster("dgx-h100").inter_node_link.bandwidth_bytes_per_s == 50 * GB  # 400 Gb/s
 
 
+def test_grand_teton_h100_holds_torchtitans_published_figures():
+    # torchtitan benchmarks/llama3_h100_202412_torchtitan.md (Hardware): 8 H100 per host on NVLink, 96GB HBM2e at
+    # 2.4 TB/s, 400 Gb/s per GPU between hosts, a 500 W limit; docs/performance.md (PR #800): "95 GiB memory".
+    gpu = presets.gpu("h100-96g-500w")
+    assert gpu.memory_bytes == 95 * 2**30
+    assert gpu.hbm_bandwidth_bytes_per_s == 2400 * GB
+    node = presets.cluster(presets.default_cluster("h100-96g-500w"))
+    assert node.name == "grand-teton-h100" and node.gpu.name == "h100-96g-500w" and node.gpus_per_node == 8
+    assert node.inter_node_link.bandwidth_bytes_per_s == 50 * GB  # 400 Gb/s
+    assert gpu.intra_node_link == presets.gpu("h100-80g").intra_node_link  # NVLink 4 through NVSwitch
+
+
+def test_grand_teton_h100_tensor_peak_is_the_midpoint_of_the_bracket_torchtitan_gives():
+    # "the actual peak TFLOPs number is between SXM and NVL, and we don't know its exact value" (the same file,
+    # footnote 2): the preset takes the geometric midpoint of NVIDIA's two published dense rates, BF16 and FP8.
+    import math
+
+    gpu, nvl, sxm = presets.gpu("h100-96g-500w"), presets.gpu("h100-nvl"), presets.gpu("h100-80g")
+    for rate in ("bf16_flops", "fp8_flops"):
+        low, high = getattr(nvl, rate), getattr(sxm, rate)
+        assert low < getattr(gpu, rate) < high
+        assert getattr(gpu, rate) == pytest.approx(math.sqrt(low * high), rel=1e-4), rate
+    assert not gpu.supports_mxfp8  # Hopper
+
+
+def test_a_plan_on_the_grand_teton_h100_is_slower_than_on_the_700w_h100_by_at_most_its_figures(cli):
+    # The same pinned layout (torchtitan's Table 1 FSDP row: Llama 3.1 8B, 8 GPUs, local batch 2, seq 8192): every
+    # part of the step is priced on a rate the 500 W part has less of (tensor peak, HBM bandwidth) or the same of.
+    # Both with 95 GiB, so that the same plan fits on both.
+    import json
+
+    def step(gpu: str) -> float:
+        code, out, err = cli("plan", "--model", "llama-3-8b", "--gpus", "8", "--gpu", gpu, "--global-batch", "16",
+                             "--seq-len", "8192", "--tp", "1", "--pp", "1", "--stages", "3", "--micro-batches", "2",
+                             "--recompute", "selective-op", "--gpu-memory", "95GiB", "--format", "json")
+        assert code == 0, err
+        return json.loads(out)["top"][0]["step_seconds"]
+
+    slow, fast = presets.gpu("h100-96g-500w"), presets.gpu("h100-80g")
+    most = max(fast.bf16_flops / slow.bf16_flops, fast.hbm_bandwidth_bytes_per_s / slow.hbm_bandwidth_bytes_per_s)
+    assert 1.0 < step("h100-96g-500w") / step("h100-80g") <= most
+
+
 # ---------------------------------------------------------------- error messages
 
 

@@ -267,6 +267,27 @@ GPUS = {
    "public nvidia-smi transcripts (NVIDIA H100 NVL, 95830 MiB)"
   ]
  },
+ "h100-96g-500w": {
+  "description": "NVIDIA H100 SXM 96GB HBM2e (Hopper, 132 SMs) at a 500 W power limit, as in Meta's Grand Teton hosts (torchtitan's H100 benchmarks, the torchtitan paper). Not an NVIDIA catalogue part: its tensor peak is unpublished; the benchmark puts it between the H100 NVL and the H100 SXM, and this preset takes the geometric midpoint of those two published rates (see bf16_tflops).",
+  "memory": "95GiB",
+  "hbm_bandwidth": "2400GB/s",
+  "bf16_tflops": 909.2,
+  "bf16": true,
+  "fp8_tflops": 1818.2,
+  "mxfp8": false,
+  "intra_node_link": {
+   "bandwidth": "450GB/s",
+   "latency_us": 3.0
+  },
+  "default_cluster": "grand-teton-h100",
+  "sources": [
+   "https://github.com/pytorch/torchtitan/blob/main/benchmarks/llama3_h100_202412_torchtitan.md (Hardware; footnote 2)",
+   "https://arxiv.org/abs/2410.06511 (TorchTitan paper; non-standard H100s, HBM2e, lower TDP, peak between SXM and NVL)",
+   "https://github.com/pytorch/torchtitan/pull/800 (docs/performance.md, \"NVIDIA H100 GPUs with 95 GiB memory\")",
+   "https://www.nvidia.com/en-us/data-center/h100/ (H100 SXM and H100 NVL dense tensor rates, the bracket)",
+   "zeroplan docs/formulas.md §19.1 (hardware figures)"
+  ]
+ },
  "gb200": {
   "description": "NVIDIA Blackwell GPU of a GB200 superchip, as in GB200 NVL72 (72 GPUs on one NVLink 5 switch domain). 186 GB HBM3e class per GPU; the Grace CPU attaches over NVLink-C2C (900 GB/s bidirectional), not PCIe.",
   "memory": "189471MiB",
@@ -410,6 +431,21 @@ CLUSTERS = {
   "pcie_generation": 5,
   "sources": [
    "DeepSeek-V3 Technical Report, arXiv 2412.19437 §3.1 (H800 nodes, NVLink/NVSwitch inside, InfiniBand across)"
+  ]
+ },
+ "grand-teton-h100": {
+  "description": "Meta's Grand Teton host as torchtitan benchmarked it: 8x H100 SXM 96GB HBM2e at 500 W, fully connected with NVLink, 400 Gb/s per GPU of backend RDMA network between hosts. Host memory and NVMe are not published: DGX H100's are assumed.",
+  "gpu": "h100-96g-500w",
+  "gpus_per_node": 8,
+  "inter_node_bandwidth_per_gpu": "400Gb/s",
+  "inter_node_latency_us": 5.0,
+  "cpu_memory": "2TB",
+  "nvme": "30TB",
+  "nvme_bandwidth": "25GB/s",
+  "pcie_generation": 5,
+  "sources": [
+   "https://github.com/pytorch/torchtitan/blob/main/benchmarks/llama3_h100_202412_torchtitan.md (Hardware)",
+   "https://engineering.fb.com/2022/10/18/open-source/ocp-summit-2022-grand-teton/"
   ]
  },
  "hgx-h200": {
