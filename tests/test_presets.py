@@ -93,7 +93,7 @@ def test_dgx_nodes_have_one_nic_per_gpu():
 
 def test_grand_teton_h100_holds_torchtitans_published_figures():
     # torchtitan benchmarks/llama3_h100_202412_torchtitan.md (Hardware): 8 H100 per host on NVLink, 96GB HBM2e at
-    # 2.4 TB/s, 400 Gb/s per GPU between hosts, a 500 W limit; docs/performance.md (PR #800): "95 GiB memory".
+    # 2.4 TB/s, 400 Gb/s per GPU between hosts, a 500 W limit; torchtitan PR #800 (its performance page): "95 GiB memory".
     gpu = presets.gpu("h100-96g-500w")
     assert gpu.memory_bytes == 95 * 2**30
     assert gpu.hbm_bandwidth_bytes_per_s == 2400 * GB
