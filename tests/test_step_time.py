@@ -318,6 +318,22 @@ def test_gemm_efficiency_per_gpu_from_measured_maxima():
     assert gemm_efficiency("a100-40g") == gemm_efficiency("a100-80g")
 
 
+def test_gb200_gemms_run_faster_than_b200_ones_by_the_measured_maximum_not_the_sheets_peak():
+    """NVIDIA's sheets give the GB200's Blackwell 2500 dense BF16 TFLOP/s against the HGX B200's 2250 (+11%); the
+    measured maximum achievable matmul (stas00/ml-engineering "Maximum Achievable Matmul FLOPS": B200 SXM 1745.0,
+    GB200 1822.0 TFLOP/s BF16) is only 4.4% apart. A large GEMM's rate on each (peak x efficiency) keeps the measured
+    ratio; GB300, not measured, keeps the default share."""
+    from zeroplan.inputs import presets
+
+    gb200, b200 = presets.gpu("gb200"), presets.gpu("b200")
+    assert gb200.bf16_flops / b200.bf16_flops == pytest.approx(2500 / 2250)
+    rate = {gpu.name: gpu.bf16_flops * gemm_efficiency(gpu.name) for gpu in (gb200, b200)}
+    assert rate["gb200"] / rate["b200"] == pytest.approx(1822.0 / 1745.0, rel=2e-3)
+    assert gemm_efficiency("b200") / gemm_efficiency("h100-80g") == pytest.approx((1745.0 / 2250) / (794.5 / 989),
+                                                                                 rel=2e-3)
+    assert gemm_efficiency("gb300") == gemm_efficiency("l40s")  # the unmeasured default
+
+
 def test_op_level_selective_checkpointing_recomputes_elementwise_work_and_every_second_matmul():
     """selective-op (torch's op-level selective activation checkpointing with torchtitan's policy, "Saves output of
     all compute ops, except every second mm"): backward re-runs each layer's element-wise forward at HBM bandwidth
