@@ -160,6 +160,20 @@ def test_model_types_checks_a_described_a_meta_only_and_a_composite_type():
     assert rows["gemma3"]["description"] == "exact" and "vision tower" in rows["gemma3"]["note"]
 
 
+def test_torchtitans_grand_teton_rows_run_on_their_own_preset():
+    """torchtitan's H100 rows (judge and held-out) ran on Grand Teton's 96GB HBM2e H100s at 500 W: they plan on the
+    grand-teton-h100 node (its h100-96g-500w GPU), not on a DGX H100 with the memory overridden, and none is priced
+    as a neighbour."""
+    runs = _load("published_runs")
+    rows = [run for name in ("judge", "heldout") for run in runs.load(name) if run.get("gpu") == "h100-96g-500w"]
+    assert len(rows) == 18
+    for run in rows:
+        assert run["cluster"] == "grand-teton-h100" and "gpu_memory" not in run.get("overrides", {}), run["id"]
+        assert not run.get("hardware_as")
+        layout, request, refused = runs.resolve_run(run)
+        assert refused is None and request.cluster.gpu.name == "h100-96g-500w", run["id"]
+
+
 def test_judge_runs_are_new_and_each_is_scored_or_refused_with_its_reason(capsys):
     """benchmarks/data/judge_runs.json (issue 21's outside judge, played early): no row repeats a run of the other
     three sets, every row names its source and the figure it quotes, and `--set judge` scores every row or refuses it
