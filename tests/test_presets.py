@@ -15,8 +15,8 @@ from zeroplan.inputs.presets import PresetError
 
 REQUIRED = {
     "gpus": {"v100-32g", "a100-40g", "a100-80g", "h100-80g", "h200-141g", "b200", "l40s",
-             "mi300x", "rtx3090", "rtx4090"},
-    "clusters": {"dgx-a100", "dgx-h100", "hgx-h200", "workstation-4x3090"},
+             "mi300x", "rtx3090", "rtx4090", "h100-96g-500w"},
+    "clusters": {"dgx-a100", "dgx-h100", "hgx-h200", "workstation-4x3090", "grand-teton-h100"},
     "models": {"gpt2", "gpt2-xl", "llama-2-7b", "llama-2-13b", "llama-2-70b", "llama-3-8b",
                "llama-3-70b", "llama-3.1-405b", "gpt3-175b", "bloom-176b", "mixtral-8x7b"},
 }
