@@ -175,6 +175,30 @@ def test_token_drop_moe_rows_are_priced_without_the_host_sync_and_kept_out_of_th
     assert counted == sum(1 for run in rows if not run.get("token_drop")) == len(rows) - 6
 
 
+def test_the_235b_sync_pair_adds_back_the_all_to_all_its_dropless_side_hid(monkeypatch):
+    """core.timing.machine MOE_DROPLESS_SYNC_HIDDEN_A2A: the Qwen3-235B-A22B B200 pair's dropless row overlaps its
+    all-to-all (moe_a2a_overlap) and its token-drop row does not, so the measured difference is the sync less that
+    all-to-all; the constant is the row's exposed all-to-all per MoE layer and micro-batch as
+    core.timing.step_time.ep_alltoall_layer_seconds prices it on the row's own layout and machine."""
+    import zeroplan.core.timing.step_time as step_time
+    from zeroplan.core.timing.machine import MOE_DROPLESS_SYNC_HIDDEN_A2A, MOE_DROPLESS_SYNC_PAIRS
+
+    runs = _load("published_runs")
+    rows = {run["id"]: run for run in json.loads((BENCHMARKS / "data" / "moe_runs.json").read_text())["runs"]}
+    dropless = rows["mbridge_2511_b200_qwen3_235b_fp8mx"]
+    assert dropless["moe_a2a_overlap"] and not rows["mbridge_2509_b200_qwen3_235b_tokendrop"]["moe_a2a_overlap"]
+    seen = []
+    layer_seconds = step_time.layer_seconds
+    monkeypatch.setattr(step_time, "layer_seconds", lambda *a: seen.append(a) or layer_seconds(*a))
+    outcome = runs.moe_predict(dropless)
+    layout, flops, machine = seen[-1]
+    assert machine.moe_a2a_hidden and outcome.plan.time.tp_comm == 0  # the overlap hides it in this row
+    hidden = step_time.ep_alltoall_layer_seconds(layout, flops, machine)
+    assert math.isclose(MOE_DROPLESS_SYNC_HIDDEN_A2A[dropless["sync_pair"]], hidden, rel_tol=1e-3)
+    pairs = list(MOE_DROPLESS_SYNC_PAIRS.values())  # corrected, the two pairs' prices agree within 5%
+    assert max(pairs) / min(pairs) < 1.05
+
+
 def test_judge_moe_rows_carry_their_26_02_recipe_traits():
     """Every MoE row of the judge set names the Megatron-Bridge recipe its traits come from (v0.3.0, the 26.02
     container's release) and carries the CUDA-graph scope that recipe sets."""
