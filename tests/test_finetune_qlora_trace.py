@@ -12,6 +12,8 @@ from zeroplan.core.memory.finetune import dequantised_weight_bytes, quantised_pa
 from zeroplan.core.model.adapters import Finetune, finetune_counts, quantised_storage
 from zeroplan.inputs.hf_config import model_spec_from_hf_config
 
+from saved_tensors import saved_activation_bytes
+
 pytestmark = pytest.mark.slow  # every test here runs bitsandbytes, PEFT or a trace
 
 SMALL_LLAMA = {"model_type": "llama", "architectures": ["LlamaForCausalLM"], "hidden_size": 256,
@@ -164,8 +166,7 @@ def _expert_lora(config: dict, layers: int, targets: tuple[str, ...], rank: int)
 def test_expert_lora_counts_and_activations_match_peft(family, targets):
     """LoRA on the fused expert tensors (PEFT 0.21's target_parameters): the trainable count PEFT makes, and what
     one more layer saves for backward beyond LoRA on q_proj alone, on fake tensors, to the byte."""
-    torch = pytest.importorskip("torch")
-    from torch._subclasses.fake_tensor import FakeTensorMode
+    pytest.importorskip("torch")
 
     from zeroplan.core.memory.finetune import expert_adapter_bytes
     from zeroplan.core.memory.activations import ActivationConfig
@@ -179,21 +180,7 @@ def test_expert_lora_counts_and_activations_match_peft(family, targets):
 
     def saved(layers: int, with_experts: bool) -> int:
         model = _expert_lora(config, layers, targets if with_experts else ("q_proj",), rank)
-        found: dict[int, int] = {}
-        with real_masking(), grouped_mm_any_dtype(), FakeTensorMode(allow_non_fake_inputs=True):
-            model.to_empty(device="cpu")
-            params = {p.untyped_storage()._cdata for p in model.parameters()}
-
-            def pack(tensor):
-                storage = tensor.untyped_storage()
-                if storage._cdata not in params:
-                    found[storage._cdata] = storage.nbytes()
-                return tensor
-
-            ids = torch.randint(0, config["vocab_size"], (1, seq))
-            with torch.autograd.graph.saved_tensors_hooks(pack, lambda tensor: tensor):
-                model(input_ids=ids, labels=ids)
-        return sum(found.values())
+        return saved_activation_bytes(model, config["vocab_size"], seq, real_masking(), grouped_mm_any_dtype())
 
     per_layer = (saved(3, True) - saved(2, True)) - (saved(3, False) - saved(2, False))
     activation = ActivationConfig(seq_len=seq, flash_attention=True, implementation="transformers")
