@@ -278,6 +278,11 @@ def resolve(inputs: PlanInputs) -> ResolvedPlan:
     return ResolvedPlan(inputs, request, tokens, assumptions)
 
 
+CP_TORCH_NOTE = ("; context parallelism as PyTorch's experimental ring runs it (docs/formulas.md §24): keys and "
+                 "values repeated to the query heads, gathered behind the first step's kernel only, their fp32 "
+                 "gradients passed around the ring (the last send exposed), the fp32 merges at HBM bandwidth")
+
+
 def moe_traits(dispatcher: str | None, a2a_overlap: bool, capacity_factor: float | None) -> dict:
     """The Machine fields a MoE framework's traits set: the host sync per MoE layer and micro-batch
     (core.timing.machine MOE_DROPLESS_SYNC_S: dropless routing, no capacity factor, through the alltoall or DeepEP
@@ -324,7 +329,8 @@ def model_notes(inputs: PlanInputs, request: SearchRequest) -> list[str]:
         f"{'; TP collectives inside a node hide behind the GEMMs' if machine.tp_hidden else ''}"
         f"{ASYNC_TP_NOTE if machine.tp_async else ''}"
         f"{COMPILE_NOTE if machine.elementwise_fused else ''}"
-        f"{'; interleaved pipeline transfers hide behind compute' if machine.pp_hidden else ''}",
+        f"{'; interleaved pipeline transfers hide behind compute' if machine.pp_hidden else ''}"
+        f"{CP_TORCH_NOTE if machine.cp_ring == 'torch' else ''}",
         f"offload: PCIe {format_rate(cluster.pcie_bandwidth_bytes_per_s)} per GPU, CPU Adam "
         f"{format_count(int(machine.cpu_adam_params_per_s))} parameters/s per node"
         f"{' (an estimate; --cpu-adam-rate)' if inputs.search.cpu_adam_rate is None else ''}",
