@@ -123,7 +123,8 @@ from zeroplan.core.timing.machine import (  # noqa: F401 - re-exported for calle
 #   each: 26), the fp32 dK/dV concatenation sent on (read 8, write 8: 16), dQ += the block's (10), the K/V
 #   concatenation (8) = 60.
 #   Both counts are what PyTorch's own functions move, op by op, on the last of cp ranks
-#   (tests/test_cp_ring_trace.py runs them on a fake process group and counts every aten op's bytes).
+#   (tests/test_cp_ring_trace.py runs them on a fake process group and counts every aten op's bytes). Eager ops:
+#   torchtitan compiled each block with fullgraph=True, so Inductor may have fused part of them (an upper bound).
 CP_RINGS = ("p2p", "torch")
 CP_TORCH_FORWARD_BYTES = (46, 20)  # (per step after the first, once), bytes per local query-side element
 CP_TORCH_BACKWARD_BYTES = (60, 100)
