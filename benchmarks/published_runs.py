@@ -358,7 +358,7 @@ def print_summary(label: str, s: dict) -> None:
 SIZE_BANDS = ((3e9, "<3B"), (30e9, "3-30B"), (200e9, "30-200B"), (math.inf, ">200B"))
 SEQ_BANDS = ((4096, "seq <=4k"), (16384, "seq 8-16k"), (math.inf, "seq >=32k"))
 FRAMEWORKS = {None: "Megatron-LM/DeepSpeed", "baseline": "Megatron-LM/DeepSpeed", "fsdp": "PyTorch FSDP",
-              "megatron": "Megatron-Core/NeMo"}
+              "torchtitan": "PyTorch FSDP", "megatron": "Megatron-Core/NeMo"}
 
 
 def bands_of(outcome: Outcome) -> list[str]:

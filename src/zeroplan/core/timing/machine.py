@@ -83,6 +83,9 @@ FLASH_MAX_SHARE.update({("blackwell_ultra", kernel): DEFAULT_FLASH_MAX_SHARE * B
 # head-dim-128 rate. Wider heads (256: 628 against 646) are taken as 128. Between 64 and 128 the share is
 # interpolated linearly in the head dim; below 64 it stays at 64's. fa1 (no measurement): fa2's.
 FLASH_HEAD_DIM_64_SHARE = {"fa1": 0.87, "fa2": 0.87, "fa3": 496 / 646}
+# FlashAttention's backward runs ~2.5x its forward's time: it recomputes the scores and runs five matmuls to the
+# forward's two (FlashAttention-2, Dao 2023, arXiv 2307.08691 §3.1.2 and Fig. 5-7: backward throughput ~0.8 of forward's)
+FLASH_BACKWARD_RATIO = 2.5
 FLASH_SHARE_OF_MAX = 0.9534  # fitted: share of the kernel's ceiling training shapes reach, forward and backward
 FLASH_SEQ_HALF = 0.0  # the sequence length at which flash attention runs at half its long-sequence rate: fitted
 # on 2026-12-01 to its lower bound (no slowdown the 2k-64k runs can see), so 0 and out of the fit
@@ -206,6 +209,7 @@ class Machine:
     tp_async: bool = False  # PyTorch async TP (--async-tp): core.timing.step_time.tp_async_exposed
     elementwise_fused: bool = False  # torch.compile (--torch-compile): core.timing.step_time.elementwise_seconds
     pp_hidden: bool = False  # CommOverlap.pp_hidden
+    cp_ring: str = "p2p"  # CommOverlap.cp_ring: how context parallelism runs (core.timing.step_time.CP_RINGS)
 
     @property
     def flops_per_s(self) -> float:
