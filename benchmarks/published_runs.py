@@ -358,7 +358,7 @@ def print_summary(label: str, s: dict) -> None:
 SIZE_BANDS = ((3e9, "<3B"), (30e9, "3-30B"), (200e9, "30-200B"), (math.inf, ">200B"))
 SEQ_BANDS = ((4096, "seq <=4k"), (16384, "seq 8-16k"), (math.inf, "seq >=32k"))
 FRAMEWORKS = {None: "Megatron-LM/DeepSpeed", "baseline": "Megatron-LM/DeepSpeed", "fsdp": "PyTorch FSDP",
-              "megatron": "Megatron-Core/NeMo"}
+              "torchtitan": "PyTorch FSDP", "megatron": "Megatron-Core/NeMo"}
 
 
 def bands_of(outcome: Outcome) -> list[str]:
@@ -579,7 +579,7 @@ def moe_predict(run: dict, sync_s: float | None = None) -> Outcome:
         **MOE_PRECISIONS[run.get("precision", "bf16")])
     request = dataclasses.replace(resolve(inputs).request, model=model, largest_layer_params=model.largest_layer_params)
     # the row's MoE traits on the machine (resolve saw the dense stand-in built from the counts, not the experts)
-    traits = moe_traits(run.get("moe_dispatcher"), bool(run.get("moe_a2a_overlap")), None)
+    traits = moe_traits(run.get("moe_dispatcher"), bool(run.get("moe_a2a_overlap")), run.get("moe_capacity_factor"))
     if sync_s is not None and traits["moe_sync_s"]:
         traits["moe_sync_s"] = sync_s
     request = dataclasses.replace(request, machine=dataclasses.replace(request.machine, **traits))
@@ -626,6 +626,8 @@ def moe_section(show_runs: bool) -> dict:
     and the H100 rows (`heldout`: scored apart, raw and with the calibration side's scale, never fitted on)."""
     runs = json.loads((DATA / "moe_runs.json").read_text())["runs"]
     outcomes = [moe_predict(run) for run in runs]
+    dropping = [o for o in outcomes if o.run.get("token_drop")]
+    outcomes = [o for o in outcomes if not o.run.get("token_drop")]
     calibration = [o for o in outcomes if not o.run.get("heldout")]
     heldout = [o for o in outcomes if o.run.get("heldout")]
     if show_runs:
@@ -636,8 +638,13 @@ def moe_section(show_runs: bool) -> dict:
     print_summary("MoE calibration side, raw (constants from the dense calibration set)", s)
     held = summary(heldout)
     print_summary("MoE held out (Hopper), raw", held)
+    if show_runs:
+        print_runs("MoE token-drop (25.09; a diagnostic, in no summary above: capacity factor 1.0, so no host sync)",
+                   dropping)
+    print_summary("MoE token-drop (25.09), raw: the MoE layer without the dropless sync", summary(dropping))
     scored = [o for o in calibration if o.error is not None]
-    report: dict = {"raw": s, "heldout_raw": held, "runs": [_row(o) for o in outcomes]}
+    report: dict = {"raw": s, "heldout_raw": held, "token_drop_raw": summary(dropping),
+                    "runs": [_row(o) for o in outcomes + dropping]}
     loo = _sync_leave_one_out(calibration)
     if loo:
         errors = [abs(e) for e in loo.values()]

@@ -240,14 +240,17 @@ def test_dropless_alltoall_sync_is_per_moe_layer_and_the_a2a_overlap_hides_up_to
 
     from zeroplan.core.hardware import Link
     from zeroplan.core.timing.collectives import LinkTable
-    from zeroplan.core.timing.machine import MOE_DROPLESS_SYNC_PAIRS, MOE_DROPLESS_SYNC_S, Machine
+    from zeroplan.core.timing.machine import (MOE_DROPLESS_SYNC_HIDDEN_A2A, MOE_DROPLESS_SYNC_PAIRS, MOE_DROPLESS_SYNC_S,
+                                              Machine)
     from zeroplan.core.timing.step_time import FlopModel, Layout, ep_alltoall_layer_seconds, microbatch_seconds
 
     # the pairs: (dropless - token-drop step seconds) / MoE layer-micro-batch slots, from the published throughputs
     assert MOE_DROPLESS_SYNC_PAIRS["qwen3-30b-a3b dgx-b200"] == pytest.approx(
         (512 * 4096 / 8 / 9299 - 512 * 4096 / 8 / 18066) / (64 * 48), abs=5e-6)
-    assert MOE_DROPLESS_SYNC_PAIRS["qwen3-235b-a22b dgx-b200"] == pytest.approx(
-        (1024 * 4096 / 64 / 3269 - 1024 * 4096 / 64 / 4275) / ((128 + 7 / 2) * 12), abs=5e-6)
+    # the 235B pair's dropless side hid its all-to-all behind its a2a overlap; the token-drop side did not: added back
+    # (MOE_DROPLESS_SYNC_HIDDEN_A2A, recomputed from the row's layout in tests/test_benchmarks_run.py)
+    assert MOE_DROPLESS_SYNC_PAIRS["qwen3-235b-a22b dgx-b200"] - MOE_DROPLESS_SYNC_HIDDEN_A2A["qwen3-235b-a22b dgx-b200"] \
+        == pytest.approx((1024 * 4096 / 64 / 3269 - 1024 * 4096 / 64 / 4275) / ((128 + 7 / 2) * 12), abs=5e-6)
     mixtral = load_model("mixtral-8x7b")
     flops = FlopModel.from_model(mixtral)
     machine = Machine(peak_flops=989e12, hbm_bytes_per_s=3.35e12, pcie_bytes_per_s=63e9, nvme_bytes_per_s=None,

@@ -32,6 +32,7 @@ TRACE = "Trace"
 class CommOverlapChoice(str, Enum):  # core.timing.step_time.COMM_OVERLAPS' names
     BASELINE = "baseline"
     FSDP = "fsdp"
+    TORCHTITAN = "torchtitan"
     MEGATRON = "megatron"
 
 
@@ -90,8 +91,9 @@ class SearchInputs(Section):
                                     kind=float)
     comm_overlap: str | None = flag("--comm-overlap", help="Which communication the training framework hides behind "
                                     "compute: baseline (DeepSpeed, Megatron-LM without overlap options; the "
-                                    "default), fsdp (PyTorch FSDP/FSDP2 prefetch) or megatron (Megatron-Core with "
-                                    "its DP, TP and pipeline overlap options on, as NeMo runs it).", panel=TIMING,
+                                    "default), fsdp (PyTorch FSDP/FSDP2 prefetch), torchtitan (fsdp with PyTorch's "
+                                    "experimental context-parallel ring) or megatron (Megatron-Core with its DP, TP "
+                                    "and pipeline overlap options on, as NeMo runs it).", panel=TIMING,
                                     parse=one_of(CommOverlapChoice))
     attention_kernel: str | None = flag("--attention-kernel", help="The flash-attention kernel family the framework "
                                         "calls: fa1 (flash-attn 1, Triton flash attention), fa2 (flash-attn 2, torch "

@@ -239,7 +239,7 @@ def resolve(inputs: PlanInputs) -> ResolvedPlan:
     gpu = cluster.gpu
     recipe = check_fp8(inputs.step.precision, inputs.step.fp8_recipe, gpu.name, gpu.fp8_flops, gpu.supports_mxfp8)
     overlap = comm_overlap(inputs.search.comm_overlap)
-    if recipe == "tensorwise" and overlap.name == "fsdp":  # torchao enable_fsdp_float8_all_gather (tensorwise only)
+    if recipe == "tensorwise" and overlap.name in ("fsdp", "torchtitan"):  # torchao enable_fsdp_float8_all_gather (tensorwise only)
         per_param = replace(per_param, gathered=1)
     machine = Machine(peak_flops=cluster.gpu.bf16_flops, hbm_bytes_per_s=cluster.gpu.hbm_bandwidth_bytes_per_s,
                       pcie_bytes_per_s=cluster.pcie_bandwidth_bytes_per_s,
@@ -250,7 +250,7 @@ def resolve(inputs: PlanInputs) -> ResolvedPlan:
                       cpu_adam_params_per_s=cpu_rate, gpus_per_node=cluster.gpus_per_node,
                       dp_overlap=DP_OVERLAP if overlap.dp_overlap is None else overlap.dp_overlap,
                       tp_hidden=overlap.tp_hidden, tp_async=inputs.search.async_tp and not overlap.tp_hidden,
-                      pp_hidden=overlap.pp_hidden, elementwise_fused=inputs.search.torch_compile,
+                      pp_hidden=overlap.pp_hidden, elementwise_fused=inputs.search.torch_compile, cp_ring=overlap.cp_ring,
                       flash_efficiency=flash_efficiency(cluster.gpu.name,
                                                         inputs.search.attention_kernel or overlap.attention_kernel),
                       attention_kernel=inputs.search.attention_kernel or overlap.attention_kernel,
@@ -276,6 +276,11 @@ def resolve(inputs: PlanInputs) -> ResolvedPlan:
     assumptions.extend(budget_assumptions(inputs.budget, budget, inputs.units))
     assumptions.extend(model_notes(inputs, request))
     return ResolvedPlan(inputs, request, tokens, assumptions)
+
+
+CP_TORCH_NOTE = ("; context parallelism as PyTorch's experimental ring runs it (docs/formulas.md §24): keys and "
+                 "values repeated to the query heads, gathered behind the first step's kernel only, their fp32 "
+                 "gradients passed around the ring (the last send exposed), the fp32 merges at HBM bandwidth")
 
 
 def moe_traits(dispatcher: str | None, a2a_overlap: bool, capacity_factor: float | None) -> dict:
@@ -324,7 +329,8 @@ def model_notes(inputs: PlanInputs, request: SearchRequest) -> list[str]:
         f"{'; TP collectives inside a node hide behind the GEMMs' if machine.tp_hidden else ''}"
         f"{ASYNC_TP_NOTE if machine.tp_async else ''}"
         f"{COMPILE_NOTE if machine.elementwise_fused else ''}"
-        f"{'; interleaved pipeline transfers hide behind compute' if machine.pp_hidden else ''}",
+        f"{'; interleaved pipeline transfers hide behind compute' if machine.pp_hidden else ''}"
+        f"{CP_TORCH_NOTE if machine.cp_ring == 'torch' else ''}",
         f"offload: PCIe {format_rate(cluster.pcie_bandwidth_bytes_per_s)} per GPU, CPU Adam "
         f"{format_count(int(machine.cpu_adam_params_per_s))} parameters/s per node"
         f"{' (an estimate; --cpu-adam-rate)' if inputs.search.cpu_adam_rate is None else ''}",

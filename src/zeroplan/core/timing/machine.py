@@ -88,6 +88,9 @@ FLASH_MAX_SHARE.update({("blackwell_ultra", kernel): DEFAULT_FLASH_MAX_SHARE * B
 # head-dim-128 rate. Wider heads (256: 628 against 646) are taken as 128. Between 64 and 128 the share is
 # interpolated linearly in the head dim; below 64 it stays at 64's. fa1 (no measurement): fa2's.
 FLASH_HEAD_DIM_64_SHARE = {"fa1": 0.87, "fa2": 0.87, "fa3": 496 / 646}
+# FlashAttention's backward runs ~2.5x its forward's time: it recomputes the scores and runs five matmuls to the
+# forward's two (FlashAttention-2, Dao 2023, arXiv 2307.08691 §3.1.2 and Fig. 5-7: backward throughput ~0.8 of forward's)
+FLASH_BACKWARD_RATIO = 2.5
 FLASH_SHARE_OF_MAX = 0.9534  # fitted: share of the kernel's ceiling training shapes reach, forward and backward
 FLASH_SEQ_HALF = 0.0  # the sequence length at which flash attention runs at half its long-sequence rate: fitted
 # on 2026-12-01 to its lower bound (no slowdown the 2k-64k runs can see), so 0 and out of the fit
@@ -124,12 +127,21 @@ MOE_DISPATCH_COPIES = 8
 # performance summary ran the same layouts on the same DGX-B200 systems token-dropping (25.09 container) and
 # dropless (25.11), both with the alltoall dispatcher: Qwen3-30B-A3B (8 GPUs, ep 8, micro-batch 1) went from 18,066
 # to 9,299 tokens/s/GPU, 4.45 ms more per MoE layer and micro-batch (64 micro-batches x 48 layers); Qwen3-235B-A22B
-# (64 GPUs, pp 8, vp 2, ep 8, FP8-MX) from 4,275 to 3,269, 2.99 ms more (131.5 pipeline slots x 12 layers); their
-# mean is taken. (The 25.09 Qwen3-30B-A3B row names no precision; had it been BF16 against 25.11's FP8-MX, the
+# (64 GPUs, pp 8, vp 2, ep 8, FP8-MX) from 4,275 to 3,269, 2.99 ms more (131.5 pipeline slots x 12 layers). The
+# 235B pair's two sides differ by one more trait: the dropless run's recipe overlaps the all-to-all with the other
+# micro-batch's compute (Megatron-Bridge v0.2.0 QWEN3_235B_A22B_B200_FP8_CS_BASE_CONFIG moe_a2a_overlap=True) and the
+# token-drop run's does not (v0.1.0rc3 scripts/performance/run_script.py: apply_moe_token_drop, no
+# overlap_moe_expert_parallel_comm), so its difference is the sync less the all-to-all the overlap hid:
+# MOE_DROPLESS_SYNC_HIDDEN_A2A, the layout's exposed all-to-all as core.timing.step_time.ep_alltoall_layer_seconds
+# prices it (dispatch and combine, forward and backward, 4,096 tokens x 8 copies x 4,096 wide over the DGX-B200's
+# NVLink; tests/test_benchmarks_run.py recomputes it). Corrected, the two pairs agree (4.45 and 4.37 ms); their mean is taken.
+# (The 25.09 Qwen3-30B-A3B row names no precision; had it been BF16 against 25.11's FP8-MX, the
 # dropless cost would be larger, not smaller.) The flex dispatcher with HybridEP shows no such cost (Qwen3-30B-A3B on 8 GB200: 23,723 token-drop,
 # 23,766 dropless), so --moe-dispatcher hybridep pays none. Not fitted on any residual; the H100 pair of the same
 # tables (Qwen3-30B-A3B FP8-CS, 16 GPUs: 10,494 -> 5,275) shows 16 ms, far more than this: see docs/plan.md.
-MOE_DROPLESS_SYNC_PAIRS = {"qwen3-30b-a3b dgx-b200": 4.45e-3, "qwen3-235b-a22b dgx-b200": 2.99e-3}
+MOE_DROPLESS_SYNC_HIDDEN_A2A = {"qwen3-235b-a22b dgx-b200": 1.384e-3}
+MOE_DROPLESS_SYNC_PAIRS = {"qwen3-30b-a3b dgx-b200": 4.45e-3,
+                           "qwen3-235b-a22b dgx-b200": 2.99e-3 + MOE_DROPLESS_SYNC_HIDDEN_A2A["qwen3-235b-a22b dgx-b200"]}
 MOE_DROPLESS_SYNC_S = sum(MOE_DROPLESS_SYNC_PAIRS.values()) / len(MOE_DROPLESS_SYNC_PAIRS)
 LOGIT_BYTES = 12  # cross entropy over the vocabulary: fp32 logits written, read, gradient written
 DP_OVERLAP = 0.259  # share of a pass's compute that DP collectives can hide behind (fitted, see above)
@@ -202,6 +214,7 @@ class Machine:
     tp_async: bool = False  # PyTorch async TP (--async-tp): core.timing.step_time.tp_async_exposed
     elementwise_fused: bool = False  # torch.compile (--torch-compile): core.timing.step_time.elementwise_seconds
     pp_hidden: bool = False  # CommOverlap.pp_hidden
+    cp_ring: str = "p2p"  # CommOverlap.cp_ring: how context parallelism runs (core.timing.step_time.CP_RINGS)
 
     @property
     def flops_per_s(self) -> float:

@@ -33,7 +33,10 @@ ring's latency and a tree's (2·(k-1) hops in the node + 2·log2(nodes) hops acr
   PyTorch's async TP (--async-tp: what its compiler pass fuses hides behind its GEMM, tp_async_exposed).
 - CP (ring / all-gather attention): keys and values of the other cp−1 chunks gathered in forward (again in a
   full recompute), their gradients reduce-scattered in backward; hidden behind the attention core up to its
-  time.
+  time. Under PyTorch's experimental ring (the torchtitan rule, CommOverlap.cp_ring "torch", docs/formulas.md §24)
+  the keys and values are repeated to the query heads, the gather hides behind the first step's kernel only, the
+  fp32 key/value gradients travel the ring one send per step (the last exposed) and the eager fp32 merges add
+  memory-bound traffic (cp_exposed_seconds, cp_merge_seconds).
 - PP: one activation forward and one gradient backward per boundary per micro-batch (×v with interleaving),
   point to point; with tp > 1 each rank sends 1/t of it (Megatron's scatter/gather). Not overlapped, except
   under the megatron rule with interleaving (overlap_p2p_comm).
@@ -93,12 +96,39 @@ from zeroplan.core.timing.dp_offload import DpSeconds, OffloadSeconds
 from zeroplan.core.timing.flash_blocks import span_keys, span_share
 from zeroplan.core.timing.machine import (  # noqa: F401 - re-exported for callers
     ACTIVATION_ELEMENT_BYTES, ATTENTION_SCORE_BYTES, DEFAULT_CPU_ADAM_PARAMS_PER_S, DEFAULT_EFFICIENCY, DP_OVERLAP,
-    ELEMENTWISE_BYTES_PER_TOKEN_HIDDEN, FLASH_ATTENTION_EFFICIENCY, FLASH_SHARE_OF_MAX, FP8_CAST_BYTES,
+    ELEMENTWISE_BYTES_PER_TOKEN_HIDDEN, FLASH_ATTENTION_EFFICIENCY, FLASH_BACKWARD_RATIO, FLASH_SHARE_OF_MAX, FP8_CAST_BYTES,
     FP8_OTHER_AXIS_BYTES, GEMM_EPILOGUE_BYTES, GEMM_OVERHEAD_S, GEMM_ROW_TILE, GEMM_WEIGHT_BYTES, GEMM_SHARE_OF_MAX, LOGIT_BYTES,
     MAX_MATMUL_SHARE, MOE_DISPATCH_COPIES, MOE_DROPLESS_SYNC_S, Machine, check_efficiency, flash_efficiency,
     flash_head_dim_share, gemm_efficiency,
 )
 
+
+# Context parallelism's implementations (CommOverlap.cp_ring; docs/formulas.md §24):
+# - "p2p": Megatron-Core's ring (Transformer Engine's attention with cp_comm_type p2p): each step's KV exchange runs
+#   beside the previous step's attention kernel, the partial outputs merged in the kernels' epilogues.
+# - "torch": PyTorch's experimental context_parallel (torch.distributed.tensor.experimental._attention, the torch
+#   2.6 nightlies torchtitan's Dec 2024 benchmarks ran: _templated_ring_attention and its backward). Its eager
+#   bookkeeping, counted from the source as bytes moved per element of the rank's local query-side tensor (tokens/cp
+#   × w/tp; K and V have as many after the model's repeat_kv) on the busiest rank (the last CP rank: every step
+#   after the first takes the i <= rank branch, whole query, half the keys):
+#   forward, once: key/value .contiguous() (the model transposes them: read 2 + write 2, each: 8), the first
+#   output's fp32 upcast (6) and the final downcast (read 4, write 2: 6) = 20; per further step (cp-1): the K/V
+#   concatenation sent to the next rank (8), the block output's fp32 upcast (6), the _SDPAMerger update in fp32
+#   (out - block_out: 12, sigmoid(lse difference) * that: 8, out - product: 12) = 46.
+#   backward, once: key/value .contiguous() (8), fp32 zeros for dQ, dK, dV (12), the first step's dK, dV
+#   accumulation (grad += bf16 grad: read 6, write 4, each: 20), its dK/dV flatten, a copy each (zeros_like kept the
+#   transposed key's layout: read 4, write 4, each: 16), its fp32 dK/dV concatenation (16), dQ += (10) and K/V
+#   concatenation (8), the final dQ and dK/dV downcasts (6 + 12), less the K/V concatenation the last step skips (8)
+#   = 100; per further step (cp-1): _partial_update of dK and dV (the first half += bf16: 5, the torch.cat back: 8,
+#   each: 26), the fp32 dK/dV concatenation sent on (read 8, write 8: 16), dQ += the block's (10), the K/V
+#   concatenation (8) = 60.
+#   Both counts are what PyTorch's own functions move, op by op, on the last of cp ranks
+#   (tests/test_cp_ring_trace.py runs them on a fake process group and counts every aten op's bytes). Eager ops:
+#   torchtitan compiled each block with fullgraph=True, so Inductor may have fused part of them (an upper bound).
+CP_RINGS = ("p2p", "torch")
+CP_TORCH_FORWARD_BYTES = (46, 20)  # (per step after the first, once), bytes per local query-side element
+CP_TORCH_BACKWARD_BYTES = (60, 100)
+CP_TORCH_GRAD_BYTES = 4  # the dK/dV ring accumulates and sends in fp32 (_ContextParallelOptions.convert_to_f32)
 
 
 @dataclass(frozen=True)
@@ -130,7 +160,10 @@ class CommOverlap:
     A100, step time flat from 768 GPUs as if each rank's gathers ran at one 25 GB/s NIC) support; fsdp and megatron
     (2023-24 stacks, NCCL >= 2.12 with PXN) spread each ring over the k NICs, which MosaicML's FSDP tables show:
     MPT-13B without recompute at 4767-4811 tokens/s/GPU, flat from 8 to 64 H100 (llm-foundry benchmarking README),
-    where one NIC per rank would put FULL_SHARD's 3 × 25.7 GB per GPU per 0.85 s step on 50 GB/s NICs."""
+    where one NIC per rank would put FULL_SHARD's 3 × 25.7 GB per GPU per 0.85 s step on 50 GB/s NICs.
+    - torchtitan: fsdp's rule (FSDP2) with context parallelism as PyTorch's experimental context_parallel runs it
+      (cp_ring "torch": CP_RINGS, cp_exposed_seconds, cp_merge_seconds); the other rules use Megatron-Core's p2p
+      ring ("p2p"). Without cp it prices as fsdp."""
 
     name: str
     dp_overlap: float | None  # share of a pass's compute DP collectives hide behind; None: the fitted DP_OVERLAP
@@ -138,11 +171,13 @@ class CommOverlap:
     pp_hidden: bool = False  # with v > 1, pipeline transfers hide behind the other chunks' compute
     attention_kernel: str = "fa2"  # the flash-attention kernel family (core.timing.machine.flash_efficiency)
     node_rails: bool = False  # cross-node rings over every NIC of a node (core.timing.collectives.group_bandwidth)
+    cp_ring: str = "p2p"  # how context parallelism runs (CP_RINGS; cp_exposed_seconds, cp_merge_seconds)
 
 
 COMM_OVERLAPS = {rule.name: rule for rule in (
     CommOverlap("baseline", None),
     CommOverlap("fsdp", 1.0, node_rails=True),
+    CommOverlap("torchtitan", 1.0, node_rails=True, cp_ring="torch"),
     CommOverlap("megatron", 1.0, tp_hidden=True, pp_hidden=True, attention_kernel="fa3", node_rails=True),
 )}
 DEFAULT_COMM_OVERLAP = "baseline"
@@ -522,15 +557,30 @@ def layer_seconds(layout: Layout, flops: FlopModel, machine: Machine) -> tuple[f
             attention *= span_share(flops.attention_spans, layout.seq_len, machine.attention_kernel,
                                     w // max(1, flops.heads))
         attention /= flash_head_dim_share(w // max(1, flops.heads), machine.attention_kernel)
-        attention_backward = 2.5 * attention  # FlashAttention's backward recomputes the scores
+        attention_backward = FLASH_BACKWARD_RATIO * attention  # FlashAttention's backward recomputes the scores
     else:
         elements = tokens * layout.seq_len * max(1, flops.heads) / tp  # the score matrix, per GPU
         memory = elements * machine.attention_score_bytes / machine.hbm_bytes_per_s
         attention = 2 * gemm_seconds(core / 2, machine) + memory
         attention_backward = 2 * attention
     elementwise = elementwise_seconds(layout, flops, machine) + moe_dispatch_seconds(layout, flops, machine)
-    return (forward + attention + elementwise + moe_sync_seconds(flops, machine),
-            backward + attention_backward + 2 * elementwise, attention)
+    merge_forward, merge_backward = cp_merge_seconds(layout, flops, machine)
+    return (forward + attention + elementwise + merge_forward + moe_sync_seconds(flops, machine),
+            backward + attention_backward + 2 * elementwise + merge_backward, attention)
+
+
+def cp_merge_seconds(layout: Layout, flops: FlopModel, machine: Machine) -> tuple[float, float]:
+    """(forward, backward) seconds of one layer's context-parallel bookkeeping for one micro-batch, memory bound
+    at HBM bandwidth: PyTorch's ring (machine.cp_ring "torch", CP_TORCH_FORWARD_BYTES / CP_TORCH_BACKWARD_BYTES
+    per element of the rank's local query-side tensor, tokens/cp × w/tp); 0 for the p2p ring, whose merge is fused
+    into its attention kernels' epilogues (docs/formulas.md §24)."""
+    if layout.cp <= 1 or machine.cp_ring != "torch":
+        return 0.0, 0.0
+    elements = layout.micro_batch * layout.seq_len / layout.cp * flops.attention_width / layout.tp
+    steps = layout.cp - 1
+    forward = CP_TORCH_FORWARD_BYTES[0] * steps + CP_TORCH_FORWARD_BYTES[1]
+    backward = CP_TORCH_BACKWARD_BYTES[0] * steps + CP_TORCH_BACKWARD_BYTES[1]
+    return (forward * elements / machine.hbm_bytes_per_s, backward * elements / machine.hbm_bytes_per_s)
 
 
 def moe_sync_seconds(flops: FlopModel, machine: Machine) -> float:
@@ -628,7 +678,8 @@ def _stage_seconds(layout: Layout, flops: FlopModel, hidden: int, machine: Machi
         pieces = _layer_pieces(layout, flops, hidden, machine)
         if cache is not None:
             cache[key] = pieces
-    forward_layer, backward_layer, core, recompute, head_forward, head_backward, message, tp_each, gather, tp_async = pieces
+    forward_layer, backward_layer, core, recompute, head_forward, head_backward, message, tp_each, cp_exposed, tp_async \
+        = pieces
     counts = layers_per_stage(flops.layers, layout.pp)
     candidates = [(counts[0], 0.0, 0.0) if layout.pp > 1 else (counts[0], head_forward, head_backward),
                   (counts[-1], head_forward, head_backward)]
@@ -647,8 +698,7 @@ def _stage_seconds(layout: Layout, flops: FlopModel, hidden: int, machine: Machi
             comm += tp_seconds
     if layout.cp > 1:
         passes = 2 if layout.recompute == "full" else 1
-        exposed_forward = max(0.0, gather - core)
-        exposed_backward = max(0.0, gather - 2 * core)  # ReduceScatter of the key/value gradients
+        exposed_forward, exposed_backward = cp_exposed
         comm += layers * (passes * exposed_forward + exposed_backward)
     if layout.ep > 1 and flops.moe_layers:
         alltoall = ep_alltoall_layer_seconds(layout, flops, machine) * layers * flops.moe_layers / flops.layers
@@ -677,18 +727,53 @@ def _layer_pieces(layout: Layout, flops: FlopModel, hidden: int, machine: Machin
     tokens = layout.seq_len * layout.micro_batch // layout.cp
     message = tokens * hidden * ACTIVATION_ELEMENT_BYTES
     per_node = machine.gpus_per_node
-    tp_each = gather = tp_async = 0.0
+    tp_each = tp_async = 0.0
+    cp_exposed = (0.0, 0.0)
     if layout.tp > 1:
         tp_per_node = layout.tp if layout.tp_intra_node else min(per_node, max(1, layout.tp // 2))
         tp_each = collective_seconds("all_reduce", message, layout.tp, machine.links, tp_per_node)
         if machine.tp_async:
             tp_async = tp_async_exposed(layout, flops, machine, tp_each)
     if layout.cp > 1:
+        cp_exposed = cp_exposed_seconds(layout, flops, machine, core)
+    return (forward_layer, backward_layer, core, recompute, head_forward, head_backward, message, tp_each, cp_exposed,
+            tp_async)
+
+
+def cp_exposed_seconds(layout: Layout, flops: FlopModel, machine: Machine, core: float) -> tuple[float, float]:
+    """One layer's exposed context-parallel communication for one micro-batch: (each forward pass, the backward)
+    (docs/formulas.md §24). core: the attention core's forward seconds (layer_seconds). The CP ranks of a node:
+    gpus_per_node / tp when tp fits a node (torchtitan's and Megatron's meshes put tp innermost, cp next), else 1.
+    - "p2p" (machine.cp_ring; Megatron-Core's ring, the default): the keys and values of the other cp−1 chunks
+      (kv heads, 16-bit) gathered in forward, hidden behind up to the whole attention core; their gradients
+      reduce-scattered in backward, hidden behind up to twice the core.
+    - "torch" (PyTorch's experimental context_parallel as torchtitan ran it; CP_RINGS): the model repeats K and V
+      to the query heads before SDPA, so the exchange carries w/tp wide keys and values, not the kv heads; the
+      default "allgather" rotation gathers them once and waits for the whole buffer before the second step's kernel,
+      so the gather hides behind the first (local, causal) step only: 1/cp of the core (forward, and again in the
+      backward, which re-gathers the keys and values, behind 1/cp of the backward core); the backward passes the
+      accumulated dK, dV around the ring in fp32 (convert_to_f32), one point-to-point send per step (all-to-all
+      with one peer, ft_c.permute_tensor), each hidden behind the next step's backward kernel and the last one
+      waited after the loop, exposed whole."""
+    per_node = machine.gpus_per_node
+    cp_per_node = max(1, per_node // layout.tp) if layout.tp <= per_node else 1
+    if machine.cp_ring != "torch":
         kv_bytes = layout.seq_len * layout.micro_batch * 2 * (flops.kv_width or flops.attention_width) / layout.tp \
             * ACTIVATION_ELEMENT_BYTES
-        cp_per_node = max(1, per_node // layout.tp) if layout.tp <= per_node else 1
         gather = collective_seconds("all_gather", kv_bytes, layout.cp, machine.links, cp_per_node)
-    return forward_layer, backward_layer, core, recompute, head_forward, head_backward, message, tp_each, gather, tp_async
+        return max(0.0, gather - core), max(0.0, gather - 2 * core)
+    local = layout.seq_len * layout.micro_batch / layout.cp * flops.attention_width / layout.tp  # elements
+    gather = collective_seconds("all_gather", layout.cp * 2 * local * ACTIVATION_ELEMENT_BYTES, layout.cp,
+                                machine.links, cp_per_node)
+    step_forward = core / layout.cp
+    step_backward = FLASH_BACKWARD_RATIO * step_forward
+    grads = 2 * local * CP_TORCH_GRAD_BYTES
+    across = layout.cp > cp_per_node  # the ring's next rank sits in another node somewhere along it
+    send = collective_seconds(ALL_TO_ALL, grads, layout.cp, machine.links, cp_per_node,
+                              split=(0.0, grads) if across else (grads, 0.0))
+    forward = max(0.0, gather - step_forward)
+    backward = (max(0.0, gather - step_backward) + (layout.cp - 1) * max(0.0, send - step_backward) + send)
+    return forward, backward
 
 
 
