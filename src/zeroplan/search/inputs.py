@@ -251,6 +251,7 @@ def resolve(inputs: PlanInputs) -> ResolvedPlan:
                       dp_overlap=DP_OVERLAP if overlap.dp_overlap is None else overlap.dp_overlap,
                       tp_hidden=overlap.tp_hidden, tp_async=inputs.search.async_tp and not overlap.tp_hidden,
                       pp_hidden=overlap.pp_hidden, elementwise_fused=inputs.search.torch_compile, cp_ring=overlap.cp_ring,
+                      eager_block=overlap.eager_block,
                       flash_efficiency=flash_efficiency(cluster.gpu.name,
                                                         inputs.search.attention_kernel or overlap.attention_kernel),
                       attention_kernel=inputs.search.attention_kernel or overlap.attention_kernel,

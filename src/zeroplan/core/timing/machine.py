@@ -111,6 +111,24 @@ FP8_OTHER_AXIS_BYTES = {"tensorwise": 2.0, "rowwise": 5.0, "mxfp8": 3 + 1 / 32}
 # Element-wise traffic: Korthikanti et al.'s stored activation bytes per layer (34·s·b·h, 10 of them not split
 # by tp without sequence parallelism), each written once and read once.
 ELEMENTWISE_BYTES_PER_TOKEN_HIDDEN = 68
+# torchtitan's eager Llama block (torchtitan/models/llama3/model.py at e7c0cae, June 2025; the 2024 runs' code is the
+# same): bytes its non-GEMM, non-attention-kernel ops read and write per token, forward and backward, counted op by op
+# from the aten ops torch runs (tests/test_torchtitan_eager_trace.py; docs/formulas.md §25). Per token, by the width
+# each op runs on: h the residual stream, w the query width, kv the key/value width, f the MLP's hidden size.
+# - "stream" (h, split by tp only under sequence parallelism): the two nn.RMSNorm, whose composite kernel upcasts to
+#   fp32 (x.float() 6, pow 8, mean 4, x·rsqrt 8, ·weight 8, downcast 6: 40 each) and the two residual adds (6 each):
+#   92 forward; backward the norms' autograd in fp32 (104 each) and the residual gradients' sums (6 each): 220.
+# - "input_grads" (h, backward, never split: each rank sums its column-parallel GEMMs' input gradients over the whole
+#   hidden width): the sums of the q/k/v (2) and gate/up (1) input gradients, 6 each: 18.
+# - "rope" (w and kv): apply_rotary_emb's complex multiply in fp32: upcast 6, multiply 8, downcast 6 = 20 per element
+#   of q and of k, forward and backward.
+# - "repeat_kv" (w and kv, grouped-query attention only): the expand+reshape copy of K and V (read kv, write w, 2
+#   bytes each: 2·w + 2·kv per tensor); backward the sum back over the repeats (the same bytes).
+# - "mlp" (f): silu (4) and its product with the up projection (6) = 10 forward; backward 18 (two products and
+#   silu_backward).
+# The flash kernel's output needs no .contiguous() copy (it is stored in the layout the model transposes it to).
+TORCHTITAN_EAGER_BYTES = {"stream": (92, 220), "input_grads": (0, 18), "rope": (20, 20), "repeat_kv": (4, 4),
+                          "mlp": (10, 18)}
 # MoE token handling (not fitted: counted from Megatron-Core's MoEAlltoAllTokenDispatcher, token_dispatcher.py, and
 # moe_utils.permute/unpermute/sort_chunks_by_idxs): a routed token's hidden vector is read and written by the permute
 # before the dispatch all-to-all, the sort into local-expert order after it, the unsort before the combine
@@ -215,6 +233,7 @@ class Machine:
     elementwise_fused: bool = False  # torch.compile (--torch-compile): core.timing.step_time.elementwise_seconds
     pp_hidden: bool = False  # CommOverlap.pp_hidden
     cp_ring: str = "p2p"  # CommOverlap.cp_ring: how context parallelism runs (core.timing.step_time.CP_RINGS)
+    eager_block: str = "korthikanti"  # CommOverlap.eager_block: the eager element-wise count (ELEMENTWISE_BLOCKS)
 
     @property
     def flops_per_s(self) -> float:

@@ -98,7 +98,7 @@ from zeroplan.core.timing.machine import (  # noqa: F401 - re-exported for calle
     ACTIVATION_ELEMENT_BYTES, ATTENTION_SCORE_BYTES, DEFAULT_CPU_ADAM_PARAMS_PER_S, DEFAULT_EFFICIENCY, DP_OVERLAP,
     ELEMENTWISE_BYTES_PER_TOKEN_HIDDEN, FLASH_ATTENTION_EFFICIENCY, FLASH_BACKWARD_RATIO, FLASH_SHARE_OF_MAX, FP8_CAST_BYTES,
     FP8_OTHER_AXIS_BYTES, GEMM_EPILOGUE_BYTES, GEMM_OVERHEAD_S, GEMM_ROW_TILE, GEMM_WEIGHT_BYTES, GEMM_SHARE_OF_MAX, LOGIT_BYTES,
-    MAX_MATMUL_SHARE, MOE_DISPATCH_COPIES, MOE_DROPLESS_SYNC_S, Machine, check_efficiency, flash_efficiency,
+    MAX_MATMUL_SHARE, MOE_DISPATCH_COPIES, MOE_DROPLESS_SYNC_S, TORCHTITAN_EAGER_BYTES, Machine, check_efficiency, flash_efficiency,
     flash_head_dim_share, gemm_efficiency,
 )
 
@@ -126,6 +126,12 @@ from zeroplan.core.timing.machine import (  # noqa: F401 - re-exported for calle
 #   (tests/test_cp_ring_trace.py runs them on a fake process group and counts every aten op's bytes). Eager ops:
 #   torchtitan compiled each block with fullgraph=True, so Inductor may have fused part of them (an upper bound).
 CP_RINGS = ("p2p", "torch")
+# The element-wise count of an eager (uncompiled) layer (CommOverlap.eager_block; elementwise_seconds):
+# - "korthikanti": Korthikanti et al.'s stored activations, each written and read (ELEMENTWISE_BYTES_PER_TOKEN_HIDDEN;
+#   fitted frameworks: Megatron's fused kernels, DeepSpeed, llm-foundry);
+# - "torchtitan": torchtitan's Llama block op by op (core.timing.machine TORCHTITAN_EAGER_BYTES, docs/formulas.md §25)
+#   for a dense gated (SwiGLU) layer; other layers keep Korthikanti's count.
+ELEMENTWISE_BLOCKS = ("korthikanti", "torchtitan")
 CP_TORCH_FORWARD_BYTES = (46, 20)  # (per step after the first, once), bytes per local query-side element
 CP_TORCH_BACKWARD_BYTES = (60, 100)
 CP_TORCH_GRAD_BYTES = 4  # the dK/dV ring accumulates and sends in fp32 (_ContextParallelOptions.convert_to_f32)
@@ -163,7 +169,8 @@ class CommOverlap:
     where one NIC per rank would put FULL_SHARD's 3 × 25.7 GB per GPU per 0.85 s step on 50 GB/s NICs.
     - torchtitan: fsdp's rule (FSDP2) with context parallelism as PyTorch's experimental context_parallel runs it
       (cp_ring "torch": CP_RINGS, cp_exposed_seconds, cp_merge_seconds); the other rules use Megatron-Core's p2p
-      ring ("p2p"). Without cp it prices as fsdp."""
+      ring ("p2p"). Without cp it prices as fsdp, except its eager element-wise work (eager_block "torchtitan",
+      ELEMENTWISE_BLOCKS: torchtitan's own Llama block, whose norms and rotary embedding run unfused in fp32)."""
 
     name: str
     dp_overlap: float | None  # share of a pass's compute DP collectives hide behind; None: the fitted DP_OVERLAP
@@ -172,12 +179,13 @@ class CommOverlap:
     attention_kernel: str = "fa2"  # the flash-attention kernel family (core.timing.machine.flash_efficiency)
     node_rails: bool = False  # cross-node rings over every NIC of a node (core.timing.collectives.group_bandwidth)
     cp_ring: str = "p2p"  # how context parallelism runs (CP_RINGS; cp_exposed_seconds, cp_merge_seconds)
+    eager_block: str = "korthikanti"  # the eager element-wise count (ELEMENTWISE_BLOCKS; elementwise_seconds)
 
 
 COMM_OVERLAPS = {rule.name: rule for rule in (
     CommOverlap("baseline", None),
     CommOverlap("fsdp", 1.0, node_rails=True),
-    CommOverlap("torchtitan", 1.0, node_rails=True, cp_ring="torch"),
+    CommOverlap("torchtitan", 1.0, node_rails=True, cp_ring="torch", eager_block="torchtitan"),
     CommOverlap("megatron", 1.0, tp_hidden=True, pp_hidden=True, attention_kernel="fa3", node_rails=True),
 )}
 DEFAULT_COMM_OVERLAP = "baseline"
@@ -563,10 +571,12 @@ def layer_seconds(layout: Layout, flops: FlopModel, machine: Machine) -> tuple[f
         memory = elements * machine.attention_score_bytes / machine.hbm_bytes_per_s
         attention = 2 * gemm_seconds(core / 2, machine) + memory
         attention_backward = 2 * attention
-    elementwise = elementwise_seconds(layout, flops, machine) + moe_dispatch_seconds(layout, flops, machine)
+    dispatch = moe_dispatch_seconds(layout, flops, machine)
+    elementwise = elementwise_seconds(layout, flops, machine) + dispatch
+    elementwise_backward = elementwise_seconds(layout, flops, machine, backward=True) + 2 * dispatch
     merge_forward, merge_backward = cp_merge_seconds(layout, flops, machine)
     return (forward + attention + elementwise + merge_forward + moe_sync_seconds(flops, machine),
-            backward + attention_backward + 2 * elementwise + merge_backward, attention)
+            backward + attention_backward + elementwise_backward + merge_backward, attention)
 
 
 def cp_merge_seconds(layout: Layout, flops: FlopModel, machine: Machine) -> tuple[float, float]:
@@ -606,18 +616,41 @@ def moe_dispatch_seconds(layout: Layout, flops: FlopModel, machine: Machine) -> 
     return elements * ACTIVATION_ELEMENT_BYTES / machine.hbm_bytes_per_s * flops.moe_layers / flops.layers
 
 
-def elementwise_seconds(layout: Layout, flops: FlopModel, machine: Machine) -> float:
-    """One layer's element-wise forward work (norms, activations, dropout, residuals) for one micro-batch, at HBM
-    bandwidth: what op-level selective checkpointing ("selective-op") recomputes in backward besides every second
-    linear GEMM (op_sac_recompute_shapes). Eager frameworks:
-    ELEMENTWISE_BYTES_PER_TOKEN_HIDDEN per token × hidden, split over tp as Korthikanti's activation terms are.
-    Compiled (--torch-compile, machine.elementwise_fused): fused_elementwise_elements per token, 16-bit."""
+def elementwise_seconds(layout: Layout, flops: FlopModel, machine: Machine, backward: bool = False) -> float:
+    """One layer's element-wise work (norms, activations, dropout, residuals) for one micro-batch, at HBM bandwidth,
+    forward (what op-level selective checkpointing, "selective-op", recomputes in backward besides every second
+    linear GEMM: op_sac_recompute_shapes) or, with backward, its backward. Eager frameworks (machine.eager_block,
+    ELEMENTWISE_BLOCKS): ELEMENTWISE_BYTES_PER_TOKEN_HIDDEN per token × hidden, split over tp as Korthikanti's
+    activation terms are, twice that backward; torchtitan's Llama block: torchtitan_eager_bytes per token.
+    Compiled (--torch-compile, machine.elementwise_fused): fused_elementwise_elements per token, 16-bit, twice that
+    backward."""
     tokens = layout.micro_batch * layout.seq_len / layout.cp
+    passes = 2 if backward else 1
     if machine.elementwise_fused:
         elements = fused_elementwise_elements(layout, flops)
-        return elements * ACTIVATION_ELEMENT_BYTES * tokens / machine.hbm_bytes_per_s
+        return passes * elements * ACTIVATION_ELEMENT_BYTES * tokens / machine.hbm_bytes_per_s
+    if machine.eager_block == "torchtitan" and flops.gated and not flops.moe_layers:
+        return torchtitan_eager_bytes(layout, flops, backward) * tokens / machine.hbm_bytes_per_s
     split = 34 / layout.tp if layout.sequence_parallel else 10 + 24 / layout.tp
-    return ELEMENTWISE_BYTES_PER_TOKEN_HIDDEN / 34 * split * tokens * flops.hidden / machine.hbm_bytes_per_s
+    return passes * ELEMENTWISE_BYTES_PER_TOKEN_HIDDEN / 34 * split * tokens * flops.hidden / machine.hbm_bytes_per_s
+
+
+def torchtitan_eager_bytes(layout: Layout, flops: FlopModel, backward: bool = False) -> float:
+    """Bytes per token torchtitan's eager Llama block moves outside its GEMMs and attention kernel, forward or backward
+    (core.timing.machine TORCHTITAN_EAGER_BYTES, counted from its aten ops: docs/formulas.md §25): the residual
+    stream's norms and adds on h (÷tp under sequence parallelism), the input-gradient sums on h (backward), the
+    rotary embedding on the query and key widths, grouped-query attention's repeat_kv copies, the SwiGLU activation on
+    f; everything but the stream's and the input-gradient sums' split over tp."""
+    i = 1 if backward else 0
+    h, w = flops.hidden, flops.attention_width
+    kv, f = flops.kv_width or w, flops.ffn or 4 * h
+    tp = layout.tp
+    stream = TORCHTITAN_EAGER_BYTES["stream"][i] * h / (tp if layout.sequence_parallel else 1)
+    heads = TORCHTITAN_EAGER_BYTES["rope"][i] * (w + kv)
+    if kv < w:
+        heads += TORCHTITAN_EAGER_BYTES["repeat_kv"][i] * (w + kv)
+    heads += TORCHTITAN_EAGER_BYTES["mlp"][i] * f
+    return stream + TORCHTITAN_EAGER_BYTES["input_grads"][i] * h + heads / tp
 
 
 def fused_elementwise_elements(layout: Layout, flops: FlopModel) -> float:

@@ -1,0 +1,171 @@
+"""torchtitan's eager Llama block (--comm-overlap torchtitan without --torch-compile), checked against the model's own
+code: its TransformerBlock (torchtitan/models/llama3/model.py at e7c0cae, June 2025, the commit of the Trainy H200 runs;
+the 2024 runs' block is the same) runs forward and backward on meta tensors, with a stand-in for the SDPA kernel, and
+every aten op outside its GEMMs is counted by the bytes it reads and writes. Those counts are the step time's
+TORCHTITAN_EAGER_BYTES (core.timing.step_time.torchtitan_eager_bytes, docs/formulas.md §25)."""
+
+from __future__ import annotations
+
+import pytest
+
+from zeroplan.core.timing.machine import TORCHTITAN_EAGER_BYTES
+from zeroplan.core.timing.step_time import (
+    COMM_OVERLAPS, FlopModel, Layout, elementwise_seconds, torchtitan_eager_bytes,
+)
+
+
+def _block_bytes(hidden: int, heads: int, kv_heads: int, ffn: int, tokens: int = 256) -> tuple[float, float]:
+    """(forward, backward) bytes per token torchtitan's block moves outside its GEMMs and its attention kernel."""
+    torch = pytest.importorskip("torch")
+    nn, F = torch.nn, torch.nn.functional
+    from torch.utils._python_dispatch import TorchDispatchMode
+    from torch.utils._pytree import tree_leaves
+
+    head_dim = hidden // heads
+
+    def apply_rotary_emb(xq, xk, freqs_cis):  # torchtitan's, verbatim but for reshape_for_broadcast inlined
+        xq_ = torch.view_as_complex(xq.float().reshape(*xq.shape[:-1], -1, 2))
+        xk_ = torch.view_as_complex(xk.float().reshape(*xk.shape[:-1], -1, 2))
+        shape = [d if i == 1 or i == xq_.ndim - 1 else 1 for i, d in enumerate(xq_.shape)]
+        freqs_cis = freqs_cis[0:xq.shape[1]].view(*shape)
+        xq_out = torch.view_as_real(xq_ * freqs_cis).flatten(3)
+        xk_out = torch.view_as_real(xk_ * freqs_cis).flatten(3)
+        return xq_out.type_as(xq), xk_out.type_as(xk)
+
+    def repeat_kv(x, n_rep):
+        bs, slen, n_kv_heads, dim = x.shape
+        if n_rep == 1:
+            return x
+        return torch.unsqueeze(x, dim=3).expand(bs, slen, n_kv_heads, n_rep, dim).reshape(
+            bs, slen, n_kv_heads * n_rep, dim)
+
+    class Kernel(torch.autograd.Function):  # SDPA's flash kernel, priced as attention, not counted here
+        @staticmethod
+        def forward(ctx, q, k, v):
+            ctx.save_for_backward(q, k, v)
+            return torch.empty_like(q)  # FlashAttention stores its output (b, s, heads, d): as q before transpose
+
+        @staticmethod
+        def backward(ctx, grad):
+            q, k, v = ctx.saved_tensors
+            return torch.empty_like(q), torch.empty_like(k), torch.empty_like(v)
+
+    class Block(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.wq = nn.Linear(hidden, heads * head_dim, bias=False)
+            self.wk = nn.Linear(hidden, kv_heads * head_dim, bias=False)
+            self.wv = nn.Linear(hidden, kv_heads * head_dim, bias=False)
+            self.wo = nn.Linear(heads * head_dim, hidden, bias=False)
+            self.w1 = nn.Linear(hidden, ffn, bias=False)
+            self.w2 = nn.Linear(ffn, hidden, bias=False)
+            self.w3 = nn.Linear(hidden, ffn, bias=False)
+            self.attention_norm = nn.RMSNorm(hidden, eps=1e-5)
+            self.ffn_norm = nn.RMSNorm(hidden, eps=1e-5)
+
+        def attention(self, x, freqs_cis):
+            bs, seqlen, _ = x.shape
+            xq, xk, xv = self.wq(x), self.wk(x), self.wv(x)
+            xq = xq.view(bs, seqlen, -1, head_dim)
+            xk = xk.view(bs, seqlen, -1, head_dim)
+            xv = xv.view(bs, seqlen, -1, head_dim)
+            xq, xk = apply_rotary_emb(xq, xk, freqs_cis=freqs_cis)
+            keys, values = repeat_kv(xk, heads // kv_heads), repeat_kv(xv, heads // kv_heads)
+            output = Kernel.apply(xq.transpose(1, 2), keys.transpose(1, 2), values.transpose(1, 2))
+            output = output.transpose(1, 2).contiguous().view(bs, seqlen, -1)
+            return self.wo(output)
+
+        def forward(self, x, freqs_cis):
+            h = x + self.attention(self.attention_norm(x), freqs_cis)
+            return h + self.feed_forward(self.ffn_norm(h))
+
+        def feed_forward(self, x):
+            return self.w2(F.silu(self.w1(x)) * self.w3(x))
+
+    gemms = {torch.ops.aten.mm.default, torch.ops.aten.addmm.default, torch.ops.aten.bmm.default}
+    views = {torch.ops.aten._unsafe_view.default, torch.ops.aten.empty_like.default}
+    small = tokens * head_dim  # per-token scalars (the norms' mean and rsqrt), the rotary table, the norms' weights
+
+    def touched(t) -> int:  # an expanded tensor is read once, not once per repeat
+        n = 1
+        for size, stride in zip(t.shape, t.stride()):
+            n *= size if stride else 1
+        return n * t.element_size()
+
+    class Count(TorchDispatchMode):
+        def __init__(self):
+            super().__init__()
+            self.bytes = 0
+
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            kwargs = kwargs or {}
+            out = func(*args, **kwargs)
+            returns = func._schema.returns
+            if func in gemms or func in views or all(r.alias_info is not None and not r.alias_info.is_write
+                                                     for r in returns):
+                return out
+            self.bytes += sum(touched(t) for t in tree_leaves((args, kwargs, out))
+                              if isinstance(t, torch.Tensor) and t.numel() >= small)
+            return out
+
+    with torch.device("meta"):
+        block = Block().to(dtype=torch.bfloat16)  # FSDP2's param_dtype: the block runs in bf16
+    x = torch.empty(1, tokens, hidden, device="meta", dtype=torch.bfloat16, requires_grad=True)
+    freqs = torch.empty(tokens, head_dim // 2, device="meta", dtype=torch.complex64)
+    with Count() as forward:
+        y = block(x, freqs)
+    with Count() as backward:
+        y.backward(torch.empty_like(y))
+    return forward.bytes / tokens, backward.bytes / tokens
+
+
+def _flops(hidden: int, heads: int, kv_heads: int, ffn: int) -> FlopModel:
+    head_dim = hidden // heads
+    return FlopModel(params=0, layer_params=0, layers=1, hidden=hidden, attention_width=heads * head_dim,
+                     kv_width=kv_heads * head_dim, ffn=ffn, gated=True)
+
+
+def _layout(tp: int = 1, sequence_parallel: bool = False) -> Layout:
+    return Layout(dp=1, tp=tp, pp=1, virtual_stages=1, seq_len=4096, micro_batch=1, grad_accum=1, recompute="none",
+                  sequence_parallel=sequence_parallel, tp_intra_node=True, dp_intra_node=True, pp_intra_node=True)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("shape", [(4096, 32, 8, 14336), (5120, 40, 40, 13824), (8192, 64, 8, 28672),
+                                   (1024, 8, 2, 2816)],
+                         ids=["llama3-8b", "llama2-13b", "llama3-70b", "gqa-small"])
+def test_torchtitan_block_bytes_match_the_ops_torch_runs(shape):
+    forward, backward = _block_bytes(*shape)
+    flops = _flops(*shape)
+    # within 1e-4: a few bytes per token of per-token scalars (the norms' backward) are left out of the constants
+    assert torchtitan_eager_bytes(_layout(), flops) == pytest.approx(forward, rel=1e-4)
+    assert torchtitan_eager_bytes(_layout(), flops, backward=True) == pytest.approx(backward, rel=1e-4)
+
+
+def test_torchtitan_block_moves_more_than_korthikanti_count():
+    """Llama 3 8B: 157·h forward, 331·h backward per token against the fitted frameworks' 68·h and 136·h."""
+    flops = _flops(4096, 32, 8, 14336)
+    assert torchtitan_eager_bytes(_layout(), flops) / 4096 == pytest.approx(157, abs=0.5)
+    assert torchtitan_eager_bytes(_layout(), flops, backward=True) / 4096 == pytest.approx(331.25, abs=0.5)
+    assert set(TORCHTITAN_EAGER_BYTES) == {"stream", "input_grads", "rope", "repeat_kv", "mlp"}
+
+
+def test_only_the_torchtitan_rule_and_only_eager_prices_it():
+    from dataclasses import replace
+    from zeroplan.core.hardware import Link
+    from zeroplan.core.timing.collectives import LinkTable
+    from zeroplan.core.timing.machine import Machine
+    link = Link(100_000_000_000, 1e-6)
+    base = Machine(1e15, 3.35e12, 50e9, None, LinkTable(link, link))
+    titan = replace(base, eager_block=COMM_OVERLAPS["torchtitan"].eager_block)
+    assert COMM_OVERLAPS["fsdp"].eager_block == "korthikanti"
+    flops, layout = _flops(4096, 32, 8, 14336), _layout()
+    tokens = 4096
+    assert elementwise_seconds(layout, flops, titan) == pytest.approx(
+        torchtitan_eager_bytes(layout, flops) * tokens / 3.35e12)
+    assert elementwise_seconds(layout, flops, titan, backward=True) > 2 * elementwise_seconds(layout, flops, base)
+    compiled = replace(titan, elementwise_fused=True)
+    assert elementwise_seconds(layout, flops, compiled) == elementwise_seconds(
+        layout, flops, replace(base, elementwise_fused=True))
+    ungated = replace(flops, gated=False)  # not torchtitan's SwiGLU block: Korthikanti's count
+    assert elementwise_seconds(layout, ungated, titan) == elementwise_seconds(layout, ungated, base)
