@@ -92,7 +92,8 @@ class SearchInputs(Section):
     comm_overlap: str | None = flag("--comm-overlap", help="Which communication the training framework hides behind "
                                     "compute: baseline (DeepSpeed, Megatron-LM without overlap options; the "
                                     "default), fsdp (PyTorch FSDP/FSDP2 prefetch), torchtitan (fsdp with PyTorch's "
-                                    "experimental context-parallel ring) or megatron (Megatron-Core with its DP, TP "
+                                    "experimental context-parallel ring and torchtitan's unfused eager Llama block) "
+                                    "or megatron (Megatron-Core with its DP, TP "
                                     "and pipeline overlap options on, as NeMo runs it).", panel=TIMING,
                                     parse=one_of(CommOverlapChoice))
     attention_kernel: str | None = flag("--attention-kernel", help="The flash-attention kernel family the framework "
