@@ -282,3 +282,15 @@ def test_judge_runs_are_new_and_each_is_scored_or_refused_with_its_reason(capsys
     out = capsys.readouterr().out
     assert ("judge, preset hardware" in out) == bool(neighbours)
     assert ("judge preset hardware" in report) == bool(neighbours)
+
+
+def test_a_held_out_headline_row_assumes_no_figure_the_step_needs():
+    """The headline is tier A: every figure the step needs published. A row that lists what it had to assume
+    (`missing`: an unpublished peak, an unstated batch) is scored in "held-out rest", never in the headline."""
+    runs = _load("published_runs")
+    held_out = runs.load("heldout")
+    headline = [run for run in held_out if run["headline"]]
+    assert headline and all(run["tier"] == "A" for run in headline)
+    assert [run["id"] for run in headline if run.get("missing")] == []
+    grand_teton = [run for run in held_out if run["gpu"] == "h100-96g-500w"]
+    assert grand_teton and not any(run["headline"] for run in grand_teton)  # their tensor peak is an estimate
