@@ -593,6 +593,46 @@ def moe_predict(run: dict, sync_s: float | None = None) -> Outcome:
                    model.params)
 
 
+def moe_counts(run: dict) -> tuple[int, int]:
+    """(layers, routed experts) of a MoE row's model: its shape fields or the config.json it names."""
+    if "shape" in run:
+        return run["shape"]["layers"], run["shape"]["experts"]
+    from zeroplan.inputs.training import load_model
+
+    shape = load_model(str(Path(__file__).resolve().parents[1] / "tests" / "configs" / "models" / run["config"])).shape
+    return shape.layers, shape.experts
+
+
+def moe_layer_times(o: Outcome) -> dict[str, float] | None:
+    """One MoE row's step per layer and micro-batch, in seconds: the published and predicted steps and the priced
+    compute and exposed TP/EP communication (StepTime.compute, .tp_comm) divided by the micro-batches one rank runs
+    (global batch / (dp x micro-batch)) times the layers of the average stage (layers / pp). The gap is what a cost
+    per layer and micro-batch would have to add; a host-bound layer (its launches slower than its kernels) would
+    run at max(priced, host time) instead, so it can only close a gap where the priced time is below the published
+    one and never below another row's published time for the same launch sequence (docs/plan.md, MoE section)."""
+    if o.predicted is None or o.published is None or o.plan is None:
+        return None
+    run, layout = o.run, o.run["layout"]
+    dp = run["gpus"] // (layout["tp"] * layout["pp"] * layout["cp"])
+    micro_batches = run["global_batch"] // (dp * run["micro_batch"])
+    count = micro_batches * moe_counts(run)[0] / layout["pp"]
+    time = o.plan.time
+    return {"published": o.published / count, "predicted": o.predicted / count,
+            "priced": (time.compute + time.tp_comm) / count, "gap": (o.published - o.predicted) / count}
+
+
+def print_layer_gaps(title: str, outcomes: list[Outcome]) -> None:
+    print(f"\n{title}")
+    print(f"{'run':<52} {'published':>9} {'predicted':>9} {'priced':>7} {'gap':>6}  experts per rank, micro-batch")
+    for o in outcomes:
+        times = moe_layer_times(o)
+        if times is None:
+            continue
+        local = moe_counts(o.run)[1] // o.run["layout"]["ep"]
+        print(f"{o.run['id'][:52]:<52} {1e3 * times['published']:9.2f} {1e3 * times['predicted']:9.2f} "
+              f"{1e3 * times['priced']:7.2f} {1e3 * times['gap']:6.2f}  {local}, {o.run['micro_batch']}")
+
+
 def _scale_errors(ratios: list[float]) -> tuple[list[float], list[float]]:
     """|ln| errors after one common scale k (the median of ln(published/predicted), which minimises the mean
     |ln|): fitted on all runs (in-sample) and, for each run, on the others (leave-one-out)."""
@@ -642,6 +682,9 @@ def moe_section(show_runs: bool) -> dict:
         print_runs("MoE token-drop (25.09; a diagnostic, in no summary above: capacity factor 1.0, so no host sync)",
                    dropping)
     print_summary("MoE token-drop (25.09), raw: the MoE layer without the dropless sync", summary(dropping))
+    if show_runs:
+        print_layer_gaps("MoE token-drop, per layer and micro-batch (step / (micro-batches x layers per stage)), ms",
+                         dropping)
     scored = [o for o in calibration if o.error is not None]
     report: dict = {"raw": s, "heldout_raw": held, "token_drop_raw": summary(dropping),
                     "runs": [_row(o) for o in outcomes + dropping]}

@@ -175,6 +175,25 @@ def test_token_drop_moe_rows_are_priced_without_the_host_sync_and_kept_out_of_th
     assert counted == sum(1 for run in rows if not run.get("token_drop")) == len(rows) - 6
 
 
+def test_token_drop_rows_per_layer_times_rule_out_a_host_bound_moe_layer():
+    """moe_layer_times: a row's step per layer and micro-batch (the 25.09 table's tokens/s/GPU → step, over 64
+    micro-batches of 1 × 48 layers for Qwen3-30B-A3B on 8 DGX-B200, 128 × 94/8 for Qwen3-235B-A22B on 64). The two
+    B200 token-drop rows launch the same kernels per layer and micro-batch (FP8 per-tensor, EP 8: 16 local experts,
+    tp 1, micro-batch 1, no CUDA graphs, no host sync), so a host-bound layer, max(priced, host time), would need one
+    host time above the 235B row's priced 7.8-8.0 ms and below the 30B row's published 4.7 ms: none exists, and the
+    235B row still misses 2.6 ms (docs/plan.md, MoE section: the host-launch test)."""
+    runs = _load("published_runs")
+    rows = {run["id"]: run for run in runs.load("moe")}
+    small = runs.moe_layer_times(runs.moe_predict(rows["mbridge_2509_b200_qwen3_30b_tokendrop"]))
+    large = runs.moe_layer_times(runs.moe_predict(rows["mbridge_2509_b200_qwen3_235b_tokendrop"]))
+    assert math.isclose(small["published"], 512 * 4096 / (18066 * 8) / (64 * 48), rel_tol=1e-9)
+    assert math.isclose(large["published"], 1024 * 4096 / (rows["mbridge_2509_b200_qwen3_235b_tokendrop"]
+                                                          ["tokens_per_s_per_gpu"] * 64) / (128 * 94 / 8), rel_tol=1e-9)
+    assert small["priced"] <= small["predicted"] and math.isclose(small["gap"], small["published"] - small["predicted"])
+    assert large["predicted"] > small["published"]  # the 235B layer is priced above any host time the 30B row allows
+    assert large["gap"] > 0.002  # yet it is 2.6 ms short: not a host-bound layer
+
+
 def test_the_235b_sync_pair_adds_back_the_all_to_all_its_dropless_side_hid(monkeypatch):
     """core.timing.machine MOE_DROPLESS_SYNC_HIDDEN_A2A: the Qwen3-235B-A22B B200 pair's dropless row overlaps its
     all-to-all (moe_a2a_overlap) and its token-drop row does not, so the measured difference is the sync less that
@@ -263,3 +282,15 @@ def test_judge_runs_are_new_and_each_is_scored_or_refused_with_its_reason(capsys
     out = capsys.readouterr().out
     assert ("judge, preset hardware" in out) == bool(neighbours)
     assert ("judge preset hardware" in report) == bool(neighbours)
+
+
+def test_a_held_out_headline_row_assumes_no_figure_the_step_needs():
+    """The headline is tier A: every figure the step needs published. A row that lists what it had to assume
+    (`missing`: an unpublished peak, an unstated batch) is scored in "held-out rest", never in the headline."""
+    runs = _load("published_runs")
+    held_out = runs.load("heldout")
+    headline = [run for run in held_out if run["headline"]]
+    assert headline and all(run["tier"] == "A" for run in headline)
+    assert [run["id"] for run in headline if run.get("missing")] == []
+    grand_teton = [run for run in held_out if run["gpu"] == "h100-96g-500w"]
+    assert grand_teton and not any(run["headline"] for run in grand_teton)  # their tensor peak is an estimate
