@@ -316,6 +316,9 @@ def test_flash_attention_ceiling_follows_gpu_and_kernel():
 def test_gemm_efficiency_per_gpu_from_measured_maxima():
     assert gemm_efficiency("a100-80g") > gemm_efficiency("h100-80g") > 0.5
     assert gemm_efficiency("a100-40g") == gemm_efficiency("a100-80g")
+    # stas00/ml-engineering's MAMF table: H100 SXM 794.5 of 989 ("H200 is the same"), GH200 (900 W) 828.6 of 989
+    assert gemm_efficiency("h200-141g") == gemm_efficiency("h100-80g")
+    assert gemm_efficiency("gh200") / gemm_efficiency("h100-80g") == pytest.approx(828.6 / 794.5, rel=2e-3)
 
 
 def test_gb200_gemms_run_faster_than_b200_ones_by_the_measured_maximum_not_the_sheets_peak():

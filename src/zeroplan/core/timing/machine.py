@@ -23,14 +23,15 @@ from zeroplan.core.timing.collectives import LinkTable
 # not all ideal shapes.
 GEMM_SHARE_OF_MAX = 0.8202  # share of the measured GEMM maximum (below) a large training GEMM reaches
 # Measured maximum achievable bf16 matmul throughput / dense peak (stas00/ml-engineering, compute/accelerator
-# "Maximum Achievable Matmul FLOPS"): A100 SXM 271.2/312, H100 SXM 794.5/989, GH200 828.6/989, B200 SXM
-# 1745.0/2250, GB200 1822.0/2500 (the same table's FP8 rows agree: B200 76.3%, GB200 72.3%). GB200's peak is 11%
+# "Maximum Achievable Matmul FLOPS"): A100 SXM 271.2/312, H100 SXM 794.5/989 (the table: "H200 is the same": the
+# same die at the same 700 W, so H200 takes H100's share), GH200 (the 900 W module) 828.6/989, B200 SXM 1745.0/2250,
+# B300 SXM 1769.0/2250, GB200 1822.0/2500 (the same table's FP8 rows agree: B200 76.3%, GB200 72.3%). GB200's peak is 11%
 # above B200's (NVIDIA's NVL72 and HGX sheets) but its measured maximum only 4.4%: the Blackwell GPU of a GB200
 # reaches a smaller share of its higher peak. Other GPUs (GB300 and B300 among them: GB300 is not measured, and
 # GB200 against B200 shows a share does not carry from an HGX part to its superchip sibling): the A100/H100 mean.
 # The calibration set has A100 and H100 runs; other GPUs carry this ratio, not a fit.
-MAX_MATMUL_SHARE = {"a100": 0.869, "a800": 0.869, "h100": 0.803, "h800": 0.803, "h200": 0.838, "b200": 0.776,
-                    "gb200": 0.729}
+MAX_MATMUL_SHARE = {"a100": 0.869, "a800": 0.869, "h100": 0.803, "h800": 0.803, "h200": 0.803, "gh200": 0.838,
+                    "b200": 0.776, "b300": 0.786, "gb200": 0.729}
 DEFAULT_MAX_MATMUL_SHARE = 0.836
 # A fixed time per GEMM kernel (launch, partial last wave) was fitted too: the calibration runs drive it to 0
 # (their GEMMs are large), so it stays 0 and out of the fit until runs with small GEMMs support a value.
