@@ -103,8 +103,9 @@ def layout_of(run: dict) -> dict:
         notes.append(f"recompute not published: {recompute}")
     sp = bool(_field(run, "sequence_parallel", False)) and tp > 1
     flash = bool(_field(run, "flash_attention", False))
+    dp_shard = _field(run, "dp_shard")  # hybrid sharding (FSDP HYBRID_SHARD / FSDP2 HSDP): the shard group's ranks
     return dict(tp=tp, pp=pp, cp=cp, dp=dp, v=v, stage=stage, mb=mb, batch=batch, recompute=recompute, sp=sp,
-                flash=flash, notes=notes)
+                flash=flash, dp_shard=dp_shard, notes=notes)
 
 
 def published_step(run: dict, layout: dict, model) -> float:
@@ -173,6 +174,8 @@ def plan_inputs(run: dict, layout: dict) -> PlanInputs:
         extra["cp"] = str(layout["cp"])
     if layout["stage"] >= 2 and layout["pp"] > 1:
         extra["fsdp_pipeline"] = True
+    if layout.get("dp_shard"):  # hybrid sharding pinned to the published shard group (--dp-shard)
+        extra["dp_shard"] = str(layout["dp_shard"])
     return PlanInputs.of(global_batch=layout["batch"], stages=str(layout["stage"]), offload=False,
                          recompute=layout["recompute"], sequence_parallel="on" if layout["sp"] else "off",
                          virtual_stages=str(layout["v"]), micro_batches=str(layout["mb"]), tp=str(layout["tp"]),
@@ -207,7 +210,8 @@ def predict(run: dict, request=None, layout=None) -> Outcome:
         result = search(request)
     except InputError as exc:
         return Outcome(run, published, None, None, f"refused: {exc}", layout["notes"], params=params)
-    plans = [p for p in result.plans if not p.option.offloads]
+    # the published sharding only: a hybrid row's plans with its shard group, a fully sharded row's without one
+    plans = [p for p in result.plans if not p.option.offloads and p.dp_shard == (layout.get("dp_shard") or 0)]
     if not plans:
         reasons = {**result.rejected_layouts, **result.skipped}
         return Outcome(run, published, None, None, "refused: " + "; ".join(reasons) or "nothing evaluated",

@@ -294,3 +294,22 @@ def test_a_held_out_headline_row_assumes_no_figure_the_step_needs():
     assert [run["id"] for run in headline if run.get("missing")] == []
     grand_teton = [run for run in held_out if run["gpu"] == "h100-96g-500w"]
     assert grand_teton and not any(run["headline"] for run in grand_teton)  # their tensor peak is an estimate
+
+
+def test_hybrid_sharded_held_out_rows_reach_the_plan_with_their_shard_group():
+    """Suite H (issue 21): the published HSDP rows (FSDP HYBRID_SHARD, shard in the node) carry `dp_shard`, it
+    reaches the plan request's search space, and the row is scored on a plan with that shard group, not on the
+    fully sharded plan the search also evaluates; a row without `dp_shard` keeps full sharding."""
+    runs = _load("published_runs")
+    held_out = runs.load("heldout")
+    hybrid = [run for run in held_out if run.get("dp_shard")]
+    assert len(hybrid) >= 4 and all(run["id"].startswith("H/") and run["quote"] for run in hybrid)
+    run = next(run for run in hybrid if run["gpus"] == 128 and not run["overrides"])
+    layout, request, refused = runs.resolve_run(run)
+    assert refused is None and layout["dp_shard"] == 8
+    assert request.space.dp_shard == (8,)
+    outcome = runs.predict(run, request, layout)
+    assert outcome.plan.dp_shard == 8 and outcome.plan.dp == 128
+    full = next(run for run in held_out if run["id"] == "A/MPT-7B 8xH100 seq2048 FSDP noAC")
+    layout, request, _ = runs.resolve_run(full)
+    assert layout["dp_shard"] is None and request.space.dp_shard == ()
