@@ -13,7 +13,8 @@ Two sets, scored separately (benchmarks/data/):
   planner cannot express carries `not_expressible` (its reason) and is counted as refused.
 
 Each run goes through the same path as `zeroplan plan`: PlanInputs -> resolve -> layout_search.search with every
-search dimension pinned to the published value (tp, pp, cp, virtual stages, ZeRO stage, micro-batch, recompute,
+search dimension pinned to the published value (tp, pp, cp, virtual stages, ZeRO stage, hybrid shard group
+(`dp_shard`, scored on that plan only), micro-batch, recompute,
 sequence parallelism, flash attention); the step time is the evaluated plan's, whether or not zeroplan thinks it
 fits in memory (a "no fit" is reported with the plan's GiB per GPU against the usable and the whole memory, and
 the row's memory_note: which of zeroplan's accounting the run did differently, with its source). A layout zeroplan
