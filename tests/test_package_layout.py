@@ -219,7 +219,8 @@ LAZY_FOR_START_UP = {
     "planning/estimate_plan.py": "config.json families, the framework convention and calibration files, only when "
                                  "given: a plain `estimate --params` skips them",
     "inputs/training.py": "config.json and Hub readers, only for --model FILE or ORG/NAME",
-    "inputs/presets.py": "the config.json families, only when a model preset is read",
+    "inputs/presets.py": "the config.json families, only when a model preset is read; difflib on the error path",
+    "render/sink.py": "tempfile and shutil only when a file is written (-o): a plain command writes none",
 }
 
 

@@ -16,7 +16,6 @@ import os
 import sys
 from pathlib import Path
 from typing import Any, Iterator
-import difflib
 
 from zeroplan.core.errors import InputError
 from zeroplan.core.hardware import ClusterSpec, GpuSpec, Link
@@ -152,6 +151,8 @@ def entry(category: str, name: str, entries_by_category: Entries | None = None) 
         return found if isinstance(found, PresetEntry) else PresetEntry(found)
     flag = {"gpus": "gpu", "clusters": "cluster", "models": "model"}[category]
 
+    import difflib  # the error path only
+
     close = difflib.get_close_matches(key, entries, n=3, cutoff=0.5)
     hint = f"did you mean {' or '.join(close)}? " if close else ""
     raise PresetError(flag, f"unknown {category[:-1]} preset '{name}'",
@@ -267,6 +268,8 @@ def category_of(name: str) -> str:
         if key in _load_category(category):
             return category
     every = [n for c in CATEGORIES for n in _load_category(c)]
+
+    import difflib  # the error path only
 
     close = difflib.get_close_matches(key, every, n=3, cutoff=0.5)
     hint = f"did you mean {' or '.join(close)}? " if close else ""

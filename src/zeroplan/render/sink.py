@@ -15,11 +15,9 @@ from __future__ import annotations
 import contextlib
 import errno
 import os
-import shutil
 import signal
 import stat
 import sys
-import tempfile
 import threading
 from collections.abc import Callable, Iterable
 from pathlib import Path
@@ -156,6 +154,8 @@ def write_file(output: str | Path, write: Callable[[str], object], inputs: Input
     if mode is not None and not stat.S_ISREG(mode):
         _write_in_place(output, target, mode, write, option)
         return
+    import tempfile  # only when a file is written: tempfile and shutil stay off the start-up path
+
     try:
         handle, temporary = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
     except OSError as exc:
@@ -182,6 +182,9 @@ def _write_in_place(output: str | Path, target: Path, mode: int, write: Callable
     if not (stat.S_ISCHR(mode) or stat.S_ISFIFO(mode)):
         kind = "a block device" if stat.S_ISBLK(mode) else "a socket" if stat.S_ISSOCK(mode) else "not a file"
         raise InputError(f"{option} {output}", f"is {kind}", "give a regular file, a character device or a FIFO")
+    import shutil
+    import tempfile
+
     with tempfile.TemporaryDirectory(prefix="zeroplan-") as scratch:
         temporary = os.path.join(scratch, target.name or "output")
         try:

@@ -18,7 +18,6 @@ formula reproduces the measured times. The fit is a weighted least squares on re
 from __future__ import annotations
 
 import math
-import statistics
 from dataclasses import dataclass, field
 from typing import Final, Literal, Sequence
 
@@ -201,7 +200,7 @@ def fit_alpha_beta(collective: str, ranks: int, sizes: Sequence[int], seconds: S
         slope = (math.fsum(w * x * t for w, x, t in zip(weights, xs, seconds))
                  / math.fsum(w * x * x for w, x in zip(weights, xs)))
     predicted = [intercept + slope * x for x in xs]
-    mean = statistics.fmean(seconds)
+    mean = math.fsum(seconds) / len(seconds)
     total = math.fsum((t - mean) ** 2 for t in seconds)
     residual = math.fsum((t - p) ** 2 for t, p in zip(seconds, predicted))
     return AlphaBetaFit(
