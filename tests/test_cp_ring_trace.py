@@ -115,9 +115,9 @@ LLAMA_8B = FlopModel(params=8_030_000_000, layer_params=218_000_000, layers=32, 
 def test_torchtitan_rule_is_fsdp_with_pytorchs_ring():
     fsdp, titan = COMM_OVERLAPS["fsdp"], COMM_OVERLAPS["torchtitan"]
     assert titan.cp_ring == "torch" and fsdp.cp_ring == COMM_OVERLAPS["megatron"].cp_ring == "p2p"
-    # and torchtitan's eager block (docs/formulas.md §25; tests/test_torchtitan_eager_trace.py)
-    assert titan.eager_block == "torchtitan" and fsdp.eager_block == "korthikanti"
-    assert dataclasses.replace(titan, name="fsdp", cp_ring="p2p", eager_block="korthikanti") == fsdp
+    # and torchtitan's eager block (docs/formulas.md §25), fsdp Hugging Face transformers' (docs/formulas.md §26)
+    assert titan.eager_block == "torchtitan" and fsdp.eager_block == "transformers"
+    assert dataclasses.replace(titan, name="fsdp", cp_ring="p2p", eager_block="transformers") == fsdp
 
 
 def test_without_cp_the_torch_ring_prices_nothing():

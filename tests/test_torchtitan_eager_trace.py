@@ -2,7 +2,7 @@
 code: its TransformerBlock (torchtitan/models/llama3/model.py at e7c0cae, June 2025, the commit of the Trainy H200 runs;
 the 2024 runs' block is the same) runs forward and backward on meta tensors, with a stand-in for the SDPA kernel, and
 every aten op outside its GEMMs is counted by the bytes it reads and writes. Those counts are the step time's
-TORCHTITAN_EAGER_BYTES (core.timing.step_time.torchtitan_eager_bytes, docs/formulas.md §25)."""
+TORCHTITAN_EAGER_BYTES (core.timing.step_time.eager_block_bytes, docs/formulas.md §25)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import pytest
 
 from zeroplan.core.timing.machine import TORCHTITAN_EAGER_BYTES
 from zeroplan.core.timing.step_time import (
-    COMM_OVERLAPS, FlopModel, Layout, elementwise_seconds, torchtitan_eager_bytes,
+    COMM_OVERLAPS, FlopModel, Layout, eager_block_bytes, elementwise_seconds,
 )
 
 
@@ -138,15 +138,15 @@ def test_torchtitan_block_bytes_match_the_ops_torch_runs(shape):
     forward, backward = _block_bytes(*shape)
     flops = _flops(*shape)
     # within 1e-4: a few bytes per token of per-token scalars (the norms' backward) are left out of the constants
-    assert torchtitan_eager_bytes(_layout(), flops) == pytest.approx(forward, rel=1e-4)
-    assert torchtitan_eager_bytes(_layout(), flops, backward=True) == pytest.approx(backward, rel=1e-4)
+    assert eager_block_bytes(_layout(), flops, "torchtitan") == pytest.approx(forward, rel=1e-4)
+    assert eager_block_bytes(_layout(), flops, "torchtitan", backward=True) == pytest.approx(backward, rel=1e-4)
 
 
 def test_torchtitan_block_moves_more_than_korthikanti_count():
     """Llama 3 8B: 157·h forward, 331·h backward per token against the fitted frameworks' 68·h and 136·h."""
     flops = _flops(4096, 32, 8, 14336)
-    assert torchtitan_eager_bytes(_layout(), flops) / 4096 == pytest.approx(157, abs=0.5)
-    assert torchtitan_eager_bytes(_layout(), flops, backward=True) / 4096 == pytest.approx(331.25, abs=0.5)
+    assert eager_block_bytes(_layout(), flops, "torchtitan") / 4096 == pytest.approx(157, abs=0.5)
+    assert eager_block_bytes(_layout(), flops, "torchtitan", backward=True) / 4096 == pytest.approx(331.25, abs=0.5)
     assert set(TORCHTITAN_EAGER_BYTES) == {"stream", "input_grads", "rope", "repeat_kv", "mlp"}
 
 
@@ -158,11 +158,11 @@ def test_only_the_torchtitan_rule_and_only_eager_prices_it():
     link = Link(100_000_000_000, 1e-6)
     base = Machine(1e15, 3.35e12, 50e9, None, LinkTable(link, link))
     titan = replace(base, eager_block=COMM_OVERLAPS["torchtitan"].eager_block)
-    assert COMM_OVERLAPS["fsdp"].eager_block == "korthikanti"
+    assert COMM_OVERLAPS["baseline"].eager_block == "korthikanti"
     flops, layout = _flops(4096, 32, 8, 14336), _layout()
     tokens = 4096
     assert elementwise_seconds(layout, flops, titan) == pytest.approx(
-        torchtitan_eager_bytes(layout, flops) * tokens / 3.35e12)
+        eager_block_bytes(layout, flops, "torchtitan") * tokens / 3.35e12)
     assert elementwise_seconds(layout, flops, titan, backward=True) > 2 * elementwise_seconds(layout, flops, base)
     compiled = replace(titan, elementwise_fused=True)
     assert elementwise_seconds(layout, flops, compiled) == elementwise_seconds(

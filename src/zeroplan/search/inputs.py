@@ -91,6 +91,11 @@ class ResolvedPlan:
 # The assumption line of --torch-compile (core.timing.step_time.elementwise_seconds).
 COMPILE_NOTE = ("; torch.compile (--torch-compile): element-wise and norm ops fused, one kernel per region between two "
                 "GEMMs, each region's inputs read and outputs written once")
+# The assumption line of the fsdp rule's eager block (core.timing.step_time.CommOverlap, docs/formulas.md §26).
+TRANSFORMERS_BLOCK_NOTE = ("; eager element-wise work of a gated dense layer as Hugging Face transformers' "
+                           "LlamaDecoderLayer runs it, op by op (fp32 RMSNorm, rotate_half rotary, SiLU·up; "
+                           "docs/formulas.md §26): PyTorch FSDP assumed to run Hugging Face's model code "
+                           "(--torch-compile for a compiled block)")
 # The assumption line of --async-tp (core.timing.step_time.tp_async_exposed says what is fused and why).
 ASYNC_TP_NOTE = ("; async TP (--async-tp): TP collectives inside a node hide behind the GEMM each feeds or comes from: all "
                  "of the forward's, in backward the output-gradient all-gathers only")
@@ -330,6 +335,7 @@ def model_notes(inputs: PlanInputs, request: SearchRequest) -> list[str]:
         f"{'; TP collectives inside a node hide behind the GEMMs' if machine.tp_hidden else ''}"
         f"{ASYNC_TP_NOTE if machine.tp_async else ''}"
         f"{COMPILE_NOTE if machine.elementwise_fused else ''}"
+        f"{TRANSFORMERS_BLOCK_NOTE if machine.eager_block == 'transformers' and not machine.elementwise_fused else ''}"
         f"{'; interleaved pipeline transfers hide behind compute' if machine.pp_hidden else ''}"
         f"{CP_TORCH_NOTE if machine.cp_ring == 'torch' else ''}",
         f"offload: PCIe {format_rate(cluster.pcie_bandwidth_bytes_per_s)} per GPU, CPU Adam "

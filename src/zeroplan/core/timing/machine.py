@@ -130,6 +130,26 @@ ELEMENTWISE_BYTES_PER_TOKEN_HIDDEN = 68
 # The flash kernel's output needs no .contiguous() copy (it is stored in the layout the model transposes it to).
 TORCHTITAN_EAGER_BYTES = {"stream": (92, 220), "input_grads": (0, 18), "rope": (20, 20), "repeat_kv": (4, 4),
                           "mlp": (10, 18)}
+# Hugging Face transformers' eager LlamaDecoderLayer (transformers 5.24 models/llama/modeling_llama.py, sdpa attention,
+# bf16 parameters as FSDP's MixedPrecision param_dtype casts them), counted the same way
+# (tests/test_transformers_eager_trace.py; docs/formulas.md §26), by the same widths:
+# - "stream": LlamaRMSNorm upcasts to fp32 but scales by the weight in bf16 (x.to(fp32) 6, pow 8, mean 4, x·rsqrt 8,
+#   downcast 6, weight· 4: 36 each) and the two residual adds (6 each): 84 forward; backward the norms' autograd
+#   (92 each: the fp32 chain of the composite ops, the weight's bf16 gradient) and the residual sums (6 each): 196.
+# - "input_grads": as torchtitan's (q/k/v and gate/up input-gradient sums): 18.
+# - "rope": apply_rotary_pos_emb in bf16, q·cos + rotate_half(q)·sin (mul 4, neg of half 2, cat 4, mul 4, add 6) =
+#   20 per element of q and of k forward; backward 28 (two products, the neg, two slice_backwards, two adds) plus a
+#   copy of q's and k's gradients (4: the slice_backwards leave them in the transposed layout, so the view back to
+#   (b, s, heads·d) copies): 32.
+# - "repeat_kv": 0. With no padding mask (create_causal_mask returns None, sdpa's is_causal path) transformers passes
+#   enable_gqa=True to scaled_dot_product_attention (integrations/sdpa_attention.py use_gqa_in_sdpa; its flash
+#   backend reads the shared K/V heads) instead of copying K and V; a padding mask falls back to repeat_kv (+4·(w+kv)
+#   forward, +4·(w+kv)+4·kv backward).
+# - "mlp": LlamaMLP's act_fn(gate)·up: as torchtitan's, 10 forward, 18 backward.
+TRANSFORMERS_EAGER_BYTES = {"stream": (84, 196), "input_grads": (0, 18), "rope": (20, 32), "repeat_kv": (0, 0),
+                            "mlp": (10, 18)}
+# The eager blocks counted op by op (core.timing.step_time ELEMENTWISE_BLOCKS, eager_block_bytes).
+EAGER_BLOCK_BYTES = {"torchtitan": TORCHTITAN_EAGER_BYTES, "transformers": TRANSFORMERS_EAGER_BYTES}
 # MoE token handling (not fitted: counted from Megatron-Core's MoEAlltoAllTokenDispatcher, token_dispatcher.py, and
 # moe_utils.permute/unpermute/sort_chunks_by_idxs): a routed token's hidden vector is read and written by the permute
 # before the dispatch all-to-all, the sort into local-expert order after it, the unsort before the combine

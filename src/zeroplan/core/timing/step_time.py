@@ -98,7 +98,7 @@ from zeroplan.core.timing.machine import (  # noqa: F401 - re-exported for calle
     ACTIVATION_ELEMENT_BYTES, ATTENTION_SCORE_BYTES, DEFAULT_CPU_ADAM_PARAMS_PER_S, DEFAULT_EFFICIENCY, DP_OVERLAP,
     ELEMENTWISE_BYTES_PER_TOKEN_HIDDEN, FLASH_ATTENTION_EFFICIENCY, FLASH_BACKWARD_RATIO, FLASH_SHARE_OF_MAX, FP8_CAST_BYTES,
     FP8_OTHER_AXIS_BYTES, GEMM_EPILOGUE_BYTES, GEMM_OVERHEAD_S, GEMM_ROW_TILE, GEMM_WEIGHT_BYTES, GEMM_SHARE_OF_MAX, LOGIT_BYTES,
-    MAX_MATMUL_SHARE, MOE_DISPATCH_COPIES, MOE_DROPLESS_SYNC_S, TORCHTITAN_EAGER_BYTES, Machine, check_efficiency, flash_efficiency,
+    MAX_MATMUL_SHARE, MOE_DISPATCH_COPIES, MOE_DROPLESS_SYNC_S, EAGER_BLOCK_BYTES, Machine, check_efficiency, flash_efficiency,
     flash_head_dim_share, gemm_efficiency,
 )
 
@@ -130,8 +130,10 @@ CP_RINGS = ("p2p", "torch")
 # - "korthikanti": Korthikanti et al.'s stored activations, each written and read (ELEMENTWISE_BYTES_PER_TOKEN_HIDDEN;
 #   fitted frameworks: Megatron's fused kernels, DeepSpeed, llm-foundry);
 # - "torchtitan": torchtitan's Llama block op by op (core.timing.machine TORCHTITAN_EAGER_BYTES, docs/formulas.md §25)
-#   for a dense gated (SwiGLU) layer; other layers keep Korthikanti's count.
-ELEMENTWISE_BLOCKS = ("korthikanti", "torchtitan")
+#   for a dense gated (SwiGLU) layer; other layers keep Korthikanti's count;
+# - "transformers": Hugging Face transformers' LlamaDecoderLayer op by op (core.timing.machine TRANSFORMERS_EAGER_BYTES,
+#   docs/formulas.md §26), the model code PyTorch FSDP runs (fsdp rule), for a dense gated layer likewise.
+ELEMENTWISE_BLOCKS = ("korthikanti", "torchtitan", "transformers")
 CP_TORCH_FORWARD_BYTES = (46, 20)  # (per step after the first, once), bytes per local query-side element
 CP_TORCH_BACKWARD_BYTES = (60, 100)
 CP_TORCH_GRAD_BYTES = 4  # the dK/dV ring accumulates and sends in fp32 (_ContextParallelOptions.convert_to_f32)
@@ -170,7 +172,11 @@ class CommOverlap:
     - torchtitan: fsdp's rule (FSDP2) with context parallelism as PyTorch's experimental context_parallel runs it
       (cp_ring "torch": CP_RINGS, cp_exposed_seconds, cp_merge_seconds); the other rules use Megatron-Core's p2p
       ring ("p2p"). Without cp it prices as fsdp, except its eager element-wise work (eager_block "torchtitan",
-      ELEMENTWISE_BLOCKS: torchtitan's own Llama block, whose norms and rotary embedding run unfused in fp32)."""
+      ELEMENTWISE_BLOCKS: torchtitan's own Llama block, whose norms and rotary embedding run unfused in fp32).
+    fsdp's eager element-wise work is Hugging Face transformers' LlamaDecoderLayer's (eager_block "transformers"): an
+    assumption, stated in the plan, that PyTorch FSDP runs Hugging Face's model code (accelerate, the Trainer; IBM's
+    fms block, by hand, moves more: docs/formulas.md §26) unless --torch-compile; the calibration set's FSDP runs
+    (MosaicML's MPT, ungated) keep the fitted count."""
 
     name: str
     dp_overlap: float | None  # share of a pass's compute DP collectives hide behind; None: the fitted DP_OVERLAP
@@ -184,7 +190,7 @@ class CommOverlap:
 
 COMM_OVERLAPS = {rule.name: rule for rule in (
     CommOverlap("baseline", None),
-    CommOverlap("fsdp", 1.0, node_rails=True),
+    CommOverlap("fsdp", 1.0, node_rails=True, eager_block="transformers"),
     CommOverlap("torchtitan", 1.0, node_rails=True, cp_ring="torch", eager_block="torchtitan"),
     CommOverlap("megatron", 1.0, tp_hidden=True, pp_hidden=True, attention_kernel="fa3", node_rails=True),
 )}
@@ -621,7 +627,8 @@ def elementwise_seconds(layout: Layout, flops: FlopModel, machine: Machine, back
     forward (what op-level selective checkpointing, "selective-op", recomputes in backward besides every second
     linear GEMM: op_sac_recompute_shapes) or, with backward, its backward. Eager frameworks (machine.eager_block,
     ELEMENTWISE_BLOCKS): ELEMENTWISE_BYTES_PER_TOKEN_HIDDEN per token × hidden, split over tp as Korthikanti's
-    activation terms are, twice that backward; torchtitan's Llama block: torchtitan_eager_bytes per token.
+    activation terms are, twice that backward; torchtitan's or transformers' Llama block (a dense gated layer):
+    eager_block_bytes per token.
     Compiled (--torch-compile, machine.elementwise_fused): fused_elementwise_elements per token, 16-bit, twice that
     backward."""
     tokens = layout.micro_batch * layout.seq_len / layout.cp
@@ -629,28 +636,30 @@ def elementwise_seconds(layout: Layout, flops: FlopModel, machine: Machine, back
     if machine.elementwise_fused:
         elements = fused_elementwise_elements(layout, flops)
         return passes * elements * ACTIVATION_ELEMENT_BYTES * tokens / machine.hbm_bytes_per_s
-    if machine.eager_block == "torchtitan" and flops.gated and not flops.moe_layers:
-        return torchtitan_eager_bytes(layout, flops, backward) * tokens / machine.hbm_bytes_per_s
+    if machine.eager_block in EAGER_BLOCK_BYTES and flops.gated and not flops.moe_layers:
+        return eager_block_bytes(layout, flops, machine.eager_block, backward) * tokens / machine.hbm_bytes_per_s
     split = 34 / layout.tp if layout.sequence_parallel else 10 + 24 / layout.tp
     return passes * ELEMENTWISE_BYTES_PER_TOKEN_HIDDEN / 34 * split * tokens * flops.hidden / machine.hbm_bytes_per_s
 
 
-def torchtitan_eager_bytes(layout: Layout, flops: FlopModel, backward: bool = False) -> float:
-    """Bytes per token torchtitan's eager Llama block moves outside its GEMMs and attention kernel, forward or backward
-    (core.timing.machine TORCHTITAN_EAGER_BYTES, counted from its aten ops: docs/formulas.md §25): the residual
-    stream's norms and adds on h (÷tp under sequence parallelism), the input-gradient sums on h (backward), the
-    rotary embedding on the query and key widths, grouped-query attention's repeat_kv copies, the SwiGLU activation on
-    f; everything but the stream's and the input-gradient sums' split over tp."""
+def eager_block_bytes(layout: Layout, flops: FlopModel, block: str, backward: bool = False) -> float:
+    """Bytes per token an eager Llama block moves outside its GEMMs and attention kernel, forward or backward, by the
+    block's table counted from its aten ops (core.timing.machine EAGER_BLOCK_BYTES: torchtitan's, docs/formulas.md §25;
+    Hugging Face transformers', docs/formulas.md §26): the residual stream's norms and adds on h (÷tp under sequence
+    parallelism), the input-gradient sums on h (backward), the rotary embedding on the query and key widths,
+    grouped-query attention's repeat_kv copies, the SwiGLU activation on f; everything but the stream's and the
+    input-gradient sums' split over tp."""
+    table = EAGER_BLOCK_BYTES[block]
     i = 1 if backward else 0
     h, w = flops.hidden, flops.attention_width
     kv, f = flops.kv_width or w, flops.ffn or 4 * h
     tp = layout.tp
-    stream = TORCHTITAN_EAGER_BYTES["stream"][i] * h / (tp if layout.sequence_parallel else 1)
-    heads = TORCHTITAN_EAGER_BYTES["rope"][i] * (w + kv)
+    stream = table["stream"][i] * h / (tp if layout.sequence_parallel else 1)
+    heads = table["rope"][i] * (w + kv)
     if kv < w:
-        heads += TORCHTITAN_EAGER_BYTES["repeat_kv"][i] * (w + kv)
-    heads += TORCHTITAN_EAGER_BYTES["mlp"][i] * f
-    return stream + TORCHTITAN_EAGER_BYTES["input_grads"][i] * h + heads / tp
+        heads += table["repeat_kv"][i] * (w + kv)
+    heads += table["mlp"][i] * f
+    return stream + table["input_grads"][i] * h + heads / tp
 
 
 def fused_elementwise_elements(layout: Layout, flops: FlopModel) -> float:
