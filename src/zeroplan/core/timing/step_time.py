@@ -175,7 +175,7 @@ class CommOverlap:
       ELEMENTWISE_BLOCKS: torchtitan's own Llama block, whose norms and rotary embedding run unfused in fp32).
     fsdp's eager element-wise work is Hugging Face transformers' LlamaDecoderLayer's (eager_block "transformers"): an
     assumption, stated in the plan, that PyTorch FSDP runs Hugging Face's model code (accelerate, the Trainer; IBM's
-    fms block, by hand, moves more: docs/formulas.md §26) unless --torch-compile; the calibration set's FSDP runs
+    fms block moves 8% more: docs/formulas.md §26) unless --torch-compile; the calibration set's FSDP runs
     (MosaicML's MPT, ungated) keep the fitted count."""
 
     name: str
