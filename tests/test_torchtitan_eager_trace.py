@@ -8,9 +8,10 @@ from __future__ import annotations
 
 import pytest
 
+from eager_block_count import elementwise_bytes_per_token, flash_stand_in, gated_flops, one_rank_layout
 from zeroplan.core.timing.machine import TORCHTITAN_EAGER_BYTES
 from zeroplan.core.timing.step_time import (
-    COMM_OVERLAPS, FlopModel, Layout, eager_block_bytes, elementwise_seconds,
+    COMM_OVERLAPS, eager_block_bytes, elementwise_seconds,
 )
 
 
@@ -18,8 +19,6 @@ def _block_bytes(hidden: int, heads: int, kv_heads: int, ffn: int, tokens: int =
     """(forward, backward) bytes per token torchtitan's block moves outside its GEMMs and its attention kernel."""
     torch = pytest.importorskip("torch")
     nn, F = torch.nn, torch.nn.functional
-    from torch.utils._python_dispatch import TorchDispatchMode
-    from torch.utils._pytree import tree_leaves
 
     head_dim = hidden // heads
 
@@ -39,16 +38,7 @@ def _block_bytes(hidden: int, heads: int, kv_heads: int, ffn: int, tokens: int =
         return torch.unsqueeze(x, dim=3).expand(bs, slen, n_kv_heads, n_rep, dim).reshape(
             bs, slen, n_kv_heads * n_rep, dim)
 
-    class Kernel(torch.autograd.Function):  # SDPA's flash kernel, priced as attention, not counted here
-        @staticmethod
-        def forward(ctx, q, k, v):
-            ctx.save_for_backward(q, k, v)
-            return torch.empty_like(q)  # FlashAttention stores its output (b, s, heads, d): as q before transpose
-
-        @staticmethod
-        def backward(ctx, grad):
-            q, k, v = ctx.saved_tensors
-            return torch.empty_like(q), torch.empty_like(k), torch.empty_like(v)
+    Kernel = flash_stand_in()  # SDPA's flash kernel, priced as attention, not counted here
 
     class Block(nn.Module):
         def __init__(self):
@@ -82,52 +72,11 @@ def _block_bytes(hidden: int, heads: int, kv_heads: int, ffn: int, tokens: int =
         def feed_forward(self, x):
             return self.w2(F.silu(self.w1(x)) * self.w3(x))
 
-    gemms = {torch.ops.aten.mm.default, torch.ops.aten.addmm.default, torch.ops.aten.bmm.default}
-    views = {torch.ops.aten._unsafe_view.default, torch.ops.aten.empty_like.default}
-    small = tokens * head_dim  # per-token scalars (the norms' mean and rsqrt), the rotary table, the norms' weights
-
-    def touched(t) -> int:  # an expanded tensor is read once, not once per repeat
-        n = 1
-        for size, stride in zip(t.shape, t.stride()):
-            n *= size if stride else 1
-        return n * t.element_size()
-
-    class Count(TorchDispatchMode):
-        def __init__(self):
-            super().__init__()
-            self.bytes = 0
-
-        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-            kwargs = kwargs or {}
-            out = func(*args, **kwargs)
-            returns = func._schema.returns
-            if func in gemms or func in views or all(r.alias_info is not None and not r.alias_info.is_write
-                                                     for r in returns):
-                return out
-            self.bytes += sum(touched(t) for t in tree_leaves((args, kwargs, out))
-                              if isinstance(t, torch.Tensor) and t.numel() >= small)
-            return out
-
     with torch.device("meta"):
         block = Block().to(dtype=torch.bfloat16)  # FSDP2's param_dtype: the block runs in bf16
     x = torch.empty(1, tokens, hidden, device="meta", dtype=torch.bfloat16, requires_grad=True)
     freqs = torch.empty(tokens, head_dim // 2, device="meta", dtype=torch.complex64)
-    with Count() as forward:
-        y = block(x, freqs)
-    with Count() as backward:
-        y.backward(torch.empty_like(y))
-    return forward.bytes / tokens, backward.bytes / tokens
-
-
-def _flops(hidden: int, heads: int, kv_heads: int, ffn: int) -> FlopModel:
-    head_dim = hidden // heads
-    return FlopModel(params=0, layer_params=0, layers=1, hidden=hidden, attention_width=heads * head_dim,
-                     kv_width=kv_heads * head_dim, ffn=ffn, gated=True)
-
-
-def _layout(tp: int = 1, sequence_parallel: bool = False) -> Layout:
-    return Layout(dp=1, tp=tp, pp=1, virtual_stages=1, seq_len=4096, micro_batch=1, grad_accum=1, recompute="none",
-                  sequence_parallel=sequence_parallel, tp_intra_node=True, dp_intra_node=True, pp_intra_node=True)
+    return elementwise_bytes_per_token(lambda: block(x, freqs), tokens, head_dim)
 
 
 @pytest.mark.slow
@@ -136,17 +85,18 @@ def _layout(tp: int = 1, sequence_parallel: bool = False) -> Layout:
                          ids=["llama3-8b", "llama2-13b", "llama3-70b", "gqa-small"])
 def test_torchtitan_block_bytes_match_the_ops_torch_runs(shape):
     forward, backward = _block_bytes(*shape)
-    flops = _flops(*shape)
+    flops = gated_flops(*shape)
     # within 1e-4: a few bytes per token of per-token scalars (the norms' backward) are left out of the constants
-    assert eager_block_bytes(_layout(), flops, "torchtitan") == pytest.approx(forward, rel=1e-4)
-    assert eager_block_bytes(_layout(), flops, "torchtitan", backward=True) == pytest.approx(backward, rel=1e-4)
+    assert eager_block_bytes(one_rank_layout(), flops, "torchtitan") == pytest.approx(forward, rel=1e-4)
+    assert eager_block_bytes(one_rank_layout(), flops, "torchtitan", backward=True) == pytest.approx(backward, rel=1e-4)
 
 
 def test_torchtitan_block_moves_more_than_korthikanti_count():
     """Llama 3 8B: 157·h forward, 331·h backward per token against the fitted frameworks' 68·h and 136·h."""
-    flops = _flops(4096, 32, 8, 14336)
-    assert eager_block_bytes(_layout(), flops, "torchtitan") / 4096 == pytest.approx(157, abs=0.5)
-    assert eager_block_bytes(_layout(), flops, "torchtitan", backward=True) / 4096 == pytest.approx(331.25, abs=0.5)
+    flops = gated_flops(4096, 32, 8, 14336)
+    assert eager_block_bytes(one_rank_layout(), flops, "torchtitan") / 4096 == pytest.approx(157, abs=0.5)
+    backward = eager_block_bytes(one_rank_layout(), flops, "torchtitan", backward=True)
+    assert backward / 4096 == pytest.approx(331.25, abs=0.5)
     assert set(TORCHTITAN_EAGER_BYTES) == {"stream", "input_grads", "rope", "repeat_kv", "mlp"}
 
 
@@ -159,7 +109,7 @@ def test_only_the_torchtitan_rule_and_only_eager_prices_it():
     base = Machine(1e15, 3.35e12, 50e9, None, LinkTable(link, link))
     titan = replace(base, eager_block=COMM_OVERLAPS["torchtitan"].eager_block)
     assert COMM_OVERLAPS["baseline"].eager_block == "korthikanti"
-    flops, layout = _flops(4096, 32, 8, 14336), _layout()
+    flops, layout = gated_flops(4096, 32, 8, 14336), one_rank_layout()
     tokens = 4096
     assert elementwise_seconds(layout, flops, titan) == pytest.approx(
         eager_block_bytes(layout, flops, "torchtitan") * tokens / 3.35e12)
