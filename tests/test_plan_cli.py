@@ -190,6 +190,20 @@ def test_comm_overlap_framework_rule_changes_exposed_communication_only(cli):
     data = json.loads(out)
     assert data["top"][0]["step_seconds"] > found["fsdp"]["step_seconds"]
     assert any("Hugging Face transformers' LlamaDecoderLayer" in line for line in data["assumptions"])
+    assert not any("experimental ring" in line for line in data["assumptions"])  # no cp > 1 searched
+
+
+def test_eager_block_notes_say_only_what_prices_the_model(cli):
+    """An eager block's assumption appears where its count prices the layers: torchtitan's under its rule, none for an
+    ungated model (GPT-2 keeps Korthikanti's count under fsdp); PyTorch's CP ring is named only when cp > 1 is tried."""
+    base = ["--gpus", "8", "--global-batch", "8", "--seq-len", "2048", "--tp", "1", "--pp", "1", "--format", "json"]
+    notes = {}
+    for model, rule, extra in (("llama-3-8b", "torchtitan", ["--cp", "1,2"]), ("gpt2", "fsdp", [])):
+        code, out, err = cli("plan", "--model", model, *base, "--comm-overlap", rule, *extra)
+        assert code == 0, err
+        notes[model] = " ".join(json.loads(out)["assumptions"])
+    assert "torchtitan's Llama block" in notes["llama-3-8b"] and "experimental ring" in notes["llama-3-8b"]
+    assert "LlamaDecoderLayer" not in notes["gpt2"] and "torchtitan's Llama block" not in notes["gpt2"]
 
 
 def test_fp8_runs_the_linear_layers_on_the_fp8_peak_and_fsdp_gathers_in_fp8(cli):

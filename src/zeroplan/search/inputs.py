@@ -21,9 +21,9 @@ from zeroplan.core.model.spec import ModelShape, ModelSpec, check_count_against_
 from zeroplan.core.layout.space import SearchSpace
 from zeroplan.core.precision import bytes_per_param, check_fp8
 from zeroplan.core.layout.search import DEFAULT_TIE_TOLERANCE, SearchRequest
-from zeroplan.core.timing.step_time import (DEFAULT_CPU_ADAM_PARAMS_PER_S, DP_OVERLAP, MOE_DROPLESS_SYNC_S, LinkTable,
-                                            Machine, check_efficiency, comm_overlap, flash_efficiency,
-                                            gemm_efficiency, gemm_k0)
+from zeroplan.core.timing.step_time import (DEFAULT_CPU_ADAM_PARAMS_PER_S, DP_OVERLAP, MOE_DROPLESS_SYNC_S, FlopModel,
+                                            LinkTable, Machine, check_efficiency, comm_overlap, eager_block_of,
+                                            flash_efficiency, gemm_efficiency, gemm_k0)
 from zeroplan.core.units import format_count, format_rate
 from zeroplan.inputs.command_sections import SearchInputs
 from zeroplan.inputs.sections import CommandInputs, BudgetInputs, HardwareInputs, ModelInputs, Section, StepInputs
@@ -91,11 +91,16 @@ class ResolvedPlan:
 # The assumption line of --torch-compile (core.timing.step_time.elementwise_seconds).
 COMPILE_NOTE = ("; torch.compile (--torch-compile): element-wise and norm ops fused, one kernel per region between two "
                 "GEMMs, each region's inputs read and outputs written once")
-# The assumption line of the fsdp rule's eager block (core.timing.step_time.CommOverlap, docs/formulas.md §26).
-TRANSFORMERS_BLOCK_NOTE = ("; eager element-wise work of a gated dense layer as Hugging Face transformers' "
-                           "LlamaDecoderLayer runs it, op by op (fp32 RMSNorm, rotate_half rotary, SiLU·up; "
-                           "docs/formulas.md §26): PyTorch FSDP assumed to run Hugging Face's model code "
-                           "(--torch-compile for a compiled block)")
+# The assumption line of each eager block (core.timing.step_time.eager_block_of, docs/formulas.md §25-26).
+EAGER_BLOCK_NOTES = {
+    "transformers": ("; eager element-wise work of a gated dense layer as Hugging Face transformers' "
+                     "LlamaDecoderLayer runs it, op by op (fp32 RMSNorm, rotate_half rotary, SiLU·up; "
+                     "docs/formulas.md §26): PyTorch FSDP assumed to run Hugging Face's model code "
+                     "(--torch-compile for a compiled block)"),
+    "torchtitan": ("; eager element-wise work of a gated dense layer as torchtitan's Llama block runs it, op by op "
+                   "(fp32 RMSNorm and complex rotary, repeat_kv copies, SiLU·up; docs/formulas.md §25; "
+                   "--torch-compile for a compiled block)"),
+}
 # The assumption line of --async-tp (core.timing.step_time.tp_async_exposed says what is fused and why).
 ASYNC_TP_NOTE = ("; async TP (--async-tp): TP collectives inside a node hide behind the GEMM each feeds or comes from: all "
                  "of the forward's, in backward the output-gradient all-gathers only")
@@ -244,7 +249,7 @@ def resolve(inputs: PlanInputs) -> ResolvedPlan:
     gpu = cluster.gpu
     recipe = check_fp8(inputs.step.precision, inputs.step.fp8_recipe, gpu.name, gpu.fp8_flops, gpu.supports_mxfp8)
     overlap = comm_overlap(inputs.search.comm_overlap)
-    if recipe == "tensorwise" and overlap.name in ("fsdp", "torchtitan"):  # torchao enable_fsdp_float8_all_gather (tensorwise only)
+    if recipe == "tensorwise" and overlap.float8_gather:  # torchao's FP8 all-gather runs for tensorwise scales only
         per_param = replace(per_param, gathered=1)
     machine = Machine(peak_flops=cluster.gpu.bf16_flops, hbm_bytes_per_s=cluster.gpu.hbm_bandwidth_bytes_per_s,
                       pcie_bytes_per_s=cluster.pcie_bandwidth_bytes_per_s,
@@ -335,9 +340,9 @@ def model_notes(inputs: PlanInputs, request: SearchRequest) -> list[str]:
         f"{'; TP collectives inside a node hide behind the GEMMs' if machine.tp_hidden else ''}"
         f"{ASYNC_TP_NOTE if machine.tp_async else ''}"
         f"{COMPILE_NOTE if machine.elementwise_fused else ''}"
-        f"{TRANSFORMERS_BLOCK_NOTE if machine.eager_block == 'transformers' and not machine.elementwise_fused else ''}"
+        f"{EAGER_BLOCK_NOTES.get(eager_block_of(FlopModel.from_model(request.model), machine) or '', '')}"
         f"{'; interleaved pipeline transfers hide behind compute' if machine.pp_hidden else ''}"
-        f"{CP_TORCH_NOTE if machine.cp_ring == 'torch' else ''}",
+        f"{CP_TORCH_NOTE if machine.cp_ring == 'torch' and max(request.space.cp) > 1 else ''}",
         f"offload: PCIe {format_rate(cluster.pcie_bandwidth_bytes_per_s)} per GPU, CPU Adam "
         f"{format_count(int(machine.cpu_adam_params_per_s))} parameters/s per node"
         f"{' (an estimate; --cpu-adam-rate)' if inputs.search.cpu_adam_rate is None else ''}",

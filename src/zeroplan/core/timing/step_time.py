@@ -186,12 +186,13 @@ class CommOverlap:
     node_rails: bool = False  # cross-node rings over every NIC of a node (core.timing.collectives.group_bandwidth)
     cp_ring: str = "p2p"  # how context parallelism runs (CP_RINGS; cp_exposed_seconds, cp_merge_seconds)
     eager_block: str = "korthikanti"  # the eager element-wise count (ELEMENTWISE_BLOCKS; elementwise_seconds)
+    float8_gather: bool = False  # FSDP2 gathers tensorwise-FP8 weights in FP8 (torchao enable_fsdp_float8_all_gather)
 
 
 COMM_OVERLAPS = {rule.name: rule for rule in (
     CommOverlap("baseline", None),
-    CommOverlap("fsdp", 1.0, node_rails=True, eager_block="transformers"),
-    CommOverlap("torchtitan", 1.0, node_rails=True, cp_ring="torch", eager_block="torchtitan"),
+    CommOverlap("fsdp", 1.0, node_rails=True, eager_block="transformers", float8_gather=True),
+    CommOverlap("torchtitan", 1.0, node_rails=True, cp_ring="torch", eager_block="torchtitan", float8_gather=True),
     CommOverlap("megatron", 1.0, tp_hidden=True, pp_hidden=True, attention_kernel="fa3", node_rails=True),
 )}
 DEFAULT_COMM_OVERLAP = "baseline"
@@ -636,10 +637,20 @@ def elementwise_seconds(layout: Layout, flops: FlopModel, machine: Machine, back
     if machine.elementwise_fused:
         elements = fused_elementwise_elements(layout, flops)
         return passes * elements * ACTIVATION_ELEMENT_BYTES * tokens / machine.hbm_bytes_per_s
-    if machine.eager_block in EAGER_BLOCK_BYTES and flops.gated and not flops.moe_layers:
-        return eager_block_bytes(layout, flops, machine.eager_block, backward) * tokens / machine.hbm_bytes_per_s
+    block = eager_block_of(flops, machine)
+    if block is not None:
+        return eager_block_bytes(layout, flops, block, backward) * tokens / machine.hbm_bytes_per_s
     split = 34 / layout.tp if layout.sequence_parallel else 10 + 24 / layout.tp
     return passes * ELEMENTWISE_BYTES_PER_TOKEN_HIDDEN / 34 * split * tokens * flops.hidden / machine.hbm_bytes_per_s
+
+
+def eager_block_of(flops: FlopModel, machine: Machine) -> str | None:
+    """The eager block whose op-by-op count prices this model's element-wise work (EAGER_BLOCK_BYTES), or None for
+    Korthikanti's count: the framework's block (machine.eager_block) for a dense gated (SwiGLU) model run uncompiled;
+    compiled runs, ungated and MoE models keep their counts (elementwise_seconds)."""
+    if machine.elementwise_fused or machine.eager_block not in EAGER_BLOCK_BYTES:
+        return None
+    return machine.eager_block if flops.gated and not flops.moe_layers else None
 
 
 def eager_block_bytes(layout: Layout, flops: FlopModel, block: str, backward: bool = False) -> float:
