@@ -593,11 +593,17 @@ def cp_merge_seconds(layout: Layout, flops: FlopModel, machine: Machine) -> tupl
     into its attention kernels' epilogues (docs/formulas.md §24)."""
     if layout.cp <= 1 or machine.cp_ring != "torch":
         return 0.0, 0.0
-    elements = layout.micro_batch * layout.seq_len / layout.cp * flops.attention_width / layout.tp
+    elements = cp_local_query_elements(layout, flops)
     steps = layout.cp - 1
     forward = CP_TORCH_FORWARD_BYTES[0] * steps + CP_TORCH_FORWARD_BYTES[1]
     backward = CP_TORCH_BACKWARD_BYTES[0] * steps + CP_TORCH_BACKWARD_BYTES[1]
     return (forward * elements / machine.hbm_bytes_per_s, backward * elements / machine.hbm_bytes_per_s)
+
+
+def cp_local_query_elements(layout: Layout, flops: FlopModel) -> float:
+    """Elements of a CP rank's local query-side tensor for one micro-batch (tokens/cp × w/tp): what PyTorch's ring
+    merges, and, after the model's repeat_kv, the size of each of its key and value chunks (docs/formulas.md §24)."""
+    return layout.micro_batch * layout.seq_len / layout.cp * flops.attention_width / layout.tp
 
 
 def moe_sync_seconds(flops: FlopModel, machine: Machine) -> float:
@@ -815,7 +821,7 @@ def cp_exposed_seconds(layout: Layout, flops: FlopModel, machine: Machine, core:
             * ACTIVATION_ELEMENT_BYTES
         gather = collective_seconds("all_gather", kv_bytes, layout.cp, machine.links, cp_per_node)
         return max(0.0, gather - core), max(0.0, gather - 2 * core)
-    local = layout.seq_len * layout.micro_batch / layout.cp * flops.attention_width / layout.tp  # elements
+    local = cp_local_query_elements(layout, flops)
     gather = collective_seconds("all_gather", layout.cp * 2 * local * ACTIVATION_ELEMENT_BYTES, layout.cp,
                                 machine.links, cp_per_node)
     step_forward = core / layout.cp
