@@ -38,6 +38,7 @@ Usage: python benchmarks/published_runs.py [--set calibration|heldout|moe|judge|
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import math
 import statistics
@@ -602,9 +603,15 @@ def moe_counts(run: dict) -> tuple[int, int]:
     """(layers, routed experts) of a MoE row's model: its shape fields or the config.json it names."""
     if "shape" in run:
         return run["shape"]["layers"], run["shape"]["experts"]
+    return _config_counts(run["config"])
+
+
+@functools.lru_cache(maxsize=None)
+def _config_counts(config: str) -> tuple[int, int]:
+    """(layers, routed experts) of a config.json under tests/configs/models, read once per script run."""
     from zeroplan.inputs.training import load_model
 
-    shape = load_model(str(Path(__file__).resolve().parents[1] / "tests" / "configs" / "models" / run["config"])).shape
+    shape = load_model(str(Path(__file__).resolve().parents[1] / "tests" / "configs" / "models" / config)).shape
     return shape.layers, shape.experts
 
 
