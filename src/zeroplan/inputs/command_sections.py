@@ -91,10 +91,10 @@ class SearchInputs(Section):
                                     kind=float)
     comm_overlap: str | None = flag("--comm-overlap", help="Which communication the training framework hides behind "
                                     "compute: baseline (DeepSpeed, Megatron-LM without overlap options; the "
-                                    "default), fsdp (PyTorch FSDP/FSDP2 prefetch, Hugging Face transformers' eager Llama block), torchtitan (fsdp with PyTorch's "
-                                    "experimental context-parallel ring and torchtitan's unfused eager Llama block) "
-                                    "or megatron (Megatron-Core with its DP, TP "
-                                    "and pipeline overlap options on, as NeMo runs it).", panel=TIMING,
+                                    "default), fsdp (PyTorch FSDP/FSDP2 prefetch, Hugging Face transformers' eager "
+                                    "Llama block), torchtitan (fsdp with PyTorch's experimental context-parallel "
+                                    "ring and torchtitan's unfused eager Llama block) or megatron (Megatron-Core "
+                                    "with its DP, TP and pipeline overlap options on, as NeMo runs it).", panel=TIMING,
                                     parse=one_of(CommOverlapChoice))
     attention_kernel: str | None = flag("--attention-kernel", help="The flash-attention kernel family the framework "
                                         "calls: fa1 (flash-attn 1, Triton flash attention), fa2 (flash-attn 2, torch "

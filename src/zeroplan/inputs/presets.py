@@ -15,6 +15,7 @@ import functools
 import os
 import sys
 from pathlib import Path
+from collections.abc import Iterable
 from typing import Any, Iterator
 
 from zeroplan.core.errors import InputError
@@ -151,12 +152,8 @@ def entry(category: str, name: str, entries_by_category: Entries | None = None) 
         return found if isinstance(found, PresetEntry) else PresetEntry(found)
     flag = {"gpus": "gpu", "clusters": "cluster", "models": "model"}[category]
 
-    import difflib  # the error path only
-
-    close = difflib.get_close_matches(key, entries, n=3, cutoff=0.5)
-    hint = f"did you mean {' or '.join(close)}? " if close else ""
     raise PresetError(flag, f"unknown {category[:-1]} preset '{name}'",
-                      f"{hint}see `zeroplan presets list`")
+                      f"{_did_you_mean(key, entries)}see `zeroplan presets list`")
 
 
 def _link(bandwidth: str, latency_us: float, what: str) -> Link:
@@ -269,8 +266,12 @@ def category_of(name: str) -> str:
             return category
     every = [n for c in CATEGORIES for n in _load_category(c)]
 
-    import difflib  # the error path only
+    raise PresetError("NAME", f"unknown preset '{name}'", f"{_did_you_mean(key, every)}see `zeroplan presets list`")
 
-    close = difflib.get_close_matches(key, every, n=3, cutoff=0.5)
-    hint = f"did you mean {' or '.join(close)}? " if close else ""
-    raise PresetError("NAME", f"unknown preset '{name}'", f"{hint}see `zeroplan presets list`")
+
+def _did_you_mean(key: str, names: Iterable[str]) -> str:
+    """The closest preset names to a mistyped one, as the start of an error's fix (difflib: the error path only)."""
+    import difflib
+
+    close = difflib.get_close_matches(key, list(names), n=3, cutoff=0.5)
+    return f"did you mean {' or '.join(close)}? " if close else ""
